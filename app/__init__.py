@@ -1,0 +1,1 @@
+"""kafka_lineage: event-streaming OpenLineage pipeline on Kafka (app shell: CLI, configuration, local stack)."""

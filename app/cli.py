@@ -1,0 +1,105 @@
+"""`lineage` command line. Errors are one clear line on stderr and a non-zero exit."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+
+from kafka_lineage.config import ClientSettings, ConfigError, StackSettings
+from kafka_lineage.stack.manager import ServiceStatus, Stack, StackError
+from kafka_lineage.stack.maven import ResolutionError
+from kafka_lineage.stack.services import SERVICES_BY_NAME
+
+
+def _print_status(rows: list[ServiceStatus]) -> None:
+    print(f"{'service':9} {'state':8} {'pid':>8}  endpoint / detail")
+    for row in rows:
+        pid = str(row.pid) if row.pid else "-"
+        print(f"{row.name:9} {row.state:8} {pid:>8}  {row.endpoint}")
+        if row.detail:
+            print(f"{'':28}{row.detail}")
+
+
+def cmd_stack(args: argparse.Namespace) -> int:
+    settings = StackSettings.from_env()
+    stack = Stack(settings)
+    if args.action == "up":
+        rows = stack.up(args.services)
+        print(f"stack is up (state in {settings.state_dir}); stop it with: lineage stack down")
+        _print_status(rows)
+        return 0
+    if args.action == "down":
+        stopped = stack.down(args.services)
+        print(f"stopped: {', '.join(stopped)}" if stopped else "nothing of this stack was running")
+        return 0
+    if args.action == "status":
+        rows = stack.status()
+        if args.json:
+            print(json.dumps([{**row.__dict__, "state": row.state, "log": str(row.log)} for row in rows], indent=2))
+        else:
+            print(f"state dir: {settings.state_dir}")
+            _print_status(rows)
+        return 0 if all(row.healthy for row in rows) else 1
+    if args.action == "logs":
+        if len(args.services) != 1:
+            raise StackError("logs takes exactly one service: " + ", ".join(SERVICES_BY_NAME))
+        (name,) = args.services
+        if name not in SERVICES_BY_NAME:
+            raise StackError(f"unknown service {name!r}; known: {', '.join(SERVICES_BY_NAME)}")
+        log = stack.log_file(name)
+        if not log.is_file():
+            raise StackError(f"{name} has no log yet ({log})")
+        tail = ["tail", "-n", str(args.lines), *(["-F"] if args.follow else []), str(log)]
+        try:
+            return subprocess.call(tail)
+        except KeyboardInterrupt:
+            return 0
+    raise AssertionError(args.action)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from kafka_lineage.stack.smoke import prove_stack
+
+    settings = StackSettings.from_env()
+    Stack(settings).up()
+    print("\nproving that each service answers:")
+    for line in prove_stack(ClientSettings.from_env()):
+        print(f"  ok  {line}")
+    print("\nThe stack stays up for exploration; stop it with: lineage stack down")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lineage", description="Event-streaming OpenLineage pipeline on Kafka")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    stack = sub.add_parser("stack", help="run the real local servers (Kafka, registry, Neo4j, Connect)")
+    stack.add_argument("action", choices=["up", "down", "status", "logs"])
+    stack.add_argument("services", nargs="*", help=f"subset of: {', '.join(SERVICES_BY_NAME)} (default: all)")
+    stack.add_argument("--json", action="store_true", help="status as JSON")
+    stack.add_argument("-n", "--lines", type=int, default=50, help="logs: how many lines")
+    stack.add_argument("-f", "--follow", action="store_true", help="logs: keep following")
+    stack.set_defaults(handler=cmd_stack)
+
+    demo = sub.add_parser("demo", help="start the stack and run the end-to-end demo")
+    demo.set_defaults(handler=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except (ConfigError, StackError, ResolutionError) as exc:
+        print(f"lineage: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("lineage: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

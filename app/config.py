@@ -1,0 +1,147 @@
+"""Configuration: environment first (12-factor), then an optional YAML file, then defaults.
+
+The YAML file (``LINEAGE_CONFIG``, else ``./lineage.yaml`` if present) holds the same keys as the environment,
+e.g. ``KAFKA_BOOTSTRAP_SERVERS: 127.0.0.1:9092``. A bad value fails at start with a message naming the setting.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A setting is missing or malformed; the message names it."""
+
+
+def _load_yaml(path: Path) -> dict[str, str]:
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"LINEAGE_CONFIG: cannot read {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"LINEAGE_CONFIG: {path} must hold a mapping of setting names to values")
+    return {str(k): str(v) for k, v in data.items()}
+
+
+def merged_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The effective settings: the YAML file's values overridden by the environment."""
+    env = dict(os.environ if env is None else env)
+    path = env.get("LINEAGE_CONFIG")
+    if path:
+        file_values = _load_yaml(Path(path))
+    elif Path("lineage.yaml").is_file():
+        file_values = _load_yaml(Path("lineage.yaml"))
+    else:
+        file_values = {}
+    return {**file_values, **env}
+
+
+def _int(values: Mapping[str, str], key: str, default: int) -> int:
+    raw = values.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{key}: expected an integer, got {raw!r}") from None
+    if not 0 < value < 65536:
+        raise ConfigError(f"{key}: {value} is not a valid TCP port")
+    return value
+
+
+def _memory(values: Mapping[str, str], key: str, default: str) -> str:
+    raw = values.get(key) or default
+    if not (raw[:-1].isdigit() and raw[-1].lower() in "mg"):
+        raise ConfigError(f"{key}: expected a JVM memory size such as 512m or 2g, got {raw!r}")
+    return raw
+
+
+def _path(values: Mapping[str, str], key: str, default: Path) -> Path:
+    raw = values.get(key)
+    return Path(raw).expanduser().resolve() if raw else default
+
+
+@dataclass(frozen=True)
+class StackSettings:
+    """Where and how the local stack runs. Defaults fit a 2-core, 24 GiB machine with every service up."""
+
+    state_dir: Path
+    cache_dir: Path
+    java_homes: tuple[str, ...]
+    kafka_version: str
+    apicurio_version: str
+    neo4j_version: str
+    kafka_port: int
+    kafka_controller_port: int
+    registry_port: int
+    neo4j_bolt_port: int
+    neo4j_http_port: int
+    connect_port: int
+    kafka_heap: str
+    registry_heap: str
+    neo4j_heap: str
+    neo4j_pagecache: str
+    connect_heap: str
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> StackSettings:
+        values = merged_environment(env)
+        home = Path.home()
+        return cls(
+            state_dir=_path(values, "LINEAGE_STATE_DIR", home / ".local/state/kafka-lineage"),
+            cache_dir=_path(values, "LINEAGE_CACHE_DIR", home / ".cache/kafka-lineage"),
+            java_homes=tuple(values.get(key, "") for key in ("LINEAGE_JAVA_HOME", "JAVA_HOME")),
+            kafka_version=values.get("LINEAGE_KAFKA_VERSION", "4.3.1"),
+            apicurio_version=values.get("LINEAGE_APICURIO_VERSION", "3.3.3"),
+            neo4j_version=values.get("LINEAGE_NEO4J_VERSION", "5.26.30"),
+            kafka_port=_int(values, "LINEAGE_KAFKA_PORT", 9092),
+            kafka_controller_port=_int(values, "LINEAGE_KAFKA_CONTROLLER_PORT", 9093),
+            registry_port=_int(values, "LINEAGE_REGISTRY_PORT", 8081),
+            neo4j_bolt_port=_int(values, "LINEAGE_NEO4J_BOLT_PORT", 7687),
+            neo4j_http_port=_int(values, "LINEAGE_NEO4J_HTTP_PORT", 7474),
+            connect_port=_int(values, "LINEAGE_CONNECT_PORT", 8083),
+            kafka_heap=_memory(values, "LINEAGE_KAFKA_HEAP", "1g"),
+            registry_heap=_memory(values, "LINEAGE_REGISTRY_HEAP", "768m"),
+            neo4j_heap=_memory(values, "LINEAGE_NEO4J_HEAP", "1g"),
+            neo4j_pagecache=_memory(values, "LINEAGE_NEO4J_PAGECACHE", "512m"),
+            connect_heap=_memory(values, "LINEAGE_CONNECT_HEAP", "768m"),
+        )
+
+    @property
+    def neo4j_password_file(self) -> Path:
+        return self.state_dir / "neo4j" / "password"
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """How pipeline components reach Kafka, the registry and Neo4j (the local stack unless overridden)."""
+
+    kafka_bootstrap_servers: str
+    schema_registry_url: str
+    neo4j_uri: str
+    neo4j_user: str
+    neo4j_password: str
+    connect_url: str
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ClientSettings:
+        values = merged_environment(env)
+        stack = StackSettings.from_env(values)
+        password = values.get("NEO4J_PASSWORD")
+        if password is None and stack.neo4j_password_file.is_file():
+            password = stack.neo4j_password_file.read_text().strip()
+        return cls(
+            kafka_bootstrap_servers=values.get("KAFKA_BOOTSTRAP_SERVERS", f"127.0.0.1:{stack.kafka_port}"),
+            schema_registry_url=values.get(
+                "SCHEMA_REGISTRY_URL", f"http://127.0.0.1:{stack.registry_port}/apis/ccompat/v7"
+            ),
+            neo4j_uri=values.get("NEO4J_URI", f"bolt://127.0.0.1:{stack.neo4j_bolt_port}"),
+            neo4j_user=values.get("NEO4J_USER", "neo4j"),
+            neo4j_password=password or "",
+            connect_url=values.get("LINEAGE_CONNECT_URL", f"http://127.0.0.1:{stack.connect_port}"),
+        )

@@ -1,0 +1,1 @@
+"""Local real stack: Kafka (KRaft), Apicurio Registry, Neo4j and Kafka Connect from Maven Central."""

@@ -1,0 +1,1 @@
+"""Stream processor: reorder by run, dedupe, normalize namespaces, detect schema drift."""

@@ -1,0 +1,1 @@
+"""Shared event contract: Avro schemas, event models and registry helpers."""

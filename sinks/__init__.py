@@ -1,0 +1,1 @@
+"""Sinks: Neo4j lineage graph and schema-drift alerts."""
