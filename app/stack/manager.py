@@ -117,6 +117,8 @@ class Stack:
     def up(self, names: Iterable[str] | None = None) -> list[ServiceStatus]:
         """Start what is not running (with its dependencies), reuse what runs, wait until all are healthy."""
         wanted = self._with_dependencies(names)
+        for service in wanted:  # fail fast, before any download, if a port is held by someone else
+            self._check_ports_free(service)
         for service in wanted:
             self.report(f"fetching {service.name} (cached after the first time) ...")
             service.fetch(self.settings)
@@ -171,12 +173,7 @@ class Stack:
     def _start(self, service: Service) -> None:
         if self.running_pid(service.name) is not None:
             return  # reuse the running process; _check waits for it to become healthy
-        for port in service.ports(self.settings):
-            if port_open(port):
-                raise StackError(
-                    f"{service.name}: port {port} is taken by a process this stack did not start "
-                    f"(another stack or server?); stop it or choose other ports (LINEAGE_*_PORT)"
-                )
+        self._check_ports_free(service)
         launch = service.prepare(self.settings)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -201,6 +198,16 @@ class Stack:
             json.dumps({"pid": process.pid, "start_time": start_time, "command": launch.command})
         )
         self.report(f"{service.name:9} starting (pid {process.pid}, log {log_path})")
+
+    def _check_ports_free(self, service: Service) -> None:
+        if self.running_pid(service.name) is not None:
+            return
+        for port in service.ports(self.settings):
+            if port_open(port):
+                raise StackError(
+                    f"{service.name}: port {port} is taken by a process this stack did not start "
+                    f"(another stack or server?); stop it or choose other ports (LINEAGE_*_PORT)"
+                )
 
     def _check(self, service: Service, since: float) -> bool:
         if self.running_pid(service.name) is None:
