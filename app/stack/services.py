@@ -142,33 +142,34 @@ class Kafka(Service):
     def fetch(self, s: StackSettings) -> None:
         _kafka_classpath(s)
 
+    def server_properties(self, s: StackSettings) -> dict[str, object]:
+        """Single-node KRaft (broker and controller in one process), listening on 127.0.0.1 only."""
+        return {
+            "process.roles": "broker,controller",
+            "node.id": 1,
+            "controller.quorum.voters": f"1@127.0.0.1:{s.kafka_controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{s.kafka_port},CONTROLLER://127.0.0.1:{s.kafka_controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{s.kafka_port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": self.home(s) / "data",
+            "num.partitions": 3,
+            "offsets.topic.replication.factor": 1,
+            "transaction.state.log.replication.factor": 1,
+            "transaction.state.log.min.isr": 1,
+            "share.coordinator.state.topic.replication.factor": 1,
+            "share.coordinator.state.topic.min.isr": 1,
+            "group.initial.rebalance.delay.ms": 0,
+            "num.network.threads": 2,
+            "num.io.threads": 4,
+        }
+
     def prepare(self, s: StackSettings) -> Launch:
         home = self.home(s)
         data = home / "data"
         config = home / "server.properties"
-        _write_properties(
-            config,
-            {
-                "process.roles": "broker,controller",
-                "node.id": 1,
-                "controller.quorum.voters": f"1@127.0.0.1:{s.kafka_controller_port}",
-                "listeners": f"PLAINTEXT://127.0.0.1:{s.kafka_port},CONTROLLER://127.0.0.1:{s.kafka_controller_port}",
-                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{s.kafka_port}",
-                "controller.listener.names": "CONTROLLER",
-                "inter.broker.listener.name": "PLAINTEXT",
-                "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-                "log.dirs": data,
-                "num.partitions": 3,
-                "offsets.topic.replication.factor": 1,
-                "transaction.state.log.replication.factor": 1,
-                "transaction.state.log.min.isr": 1,
-                "share.coordinator.state.topic.replication.factor": 1,
-                "share.coordinator.state.topic.min.isr": 1,
-                "group.initial.rebalance.delay.ms": 0,
-                "num.network.threads": 2,
-                "num.io.threads": 4,
-            },
-        )
+        _write_properties(config, self.server_properties(s))
         log4j = home / "log4j2.properties"
         log4j.write_text(LOG4J2_CONSOLE)
         classpath = _classpath_args(home, _kafka_classpath(s))
@@ -367,30 +368,30 @@ class KafkaConnect(Service):
     def fetch(self, s: StackSettings) -> None:
         _kafka_classpath(s)
 
+    def worker_properties(self, s: StackSettings) -> dict[str, object]:
+        return {
+            "bootstrap.servers": f"127.0.0.1:{s.kafka_port}",
+            "group.id": "lineage-connect",
+            "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "key.converter.schemas.enable": "false",
+            "value.converter.schemas.enable": "false",
+            "config.storage.topic": "_connect-configs",
+            "offset.storage.topic": "_connect-offsets",
+            "status.storage.topic": "_connect-status",
+            "config.storage.replication.factor": 1,
+            "offset.storage.replication.factor": 1,
+            "status.storage.replication.factor": 1,
+            "offset.flush.interval.ms": 5000,
+            "listeners": f"http://127.0.0.1:{s.connect_port}",
+            "rest.advertised.host.name": "127.0.0.1",
+            "rest.advertised.port": s.connect_port,
+        }
+
     def prepare(self, s: StackSettings) -> Launch:
         home = self.home(s)
         config = home / "connect-distributed.properties"
-        _write_properties(
-            config,
-            {
-                "bootstrap.servers": f"127.0.0.1:{s.kafka_port}",
-                "group.id": "lineage-connect",
-                "key.converter": "org.apache.kafka.connect.json.JsonConverter",
-                "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-                "key.converter.schemas.enable": "false",
-                "value.converter.schemas.enable": "false",
-                "config.storage.topic": "_connect-configs",
-                "offset.storage.topic": "_connect-offsets",
-                "status.storage.topic": "_connect-status",
-                "config.storage.replication.factor": 1,
-                "offset.storage.replication.factor": 1,
-                "status.storage.replication.factor": 1,
-                "offset.flush.interval.ms": 5000,
-                "listeners": f"http://127.0.0.1:{s.connect_port}",
-                "rest.advertised.host.name": "127.0.0.1",
-                "rest.advertised.port": s.connect_port,
-            },
-        )
+        _write_properties(config, self.worker_properties(s))
         log4j = home / "log4j2.properties"
         log4j.write_text(LOG4J2_CONSOLE)
         return Launch(

@@ -1,0 +1,12 @@
+# Image for the pipeline's own components (see docker-compose.yml, profile `pipeline`).
+FROM python:3.11-slim
+RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-headless && rm -rf /var/lib/apt/lists/*
+WORKDIR /opt/kafka-lineage
+COPY pyproject.toml README.md ./
+COPY app ./app
+COPY producers ./producers
+COPY processors ./processors
+COPY sinks ./sinks
+COPY schemas ./schemas
+RUN pip install --no-cache-dir .
+ENTRYPOINT []
