@@ -60,6 +60,21 @@ def cmd_stack(args: argparse.Namespace) -> int:
     raise AssertionError(args.action)
 
 
+def cmd_schemas(args: argparse.Namespace) -> int:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from kafka_lineage.schemas import registry
+
+    settings = ClientSettings.from_env()
+    client = SchemaRegistryClient({"url": settings.schema_registry_url})
+    if args.action == "register":
+        reports = registry.register(client, settings.value_schemas(), args.compatibility)
+    else:
+        reports = registry.check(client, settings.value_schemas())
+    for report in reports:
+        print(f"{'ok ' if report.ok else 'BAD'}  {report.subject:32} {report.schema_name:18} {report.detail}")
+    return 0 if all(report.ok for report in reports) else 1
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from kafka_lineage.stack.smoke import prove_stack
 
@@ -83,6 +98,16 @@ def build_parser() -> argparse.ArgumentParser:
     stack.add_argument("-n", "--lines", type=int, default=50, help="logs: how many lines")
     stack.add_argument("-f", "--follow", action="store_true", help="logs: keep following")
     stack.set_defaults(handler=cmd_stack)
+
+    schemas = sub.add_parser("schemas", help="register / check the Avro schemas in the schema registry")
+    schemas.add_argument("action", choices=["register", "check"])
+    schemas.add_argument(
+        "--compatibility",
+        default="BACKWARD",
+        choices=["BACKWARD", "BACKWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE"],
+        help="register: level set on each subject (default BACKWARD)",
+    )
+    schemas.set_defaults(handler=cmd_schemas)
 
     demo = sub.add_parser("demo", help="start the stack and run the end-to-end demo")
     demo.set_defaults(handler=cmd_demo)

@@ -127,6 +127,10 @@ class ClientSettings:
     neo4j_user: str
     neo4j_password: str
     connect_url: str
+    events_topic: str = "openlineage.events"
+    normalized_topic: str = "lineage.events.normalized"
+    drift_topic: str = "lineage.schema-drift"
+    dlq_topic: str = "lineage.dlq"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ClientSettings:
@@ -144,4 +148,12 @@ class ClientSettings:
             neo4j_user=values.get("NEO4J_USER", "neo4j"),
             neo4j_password=password or "",
             connect_url=values.get("LINEAGE_CONNECT_URL", f"http://127.0.0.1:{stack.connect_port}"),
+            events_topic=values.get("LINEAGE_EVENTS_TOPIC", cls.events_topic),
+            normalized_topic=values.get("LINEAGE_NORMALIZED_TOPIC", cls.normalized_topic),
+            drift_topic=values.get("LINEAGE_DRIFT_TOPIC", cls.drift_topic),
+            dlq_topic=values.get("LINEAGE_DLQ_TOPIC", cls.dlq_topic),
         )
+
+    def value_schemas(self) -> dict[str, str]:
+        """Topic -> name of its value schema in schemas/avro (the contracts defined so far)."""
+        return {self.events_topic: "openlineage_event", self.dlq_topic: "dead_letter"}

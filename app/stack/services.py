@@ -264,9 +264,12 @@ class Neo4j(Service):
         return [s.neo4j_bolt_port, s.neo4j_http_port]
 
     def endpoint(self, s: StackSettings) -> str:
+        # A local development stack: showing the generated password is the point (`lineage stack status`).
+        password_file = s.neo4j_password_file
+        password = password_file.read_text().strip() if password_file.is_file() else "(set on first start)"
         return (
             f"bolt://127.0.0.1:{s.neo4j_bolt_port} (http://127.0.0.1:{s.neo4j_http_port}), "
-            f"user neo4j, password in {s.neo4j_password_file}"
+            f"user neo4j, password {password} (in {password_file})"
         )
 
     def _classpath(self, s: StackSettings) -> str:

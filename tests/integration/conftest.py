@@ -26,7 +26,10 @@ def lineage(*args: str, check: bool = True, env: dict[str, str] | None = None) -
     """Run the real `lineage` CLI in a subprocess, as a user would."""
     result = subprocess.run(
         [sys.executable, "-m", "kafka_lineage.cli", *args],
-        capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=600,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=600,
     )
     if check and result.returncode != 0:
         raise AssertionError(f"lineage {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")

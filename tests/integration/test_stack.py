@@ -28,8 +28,14 @@ pytestmark = pytest.mark.integration
 
 
 def _consume(bootstrap: str, topic: str, count: int, timeout: float = 30.0) -> list:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"test-{uuid.uuid4()}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"test-{uuid.uuid4()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.subscribe([topic])
     messages, deadline = [], time.monotonic() + timeout
     try:
@@ -44,24 +50,30 @@ def _consume(bootstrap: str, topic: str, count: int, timeout: float = 30.0) -> l
 
 def test_stack_started_from_a_clean_state_dir(stack_settings: StackSettings) -> None:
     rows = Stack(stack_settings).status()
-    assert {row.name: row.state for row in rows} == {
-        "kafka": "up", "neo4j": "up", "registry": "up", "connect": "up"}
+    assert {row.name: row.state for row in rows} == {"kafka": "up", "neo4j": "up", "registry": "up", "connect": "up"}
     assert (stack_settings.state_dir / "kafka" / "data" / "meta.properties").is_file()  # KRaft storage formatted
     password_file = stack_settings.neo4j_password_file
     assert password_file.stat().st_mode & 0o777 == 0o600
-    assert len(password_file.read_text().strip()) >= 20
+    password = password_file.read_text().strip()
+    assert len(password) >= 20
+    assert password in lineage("stack", "status").stdout  # shown to the developer by `stack status`
     assert "kafka.Kafka" in (stack_settings.state_dir / "logs" / "kafka.log").read_text()  # it logs to a file
 
 
 def test_kafka_produce_consume_round_trip_keeps_per_key_order(clients: ClientSettings) -> None:
     topic = f"test.roundtrip.{uuid.uuid4().hex[:8]}"
     ensure_topic(clients.kafka_bootstrap_servers, topic, partitions=3)
-    producer = Producer({"bootstrap.servers": clients.kafka_bootstrap_servers, "acks": "all",
-                         "enable.idempotence": True})
+    producer = Producer(
+        {"bootstrap.servers": clients.kafka_bootstrap_servers, "acks": "all", "enable.idempotence": True}
+    )
     delivered = []
     for i in range(30):
-        producer.produce(topic, key=f"run-{i % 3}".encode(), value=str(i).encode(),
-                         on_delivery=lambda err, msg: delivered.append(err))
+        producer.produce(
+            topic,
+            key=f"run-{i % 3}".encode(),
+            value=str(i).encode(),
+            on_delivery=lambda err, msg: delivered.append(err),
+        )
     assert producer.flush(30) == 0
     assert delivered == [None] * 30
     messages = _consume(clients.kafka_bootstrap_servers, topic, 30)
@@ -108,8 +120,10 @@ def test_backward_compatibility_rejects_an_incompatible_schema(clients: ClientSe
         registry.register_schema(subject, Schema(json.dumps(required_field), "AVRO"))
     assert rejected.value.http_status_code == 409
 
-    optional_field = {**RECORD_V1, "fields": [*RECORD_V1["fields"],
-                                              {"name": "owner", "type": ["null", "string"], "default": None}]}
+    optional_field = {
+        **RECORD_V1,
+        "fields": [*RECORD_V1["fields"], {"name": "owner", "type": ["null", "string"], "default": None}],
+    }
     registry.register_schema(subject, Schema(json.dumps(optional_field), "AVRO"))
     assert len(registry.get_versions(subject)) == 2
 
@@ -117,10 +131,8 @@ def test_backward_compatibility_rejects_an_incompatible_schema(clients: ClientSe
 def test_neo4j_write_and_read_over_bolt_with_auth(clients: ClientSettings) -> None:
     marker = uuid.uuid4().hex
     with GraphDatabase.driver(clients.neo4j_uri, auth=(clients.neo4j_user, clients.neo4j_password)) as driver:
-        driver.execute_query("MERGE (d:SmokeDataset {name: $name}) SET d.seen = coalesce(d.seen, 0) + 1",
-                             name=marker)
-        records, _, _ = driver.execute_query("MATCH (d:SmokeDataset {name: $name}) RETURN d.seen AS seen",
-                                             name=marker)
+        driver.execute_query("MERGE (d:SmokeDataset {name: $name}) SET d.seen = coalesce(d.seen, 0) + 1", name=marker)
+        records, _, _ = driver.execute_query("MATCH (d:SmokeDataset {name: $name}) RETURN d.seen AS seen", name=marker)
         assert [r["seen"] for r in records] == [1]
         driver.execute_query("MATCH (d:SmokeDataset {name: $name}) DELETE d", name=marker)
     with GraphDatabase.driver(clients.neo4j_uri, auth=(clients.neo4j_user, "wrong-password")) as driver:  # noqa: SIM117
@@ -132,8 +144,12 @@ def test_connector_created_listed_and_running(clients: ClientSettings, tmp_path:
     source = tmp_path / "lines.txt"
     source.write_text("first line\nsecond line\n")
     name, topic = f"test-file-source-{uuid.uuid4().hex[:8]}", f"test.connect.{uuid.uuid4().hex[:8]}"
-    config = {"connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
-              "file": str(source), "topic": topic, "tasks.max": "1"}
+    config = {
+        "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
+        "file": str(source),
+        "topic": topic,
+        "tasks.max": "1",
+    }
     response = requests.put(f"{clients.connect_url}/connectors/{name}/config", json=config, timeout=30)
     assert response.status_code in (200, 201), response.text
     try:
@@ -155,7 +171,8 @@ def test_connector_created_listed_and_running(clients: ClientSettings, tmp_path:
 def test_registry_keeps_schemas_across_a_restart(stack_settings: StackSettings, clients: ClientSettings) -> None:
     subject = f"test.durable.{uuid.uuid4().hex[:8]}-value"
     schema_id = SchemaRegistryClient({"url": clients.schema_registry_url}).register_schema(
-        subject, Schema(json.dumps(RECORD_V1), "AVRO"))
+        subject, Schema(json.dumps(RECORD_V1), "AVRO")
+    )
     lineage("stack", "down", "registry")
     lineage("stack", "up", "registry")
     fetched = SchemaRegistryClient({"url": clients.schema_registry_url}).get_schema(schema_id)
@@ -192,8 +209,12 @@ def test_a_killed_service_is_reported_and_up_repairs_it(stack_settings: StackSet
 
 def test_a_service_that_cannot_start_is_named_with_its_log(tmp_path: Path) -> None:
     # A second, throwaway stack on other ports whose broker cannot start (a heap far too small for the JVM).
-    env = {"LINEAGE_STATE_DIR": str(tmp_path / "broken"), "LINEAGE_KAFKA_PORT": "19092",
-           "LINEAGE_KAFKA_CONTROLLER_PORT": "19093", "LINEAGE_KAFKA_HEAP": "1m"}
+    env = {
+        "LINEAGE_STATE_DIR": str(tmp_path / "broken"),
+        "LINEAGE_KAFKA_PORT": "19092",
+        "LINEAGE_KAFKA_CONTROLLER_PORT": "19093",
+        "LINEAGE_KAFKA_HEAP": "1m",
+    }
     result = lineage("stack", "up", "kafka", check=False, env=env)
     assert result.returncode == 1
     error_lines = result.stderr.strip().splitlines()

@@ -43,8 +43,14 @@ def test_same_host_ports_on_loopback(compose: dict, settings: StackSettings) -> 
 
 def test_same_broker_settings(compose: dict, settings: StackSettings) -> None:
     env = {key: str(value) for key, value in compose["kafka"]["environment"].items()}
-    networking = {"listeners", "advertised.listeners", "controller.quorum.voters", "inter.broker.listener.name",
-                  "listener.security.protocol.map", "log.dirs"}
+    networking = {
+        "listeners",
+        "advertised.listeners",
+        "controller.quorum.voters",
+        "inter.broker.listener.name",
+        "listener.security.protocol.map",
+        "log.dirs",
+    }
     for key, value in Kafka().server_properties(settings).items():
         if key not in networking:
             assert env.get("KAFKA_" + key.upper().replace(".", "_")) == str(value), key
@@ -63,9 +69,11 @@ def test_same_connect_worker_settings(settings: StackSettings) -> None:
 def test_same_memory(compose: dict, settings: StackSettings) -> None:
     assert compose["kafka"]["environment"]["KAFKA_HEAP_OPTS"] == f"-Xms{settings.kafka_heap} -Xmx{settings.kafka_heap}"
     assert compose["connect"]["environment"]["KAFKA_HEAP_OPTS"] == (
-        f"-Xms{settings.connect_heap} -Xmx{settings.connect_heap}")
+        f"-Xms{settings.connect_heap} -Xmx{settings.connect_heap}"
+    )
     assert compose["registry"]["environment"]["JAVA_OPTS_APPEND"] == (
-        f"-Xms{settings.registry_heap} -Xmx{settings.registry_heap}")
+        f"-Xms{settings.registry_heap} -Xmx{settings.registry_heap}"
+    )
     neo4j = compose["neo4j"]["environment"]
     assert neo4j["NEO4J_server_memory_heap_max__size"] == settings.neo4j_heap
     assert neo4j["NEO4J_server_memory_pagecache_size"] == settings.neo4j_pagecache
@@ -76,8 +84,13 @@ def test_pipeline_services_reach_the_same_endpoints(compose: dict, settings: Sta
         env = compose[name]["environment"]
         registry = urlparse(env["SCHEMA_REGISTRY_URL"])
         assert (registry.hostname, registry.port, registry.path) == (
-            "registry", settings.registry_port, "/apis/ccompat/v7")
+            "registry",
+            settings.registry_port,
+            "/apis/ccompat/v7",
+        )
         assert urlparse(env["NEO4J_URI"]).port == settings.neo4j_bolt_port
         assert urlparse(env["LINEAGE_CONNECT_URL"]).port == settings.connect_port
-        assert f"INTERNAL://{env['KAFKA_BOOTSTRAP_SERVERS']}" in compose["kafka"]["environment"][
-            "KAFKA_ADVERTISED_LISTENERS"]
+        assert (
+            f"INTERNAL://{env['KAFKA_BOOTSTRAP_SERVERS']}"
+            in compose["kafka"]["environment"]["KAFKA_ADVERTISED_LISTENERS"]
+        )

@@ -17,8 +17,9 @@ def test_pom_lists_every_dependency() -> None:
     pom = render_pom("demo", [Coordinate("org.apache.kafka", "kafka_2.13", "4.3.1"), Coordinate("a.b", "c", "1")])
     ns = {"m": "http://maven.apache.org/POM/4.0.0"}
     deps = ElementTree.fromstring(pom).findall("m:dependencies/m:dependency", ns)
-    assert [(d.find("m:groupId", ns).text, d.find("m:artifactId", ns).text, d.find("m:version", ns).text)
-            for d in deps] == [("org.apache.kafka", "kafka_2.13", "4.3.1"), ("a.b", "c", "1")]
+    assert [
+        (d.find("m:groupId", ns).text, d.find("m:artifactId", ns).text, d.find("m:version", ns).text) for d in deps
+    ] == [("org.apache.kafka", "kafka_2.13", "4.3.1"), ("a.b", "c", "1")]
 
 
 def _fake_jdk(root: Path, name: str, version: str) -> Path:
@@ -62,8 +63,11 @@ def test_up_fails_fast_on_a_foreign_port_before_downloading(tmp_path: Path) -> N
         squatter.listen()
         port = squatter.getsockname()[1]
         settings = StackSettings.from_env(
-            {"LINEAGE_STATE_DIR": str(tmp_path), "LINEAGE_CACHE_DIR": str(tmp_path / "cache"),
-             "LINEAGE_KAFKA_PORT": str(port)}
+            {
+                "LINEAGE_STATE_DIR": str(tmp_path),
+                "LINEAGE_CACHE_DIR": str(tmp_path / "cache"),
+                "LINEAGE_KAFKA_PORT": str(port),
+            }
         )
         with pytest.raises(StackError, match=f"kafka: port {port} is taken"):
             Stack(settings, report=lambda _: None).up(["kafka"])

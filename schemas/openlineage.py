@@ -1,0 +1,199 @@
+"""OpenLineage event <-> Avro record, lossless, and validation with messages that name the field.
+
+Core fields are typed in Avro; each facet travels as its JSON text, and any key the core does not know (or a known
+key whose value has an unexpected type, such as an explicit ``null``) is kept verbatim in the object's ``extra``
+JSON. Hence ``record_to_event(event_to_record(e)) == e`` for every valid event, custom facets included.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from enum import Enum
+from typing import Any
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+EVENT_TYPES = ("START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER")
+
+
+class InvalidEvent(ValueError):
+    """The event breaks the OpenLineage spec; the message names the offending field(s)."""
+
+
+# --- Avro mapping ------------------------------------------------------------------------------------------------
+# Field kinds: "str", "event_type", "facets" (map of facet JSON), a nested object name, or [object name] for a list.
+_FACETS = "facets"
+_LAYOUT: dict[str, dict[str, Any]] = {
+    "event": {
+        "eventTime": "str",
+        "producer": "str",
+        "schemaURL": "str",
+        "eventType": "event_type",
+        "run": "run",
+        "job": "job",
+        "inputs": ["input"],
+        "outputs": ["output"],
+        "dataset": "dataset",
+    },
+    "run": {"runId": "str", "facets": _FACETS},
+    "job": {"namespace": "str", "name": "str", "facets": _FACETS},
+    "dataset": {"namespace": "str", "name": "str", "facets": _FACETS},
+    "input": {"namespace": "str", "name": "str", "facets": _FACETS, "inputFacets": _FACETS},
+    "output": {"namespace": "str", "name": "str", "facets": _FACETS, "outputFacets": _FACETS},
+}
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _fits(kind: Any, value: Any) -> bool:
+    if kind == "str":
+        return isinstance(value, str)
+    if kind == "event_type":
+        return value in EVENT_TYPES
+    if kind == _FACETS or isinstance(kind, str):
+        return isinstance(value, dict)
+    return isinstance(value, list) and all(isinstance(item, dict) for item in value)
+
+
+def _encode(obj: dict[str, Any], layout_name: str) -> dict[str, Any]:
+    layout = _LAYOUT[layout_name]
+    record: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for key, value in obj.items():
+        kind = layout.get(key)
+        if kind is None or not _fits(kind, value):
+            extra[key] = value
+        elif kind in ("str", "event_type"):
+            record[key] = value
+        elif kind == _FACETS:
+            record[key] = {name: _dumps(facet) for name, facet in value.items()}
+        elif isinstance(kind, list):
+            record[key] = [_encode(item, kind[0]) for item in value]
+        else:
+            record[key] = _encode(value, kind)
+    record["extra"] = _dumps(extra) if extra else None
+    return record
+
+
+def _decode(record: dict[str, Any], layout_name: str) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, kind in _LAYOUT[layout_name].items():
+        value = record.get(key)
+        if value is None:
+            continue
+        if kind in ("str", "event_type"):
+            obj[key] = value
+        elif kind == _FACETS:
+            obj[key] = {name: json.loads(text) for name, text in value.items()}
+        elif isinstance(kind, list):
+            obj[key] = [_decode(item, kind[0]) for item in value]
+        else:
+            obj[key] = _decode(value, kind)
+    if record.get("extra"):
+        obj.update(json.loads(record["extra"]))
+    return obj
+
+
+def event_to_record(event: dict[str, Any]) -> dict[str, Any]:
+    """An OpenLineage event (parsed JSON) as a record of ``schemas/avro/openlineage_event.avsc``."""
+    return _encode(event, "event")
+
+
+def record_to_event(record: dict[str, Any]) -> dict[str, Any]:
+    """The exact OpenLineage event (parsed JSON) that ``event_to_record`` was given."""
+    return _decode(record, "event")
+
+
+# --- validation ----------------------------------------------------------------------------------------------------
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class _Facets(_Open):
+    facets: dict[str, dict[str, Any]] | None = None
+
+
+class _JobRef(_Facets):
+    namespace: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+
+
+class _RunRef(_Facets):
+    runId: UUID
+
+
+class _InputDataset(_JobRef):
+    inputFacets: dict[str, dict[str, Any]] | None = None
+
+
+class _OutputDataset(_JobRef):
+    outputFacets: dict[str, dict[str, Any]] | None = None
+
+
+class _BaseEvent(_Open):
+    eventTime: datetime
+    producer: str = Field(min_length=1)
+    schemaURL: str = Field(min_length=1)
+
+    @field_validator("eventTime", mode="before")
+    @classmethod
+    def _iso_string_with_time(cls, value: Any) -> Any:
+        if not isinstance(value, str) or "T" not in value.upper():
+            raise ValueError("must be an ISO-8601 date-time string such as 2024-05-01T12:00:00.000Z")
+        return value
+
+
+EventTypeName = Enum("EventTypeName", {name: name for name in EVENT_TYPES})
+
+
+class _RunEvent(_BaseEvent):
+    eventType: EventTypeName | None = None
+    run: _RunRef
+    job: _JobRef
+    inputs: list[_InputDataset] | None = None
+    outputs: list[_OutputDataset] | None = None
+
+
+class _DatasetEvent(_BaseEvent):
+    dataset: _JobRef
+
+
+class _JobEvent(_BaseEvent):
+    job: _JobRef
+    inputs: list[_InputDataset] | None = None
+    outputs: list[_OutputDataset] | None = None
+
+
+def event_kind(event: dict[str, Any]) -> str:
+    """RunEvent, DatasetEvent or JobEvent, by the spec's shape (run → RunEvent, dataset → DatasetEvent)."""
+    if "run" in event:
+        return "RunEvent"
+    if "dataset" in event:
+        return "DatasetEvent"
+    if "job" in event:
+        return "JobEvent"
+    raise InvalidEvent("event: not an OpenLineage event (none of run, job, dataset is present)")
+
+
+_MODELS: dict[str, type[_BaseEvent]] = {"RunEvent": _RunEvent, "DatasetEvent": _DatasetEvent, "JobEvent": _JobEvent}
+
+
+def validate_event(event: Any) -> str:
+    """Check an event against the OpenLineage 2-0-x core; returns its kind or raises InvalidEvent naming fields."""
+    if not isinstance(event, dict):
+        raise InvalidEvent(f"event: expected a JSON object, got {type(event).__name__}")
+    kind = event_kind(event)
+    try:
+        _MODELS[kind].model_validate(event)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors(include_url=False):
+            where = ".".join(str(part) for part in error["loc"]) or "event"
+            message = error["msg"].removeprefix("Value error, ")
+            problems.append(f"{where}: {message}")
+        raise InvalidEvent(f"invalid {kind}: " + "; ".join(problems)) from None
+    return kind

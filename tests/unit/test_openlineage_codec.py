@@ -1,0 +1,88 @@
+"""OpenLineage JSON -> Avro -> JSON is the identity; invalid events are rejected naming the field."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import uuid
+
+import fastavro
+import pytest
+from kafka_lineage.schemas.avro_schemas import load_schema
+from kafka_lineage.schemas.openlineage import InvalidEvent, event_to_record, record_to_event, validate_event
+
+from tests.openlineage_samples import dataset_event, full_run_event, job_event
+
+SCHEMA = fastavro.parse_schema(load_schema("openlineage_event"))
+
+
+def _through_avro(event: dict) -> dict:
+    buffer = io.BytesIO()
+    fastavro.schemaless_writer(buffer, SCHEMA, event_to_record(event))
+    buffer.seek(0)
+    return record_to_event(fastavro.schemaless_reader(buffer, SCHEMA, SCHEMA))
+
+
+@pytest.mark.parametrize("make", [full_run_event, dataset_event, job_event], ids=["run", "dataset", "job"])
+def test_client_events_round_trip_exactly(make) -> None:
+    event = make()
+    original = copy.deepcopy(event)
+    assert validate_event(event) in ("RunEvent", "DatasetEvent", "JobEvent")
+    assert _through_avro(event) == original
+    assert json.dumps(_through_avro(event), sort_keys=True) == json.dumps(original, sort_keys=True)
+
+
+def test_unknown_keys_explicit_nulls_and_odd_types_survive() -> None:
+    event = full_run_event()
+    event["customTopLevel"] = {"a": [1, {"b": None}]}
+    event["eventType"] = None  # explicitly null, not absent
+    event["run"]["x-extra"] = 1
+    event["job"]["facets"] = None
+    event["inputs"][0]["inputFacets"] = {}
+    event["outputs"][0]["extraKey"] = "kept"
+    event["outputs"][0]["facets"]["weird"] = {"value": float("1e308"), "text": "\u0000\u2603"}
+    assert _through_avro(event) == event
+
+
+def test_absent_and_empty_collections_stay_distinct() -> None:
+    event = job_event()
+    assert event["outputs"] == []
+    del event["inputs"]
+    decoded = _through_avro(event)
+    assert decoded["outputs"] == [] and "inputs" not in decoded
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda e: e["run"].update(runId="not-a-uuid"), "run.runId"),
+        (lambda e: e.pop("eventTime"), "eventTime"),
+        (lambda e: e.update(eventTime="2024-05-01"), "eventTime"),
+        (lambda e: e["job"].pop("name"), "job.name"),
+        (lambda e: e["job"].update(namespace=""), "job.namespace"),
+        (lambda e: e.update(eventType="FINISHED"), "eventType"),
+        (lambda e: e["inputs"][0].update(name=7), "inputs.0.name"),
+        (lambda e: e["outputs"][0]["facets"].update(schema="not an object"), "outputs.0.facets.schema"),
+        (lambda e: e.pop("producer"), "producer"),
+    ],
+)
+def test_invalid_events_name_the_field(mutate, field: str) -> None:
+    event = full_run_event()
+    mutate(event)
+    with pytest.raises(InvalidEvent) as error:
+        validate_event(event)
+    assert f"{field}:" in str(error.value)
+
+
+def test_not_an_event_at_all() -> None:
+    with pytest.raises(InvalidEvent, match="none of run, job, dataset"):
+        validate_event({"eventTime": "2024-05-01T00:00:00Z"})
+    with pytest.raises(InvalidEvent, match="expected a JSON object"):
+        validate_event([1, 2])
+
+
+def test_run_ids_are_uuids_of_any_version() -> None:
+    event = full_run_event()
+    event["run"]["runId"] = str(uuid.uuid1())
+    assert validate_event(event) == "RunEvent"
