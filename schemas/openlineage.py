@@ -197,3 +197,20 @@ def validate_event(event: Any) -> str:
             problems.append(f"{where}: {message}")
         raise InvalidEvent(f"invalid {kind}: " + "; ".join(problems)) from None
     return kind
+
+
+def partition_key(event: dict[str, Any]) -> str:
+    """Kafka key that keeps one application's events on one partition, in order (openlineage-python's convention).
+
+    RunEvent: ``run:{ns}/{name}`` of the parent facet's root job, else the parent job, else the event's job.
+    DatasetEvent: ``dataset:{ns}/{name}``; JobEvent: ``job:{ns}/{name}``.
+    """
+    if "run" in event:
+        parent = ((event.get("run") or {}).get("facets") or {}).get("parent") or {}
+        for job in ((parent.get("root") or {}).get("job"), parent.get("job"), event.get("job")):
+            if isinstance(job, dict) and job.get("namespace") and job.get("name"):
+                return f"run:{job['namespace']}/{job['name']}"
+    if isinstance(event.get("dataset"), dict):
+        return f"dataset:{event['dataset'].get('namespace')}/{event['dataset'].get('name')}"
+    job = event.get("job") or {}
+    return f"job:{job.get('namespace')}/{job.get('name')}"

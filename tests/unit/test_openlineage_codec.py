@@ -10,7 +10,13 @@ import uuid
 import fastavro
 import pytest
 from kafka_lineage.schemas.avro_schemas import load_schema
-from kafka_lineage.schemas.openlineage import InvalidEvent, event_to_record, record_to_event, validate_event
+from kafka_lineage.schemas.openlineage import (
+    InvalidEvent,
+    event_to_record,
+    partition_key,
+    record_to_event,
+    validate_event,
+)
 
 from tests.openlineage_samples import dataset_event, full_run_event, job_event
 
@@ -86,3 +92,14 @@ def test_run_ids_are_uuids_of_any_version() -> None:
     event = full_run_event()
     event["run"]["runId"] = str(uuid.uuid1())
     assert validate_event(event) == "RunEvent"
+
+
+def test_partition_key_follows_the_root_job() -> None:
+    event = full_run_event()
+    assert partition_key(event) == "run:airflow/dag"  # parent facet's root
+    del event["run"]["facets"]["parent"]["root"]
+    assert partition_key(event) == "run:airflow/dag.task"  # parent
+    del event["run"]["facets"]["parent"]
+    assert partition_key(event) == "run:spark/orders.etl"  # the job itself
+    assert partition_key(dataset_event()) == "dataset:kafka://broker:9092/orders"
+    assert partition_key(job_event()) == "job:dbt/model.orders"

@@ -1,0 +1,188 @@
+"""openlineage-python Transport that publishes events to Kafka as Avro through a Schema Registry.
+
+Select it in openlineage.yml (or OPENLINEAGE_CONFIG) by class path, no code changes in the integration::
+
+    transport:
+      type: kafka_lineage.producers.kafka_avro_transport.KafkaAvroTransport
+      topic: openlineage.events                      # default
+      config: {bootstrap.servers: 127.0.0.1:9092}    # Confluent producer settings (SASL/SSL pass through)
+      schema_registry: {url: http://127.0.0.1:8081/apis/ccompat/v7}
+
+The job's thread only puts the event on a bounded queue (``emit`` never blocks and never raises on broker
+trouble); a daemon thread converts, validates, serializes and produces with an idempotent producer (acks=all).
+When the queue is full the event is counted as dropped and logged. ``close`` (also run at interpreter exit)
+flushes and reports how many events could not be delivered.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import queue
+import threading
+import time
+from typing import Any
+
+import attr
+from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from kafka_lineage.config import ClientSettings
+from kafka_lineage.schemas.avro_schemas import schema_text
+from kafka_lineage.schemas.openlineage import InvalidEvent, event_to_record, partition_key, validate_event
+from openlineage.client.serde import Serde
+from openlineage.client.transport.transport import Config, Transport
+
+log = logging.getLogger(__name__)
+
+PRODUCER_DEFAULTS = {
+    "acks": "all",
+    "enable.idempotence": "true",
+    "linger.ms": "20",
+    "compression.type": "zstd",
+    "message.timeout.ms": "300000",  # librdkafka keeps retrying through a broker outage for five minutes
+}
+_STOP = object()
+_PRIMING_EVENT = {
+    "eventTime": "1970-01-01T00:00:00Z",
+    "producer": "kafka_lineage",
+    "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+    "run": {"runId": "00000000-0000-0000-0000-000000000000"},
+    "job": {"namespace": "kafka_lineage", "name": "serializer-priming"},
+}
+
+
+@attr.define
+class KafkaAvroConfig(Config):
+    config: dict[str, str] = attr.field(factory=dict)
+    schema_registry: dict[str, str] = attr.field(factory=dict)
+    topic: str = "openlineage.events"
+    queue_size: int = 10_000
+    flush_timeout: float = 30.0
+
+    @classmethod
+    def from_dict(cls, params: dict[str, Any]) -> KafkaAvroConfig:
+        """Unset connection settings fall back to the pipeline's environment (KAFKA_BOOTSTRAP_SERVERS, …)."""
+        settings = ClientSettings.from_env()
+        config = {str(k): str(v) for k, v in (params.get("config") or {}).items()}
+        config.setdefault("bootstrap.servers", settings.kafka_bootstrap_servers)
+        registry = {str(k): str(v) for k, v in (params.get("schema_registry") or {}).items()}
+        registry.setdefault("url", settings.schema_registry_url)
+        return cls(
+            config=config,
+            schema_registry=registry,
+            topic=str(params.get("topic") or settings.events_topic),
+            queue_size=int(params.get("queue_size", 10_000)),
+            flush_timeout=float(params.get("flush_timeout", 30.0)),
+        )
+
+
+class KafkaAvroTransport(Transport):
+    kind = "kafka_lineage"
+    config_class = KafkaAvroConfig
+
+    def __init__(self, config: KafkaAvroConfig) -> None:
+        self.config = config
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=config.queue_size)
+        self._producer = Producer({**PRODUCER_DEFAULTS, **config.config})
+        registry = SchemaRegistryClient(config.schema_registry)
+        self._serialize = AvroSerializer(
+            registry,
+            schema_text("openlineage_event"),
+            to_dict=lambda event, _ctx: event_to_record(event),
+            conf={"auto.register.schemas": False, "use.latest.version": True},
+        )
+        self._context = SerializationContext(config.topic, MessageField.VALUE)
+        self.delivered = self.undelivered = self.dropped = self.invalid = 0
+        self._lock = threading.Lock()
+        self._closed = False
+        self._worker = threading.Thread(target=self._run, name="openlineage-kafka-avro", daemon=True)
+        self._worker.start()
+        atexit.register(self.close)
+
+    # --- the job's thread ------------------------------------------------------------------------------------------
+    def emit(self, event: Any) -> None:
+        if self._closed:
+            self._count("dropped")
+            log.warning("OpenLineage transport is closed; event dropped")
+            return
+        try:
+            self._queue.put_nowait(event)
+        except queue.Full:
+            self._count("dropped")
+            log.warning("OpenLineage event queue is full (%d); event dropped (%d so far)", self.config.queue_size,
+                        self.dropped)
+
+    def close(self, timeout: float = -1) -> bool:
+        """Deliver what is queued; True if every accepted event reached Kafka."""
+        if not self._closed:
+            self._closed = True
+            self._queue.put(_STOP)
+            wait = self.config.flush_timeout if timeout < 0 else timeout
+            self._worker.join(wait)
+            remaining = self._producer.flush(wait)
+            self._count("undelivered", remaining + self._queue.qsize())
+            if self.undelivered or self.dropped or self.invalid:
+                log.warning("OpenLineage transport closed: %d delivered, %d undelivered, %d dropped, %d invalid",
+                            self.delivered, self.undelivered, self.dropped, self.invalid)
+        return self.undelivered == 0 and self.dropped == 0
+
+    # --- the worker thread -----------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        # Look the subject's schema up now, off the job's thread: an event flushed by the exit hook then needs no
+        # registry round trip while the interpreter is shutting down.
+        try:
+            self._serialize_with_retry(_PRIMING_EVENT)
+        except Exception:
+            log.exception("OpenLineage transport could not prepare its Avro serializer")
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                return
+            try:
+                self._publish(item)
+            except Exception:  # never let one event kill the worker
+                self._count("undelivered")
+                log.exception("OpenLineage event could not be published")
+            self._producer.poll(0)
+
+    def _publish(self, item: Any) -> None:
+        event = item if isinstance(item, dict) else Serde.to_dict(item)
+        try:
+            validate_event(event)
+        except InvalidEvent as exc:
+            self._count("invalid")
+            log.error("OpenLineage event rejected: %s", exc)
+            return
+        value = self._serialize_with_retry(event)
+        while True:
+            try:
+                self._producer.produce(self.config.topic, key=partition_key(event).encode(), value=value,
+                                       on_delivery=self._on_delivery)
+                return
+            except BufferError:  # librdkafka's local queue is full: let it drain, then retry
+                self._producer.poll(0.1)
+
+    def _serialize_with_retry(self, event: dict[str, Any]) -> bytes:
+        delay = 0.5
+        while True:
+            try:
+                return self._serialize(event, self._context)
+            except Exception as exc:  # registry unreachable: back off, keep the event
+                if self._closed:
+                    raise
+                log.warning("schema registry unavailable (%s); retrying in %.1fs", exc, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+    def _on_delivery(self, error: KafkaError | None, _message: Message) -> None:
+        if error is None:
+            self._count("delivered")
+        else:
+            self._count("undelivered")
+            log.error("OpenLineage event not delivered to Kafka: %s", error)
+
+    def _count(self, name: str, amount: int = 1) -> None:
+        with self._lock:
+            setattr(self, name, getattr(self, name) + amount)
