@@ -17,6 +17,7 @@ flushes and reports how many events could not be delivered.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import queue
 import threading
@@ -118,15 +119,26 @@ class KafkaAvroTransport(Transport):
         """Deliver what is queued; True if every accepted event reached Kafka."""
         if not self._closed:
             self._closed = True
-            self._queue.put(_STOP)
             wait = self.config.flush_timeout if timeout < 0 else timeout
+            # If the worker is stuck (e.g. registry down) the queue may stay full; what it never took is counted below.
+            with contextlib.suppress(queue.Full):
+                self._queue.put(_STOP, timeout=wait)
             self._worker.join(wait)
             remaining = self._producer.flush(wait)
-            self._count("undelivered", remaining + self._queue.qsize())
+            self._count("undelivered", remaining + self._take_unsent())
             if self.undelivered or self.dropped or self.invalid:
                 log.warning("OpenLineage transport closed: %d delivered, %d undelivered, %d dropped, %d invalid",
                             self.delivered, self.undelivered, self.dropped, self.invalid)
         return self.undelivered == 0 and self.dropped == 0
+
+    def _take_unsent(self) -> int:
+        """Empty the queue and count the events in it (not the stop marker): accepted but never sent."""
+        unsent = 0
+        while True:
+            try:
+                unsent += self._queue.get_nowait() is not _STOP
+            except queue.Empty:
+                return unsent
 
     # --- the worker thread -----------------------------------------------------------------------------------------
     def _run(self) -> None:
