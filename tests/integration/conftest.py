@@ -2,7 +2,9 @@
 
 The state dir is `.lineage/test-stack` in the repository (override: LINEAGE_TEST_STATE_DIR); downloads stay in
 the shared caches (Maven's local repository, LINEAGE_CACHE_DIR), so only the first run on a machine is slow.
-Set LINEAGE_TEST_KEEP_STACK=1 to leave the stack running after the session for inspection.
+Set LINEAGE_TEST_KEEP_STACK=1 to leave the stack running after the session for inspection, and
+LINEAGE_TEST_REUSE_STACK=1 to run against that stack as it is (no clean restart): quick iterations while developing,
+and several test sessions at once. Every test uses its own topics and ids, so sessions do not disturb each other.
 """
 
 from __future__ import annotations
@@ -12,12 +14,20 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, Message
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 from kafka_lineage.config import ClientSettings, StackSettings
+from kafka_lineage.schemas import registry
+from kafka_lineage.schemas.openlineage import record_to_event
 from kafka_lineage.stack.manager import Stack
+from kafka_lineage.stack.smoke import ensure_topic
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,13 +53,16 @@ def stack_settings() -> Iterator[StackSettings]:
     os.environ["LINEAGE_STATE_DIR"] = str(state_dir)  # the CLI subprocesses and ClientSettings see it too
     settings = StackSettings.from_env()
     stack = Stack(settings)
-    stack.down()
-    shutil.rmtree(state_dir, ignore_errors=True)
+    reuse = bool(os.environ.get("LINEAGE_TEST_REUSE_STACK"))
+    if not reuse:
+        stack.down()
+        shutil.rmtree(state_dir, ignore_errors=True)
     started = time.monotonic()
     stack.up()
-    print(f"\nstack up from a clean state dir in {time.monotonic() - started:.1f}s", file=sys.stderr)
+    how = "reused" if reuse else "from a clean state dir"
+    print(f"\nstack up ({how}) in {time.monotonic() - started:.1f}s", file=sys.stderr)
     yield settings
-    if not os.environ.get("LINEAGE_TEST_KEEP_STACK"):
+    if not (reuse or os.environ.get("LINEAGE_TEST_KEEP_STACK")):
         stack.down()
     if previous is None:
         os.environ.pop("LINEAGE_STATE_DIR", None)
@@ -60,3 +73,38 @@ def stack_settings() -> Iterator[StackSettings]:
 @pytest.fixture(scope="session")
 def clients(stack_settings: StackSettings) -> ClientSettings:
     return ClientSettings.from_env()
+
+
+@pytest.fixture
+def events_topic(clients: ClientSettings) -> str:
+    """A fresh topic with the OpenLineage event schema registered under its subject."""
+    name = f"test.events.{uuid.uuid4().hex[:8]}"
+    ensure_topic(clients.kafka_bootstrap_servers, name, partitions=3)
+    client = SchemaRegistryClient({"url": clients.schema_registry_url})
+    assert all(report.ok for report in registry.register(client, {name: "openlineage_event"}))
+    return name
+
+
+def consume(bootstrap: str, topic: str, count: int, timeout: float = 30.0) -> list[Message]:
+    """Up to ``count`` messages of ``topic`` from the beginning, waiting at most ``timeout`` seconds."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"test-{uuid.uuid4()}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    messages: list[Message] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(messages) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and not message.error():
+                messages.append(message)
+    finally:
+        consumer.close()
+    return messages
+
+
+def decoded_events(clients: ClientSettings, topic: str, count: int, timeout: float = 30.0) -> list[tuple[str, dict]]:
+    """(key, OpenLineage event JSON) of up to ``count`` Avro records on ``topic``."""
+    deserializer = AvroDeserializer(SchemaRegistryClient({"url": clients.schema_registry_url}))
+    context = SerializationContext(topic, MessageField.VALUE)
+    return [(m.key().decode(), record_to_event(deserializer(m.value(), context)))
+            for m in consume(clients.kafka_bootstrap_servers, topic, count, timeout)]

@@ -10,39 +10,18 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka.schema_registry import SchemaRegistryClient
-from confluent_kafka.schema_registry.avro import AvroDeserializer
-from confluent_kafka.serialization import MessageField, SerializationContext
 from kafka_lineage.config import ClientSettings
 from kafka_lineage.producers.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
-from kafka_lineage.schemas import registry
-from kafka_lineage.schemas.openlineage import partition_key, record_to_event
-from kafka_lineage.stack.smoke import ensure_topic
+from kafka_lineage.schemas.openlineage import partition_key
 from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
 
 from tests.openlineage_samples import PRODUCER, full_run_event, to_json
 
-from .test_stack import _consume
+from .conftest import decoded_events
 
 pytestmark = pytest.mark.integration
 TRANSPORT = "kafka_lineage.producers.kafka_avro_transport.KafkaAvroTransport"
-
-
-@pytest.fixture
-def topic(clients: ClientSettings) -> str:
-    name = f"test.events.{uuid.uuid4().hex[:8]}"
-    ensure_topic(clients.kafka_bootstrap_servers, name, partitions=3)
-    client = SchemaRegistryClient({"url": clients.schema_registry_url})
-    assert all(report.ok for report in registry.register(client, {name: "openlineage_event"}))
-    return name
-
-
-def _decoded(clients: ClientSettings, topic: str, count: int) -> list[tuple[str, dict]]:
-    deserializer = AvroDeserializer(SchemaRegistryClient({"url": clients.schema_registry_url}))
-    context = SerializationContext(topic, MessageField.VALUE)
-    return [(m.key().decode(), record_to_event(deserializer(m.value(), context)))
-            for m in _consume(clients.kafka_bootstrap_servers, topic, count)]
 
 
 def _run_event(job: str) -> RunEvent:
@@ -50,8 +29,8 @@ def _run_event(job: str) -> RunEvent:
                     run=Run(runId=str(uuid.uuid4())), job=Job(namespace="tests", name=job))
 
 
-def test_client_events_arrive_as_avro_keyed_by_root_job(clients: ClientSettings, topic: str) -> None:
-    transport = KafkaAvroTransport(KafkaAvroConfig.from_dict({"topic": topic}))
+def test_client_events_arrive_as_avro_keyed_by_root_job(clients: ClientSettings, events_topic: str) -> None:
+    transport = KafkaAvroTransport(KafkaAvroConfig.from_dict({"topic": events_topic}))
     client = OpenLineageClient(transport=transport)
     events = [_run_event(f"job-{i}") for i in range(20)]
     started = time.perf_counter()
@@ -61,7 +40,7 @@ def test_client_events_arrive_as_avro_keyed_by_root_job(clients: ClientSettings,
     transport.emit(full_run_event())  # a dict with every standard facet and a custom one
     assert transport.close() is True
     assert transport.delivered == 21 and transport.undelivered == transport.dropped == 0
-    received = _decoded(clients, topic, 21)
+    received = decoded_events(clients, events_topic, 21)
     expected = [to_json(e) for e in events] + [full_run_event()]
     assert sorted(e["job"]["name"] for _, e in received) == sorted(e["job"]["name"] for e in expected)
     for key, event in received:
@@ -71,9 +50,9 @@ def test_client_events_arrive_as_avro_keyed_by_root_job(clients: ClientSettings,
     assert per_event < 0.05  # the job's thread only enqueues (the benchmark measures the real figure)
 
 
-def test_selected_by_class_path_in_openlineage_yml(clients: ClientSettings, topic: str, tmp_path: Path) -> None:
+def test_selected_by_class_path_in_openlineage_yml(clients: ClientSettings, events_topic: str, tmp_path: Path) -> None:
     config = tmp_path / "openlineage.yml"
-    config.write_text(f"transport:\n  type: {TRANSPORT}\n  topic: {topic}\n")
+    config.write_text(f"transport:\n  type: {TRANSPORT}\n  topic: {events_topic}\n")
     script = (
         "import uuid\n"
         "from openlineage.client import OpenLineageClient\n"
@@ -85,15 +64,15 @@ def test_selected_by_class_path_in_openlineage_yml(clients: ClientSettings, topi
     emitter = subprocess.run([sys.executable, "-c", script], timeout=120, capture_output=True, text=True,
                              env={**os.environ, "OPENLINEAGE_CONFIG": str(config)})
     assert emitter.returncode == 0, emitter.stderr
-    received = _decoded(clients, topic, 1)
+    received = decoded_events(clients, events_topic, 1)
     assert len(received) == 1, emitter.stderr
     ((key, event),) = received
     assert key == "run:yml/job" and event["eventType"] == "COMPLETE"
 
 
-def test_broker_outage_never_blocks_or_raises_and_is_reported(clients: ClientSettings, topic: str) -> None:
+def test_broker_outage_never_blocks_or_raises_and_is_reported(clients: ClientSettings, events_topic: str) -> None:
     transport = KafkaAvroTransport(KafkaAvroConfig.from_dict({
-        "topic": topic, "queue_size": 5,
+        "topic": events_topic, "queue_size": 5,
         "config": {"bootstrap.servers": "127.0.0.1:1", "message.timeout.ms": "2000"}}))
     started = time.perf_counter()
     for i in range(50):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
@@ -22,30 +22,9 @@ from kafka_lineage.stack.smoke import ensure_topic
 from neo4j import GraphDatabase
 from neo4j.exceptions import AuthError
 
-from .conftest import lineage
+from .conftest import consume, lineage
 
 pytestmark = pytest.mark.integration
-
-
-def _consume(bootstrap: str, topic: str, count: int, timeout: float = 30.0) -> list:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"test-{uuid.uuid4()}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.subscribe([topic])
-    messages, deadline = [], time.monotonic() + timeout
-    try:
-        while len(messages) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and not message.error():
-                messages.append(message)
-    finally:
-        consumer.close()
-    return messages
 
 
 def test_stack_started_from_a_clean_state_dir(stack_settings: StackSettings) -> None:
@@ -76,7 +55,7 @@ def test_kafka_produce_consume_round_trip_keeps_per_key_order(clients: ClientSet
         )
     assert producer.flush(30) == 0
     assert delivered == [None] * 30
-    messages = _consume(clients.kafka_bootstrap_servers, topic, 30)
+    messages = consume(clients.kafka_bootstrap_servers, topic, 30)
     by_key: dict[bytes, list[int]] = {}
     for message in messages:
         by_key.setdefault(message.key(), []).append(int(message.value()))
@@ -101,7 +80,7 @@ def test_avro_through_the_registry_with_confluent_serializers(clients: ClientSet
     producer = Producer({"bootstrap.servers": clients.kafka_bootstrap_servers})
     producer.produce(topic, value=payload)
     assert producer.flush(30) == 0
-    (message,) = _consume(clients.kafka_bootstrap_servers, topic, 1)
+    (message,) = consume(clients.kafka_bootstrap_servers, topic, 1)
     # A deserializer with a fresh client fetches the schema by id from the registry.
     fresh = SchemaRegistryClient({"url": clients.schema_registry_url})
     assert AvroDeserializer(fresh)(message.value(), context) == {"id": "abc"}
@@ -162,7 +141,7 @@ def test_connector_created_listed_and_running(clients: ClientSettings, tmp_path:
                 break
             time.sleep(0.5)
         assert state == "RUNNING"
-        values = [m.value() for m in _consume(clients.kafka_bootstrap_servers, topic, 2, timeout=60)]
+        values = [m.value() for m in consume(clients.kafka_bootstrap_servers, topic, 2, timeout=60)]
         assert values == [b'"first line"', b'"second line"']  # JsonConverter, schemas disabled
     finally:
         requests.delete(f"{clients.connect_url}/connectors/{name}", timeout=30)
