@@ -155,5 +155,10 @@ class ClientSettings:
         )
 
     def value_schemas(self) -> dict[str, str]:
-        """Topic -> name of its value schema in schemas/avro (the contracts defined so far)."""
-        return {self.events_topic: "openlineage_event", self.dlq_topic: "dead_letter"}
+        """Topic -> name of its value schema in schemas/avro."""
+        return {
+            self.events_topic: "openlineage_event",
+            self.normalized_topic: "normalized_event",
+            self.drift_topic: "schema_drift_alert",
+            self.dlq_topic: "dead_letter",
+        }
