@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 
-from kafka_lineage.config import ClientSettings, ConfigError, StackSettings
+from kafka_lineage.config import ClientSettings, CollectorSettings, ConfigError, StackSettings
+from kafka_lineage.producers.publisher import EventPublisher, PublishError
 from kafka_lineage.stack.manager import ServiceStatus, Stack, StackError
 from kafka_lineage.stack.maven import ResolutionError
 from kafka_lineage.stack.services import SERVICES_BY_NAME
@@ -75,6 +78,38 @@ def cmd_schemas(args: argparse.Namespace) -> int:
     return 0 if all(report.ok for report in reports) else 1
 
 
+def cmd_collector(args: argparse.Namespace) -> int:
+    from kafka_lineage.producers.collector import serve
+
+    settings = CollectorSettings.from_env()
+    overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+    settings = dataclasses.replace(settings, **overrides)
+    serve(EventPublisher.from_settings(ClientSettings.from_env()), settings)
+    return 0
+
+
+def cmd_emit(args: argparse.Namespace) -> int:
+    from kafka_lineage.producers.backfill import backfill, open_source, progress_printer
+
+    try:
+        source = open_source(args.file)
+    except FileNotFoundError as exc:
+        raise ConfigError(str(exc)) from None
+    publisher = EventPublisher.from_settings(ClientSettings.from_env(), args.topic)
+    started = time.monotonic()
+    with source:
+        report = backfill(source, publisher, progress_printer())
+    publisher.close()
+    for problem in report.problems[:50]:
+        print(f"  {problem}", file=sys.stderr)
+    if len(report.problems) > 50:
+        print(f"  ... and {len(report.problems) - 50} more", file=sys.stderr)
+    elapsed = time.monotonic() - started
+    print(f"published {report.published} events to {publisher.topic} in {elapsed:.1f}s; "
+          f"{len(report.problems)} problems")
+    return 0 if report.ok else 1
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from kafka_lineage.stack.smoke import prove_stack
 
@@ -109,6 +144,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     schemas.set_defaults(handler=cmd_schemas)
 
+    collector = sub.add_parser("collector", help="OpenLineage HTTP endpoint (POST /api/v1/lineage) into Kafka")
+    collector.add_argument("--host", help="listen address (default LINEAGE_COLLECTOR_HOST or 127.0.0.1)")
+    collector.add_argument("--port", type=int, help="listen port (default LINEAGE_COLLECTOR_PORT or 5000)")
+    collector.set_defaults(handler=cmd_collector)
+
+    emit = sub.add_parser("emit", help="backfill OpenLineage events from an NDJSON file (- for stdin, .gz ok)")
+    emit.add_argument("file")
+    emit.add_argument("--topic", help="target topic (default: the events topic)")
+    emit.set_defaults(handler=cmd_emit)
+
     demo = sub.add_parser("demo", help="start the stack and run the end-to-end demo")
     demo.set_defaults(handler=cmd_demo)
     return parser
@@ -118,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (ConfigError, StackError, ResolutionError) as exc:
+    except (ConfigError, StackError, ResolutionError, PublishError) as exc:
         print(f"lineage: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

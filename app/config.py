@@ -162,3 +162,38 @@ class ClientSettings:
             self.drift_topic: "schema_drift_alert",
             self.dlq_topic: "dead_letter",
         }
+
+
+def _positive(values: Mapping[str, str], key: str, default: float) -> float:
+    raw = values.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{key}: expected a number, got {raw!r}") from None
+    if value <= 0:
+        raise ConfigError(f"{key}: must be positive, got {raw!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class CollectorSettings:
+    """The OpenLineage HTTP collector. Port 5000 is where OpenLineage clients look for Marquez by default."""
+
+    host: str = "127.0.0.1"
+    port: int = 5000
+    token: str = ""
+    max_body_bytes: int = 16 * 1024 * 1024
+    ack_timeout: float = 30.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> CollectorSettings:
+        values = merged_environment(env)
+        return cls(
+            host=values.get("LINEAGE_COLLECTOR_HOST", "127.0.0.1"),
+            port=_int(values, "LINEAGE_COLLECTOR_PORT", 5000),
+            token=values.get("LINEAGE_COLLECTOR_TOKEN", ""),
+            max_body_bytes=int(_positive(values, "LINEAGE_COLLECTOR_MAX_BYTES", 16 * 1024 * 1024)),
+            ack_timeout=_positive(values, "LINEAGE_COLLECTOR_ACK_TIMEOUT", 30.0),
+        )

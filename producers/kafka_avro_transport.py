@@ -25,25 +25,15 @@ import time
 from typing import Any
 
 import attr
-from confluent_kafka import KafkaError, Message, Producer
-from confluent_kafka.schema_registry import SchemaRegistryClient
-from confluent_kafka.schema_registry.avro import AvroSerializer
-from confluent_kafka.serialization import MessageField, SerializationContext
+from confluent_kafka import KafkaError, Message
 from kafka_lineage.config import ClientSettings
-from kafka_lineage.schemas.avro_schemas import schema_text
-from kafka_lineage.schemas.openlineage import InvalidEvent, event_to_record, partition_key, validate_event
+from kafka_lineage.producers.publisher import EventPublisher
+from kafka_lineage.schemas.openlineage import InvalidEvent
 from openlineage.client.serde import Serde
 from openlineage.client.transport.transport import Config, Transport
 
 log = logging.getLogger(__name__)
 
-PRODUCER_DEFAULTS = {
-    "acks": "all",
-    "enable.idempotence": "true",
-    "linger.ms": "20",
-    "compression.type": "zstd",
-    "message.timeout.ms": "300000",  # librdkafka keeps retrying through a broker outage for five minutes
-}
 _STOP = object()
 _PRIMING_EVENT = {
     "eventTime": "1970-01-01T00:00:00Z",
@@ -86,15 +76,7 @@ class KafkaAvroTransport(Transport):
     def __init__(self, config: KafkaAvroConfig) -> None:
         self.config = config
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=config.queue_size)
-        self._producer = Producer({**PRODUCER_DEFAULTS, **config.config})
-        registry = SchemaRegistryClient(config.schema_registry)
-        self._serialize = AvroSerializer(
-            registry,
-            schema_text("openlineage_event"),
-            to_dict=lambda event, _ctx: event_to_record(event),
-            conf={"auto.register.schemas": False, "use.latest.version": True},
-        )
-        self._context = SerializationContext(config.topic, MessageField.VALUE)
+        self._publisher = EventPublisher(config.config, config.schema_registry, config.topic)
         self.delivered = self.undelivered = self.dropped = self.invalid = 0
         self._lock = threading.Lock()
         self._closed = False
@@ -124,7 +106,7 @@ class KafkaAvroTransport(Transport):
             with contextlib.suppress(queue.Full):
                 self._queue.put(_STOP, timeout=wait)
             self._worker.join(wait)
-            remaining = self._producer.flush(wait)
+            remaining = self._publisher.close(wait)
             self._count("undelivered", remaining + self._take_unsent())
             if self.undelivered or self.dropped or self.invalid:
                 log.warning("OpenLineage transport closed: %d delivered, %d undelivered, %d dropped, %d invalid",
@@ -145,7 +127,7 @@ class KafkaAvroTransport(Transport):
         # Look the subject's schema up now, off the job's thread: an event flushed by the exit hook then needs no
         # registry round trip while the interpreter is shutting down.
         try:
-            self._serialize_with_retry(_PRIMING_EVENT)
+            self._encode_with_retry(_PRIMING_EVENT)
         except Exception:
             log.exception("OpenLineage transport could not prepare its Avro serializer")
         while True:
@@ -157,30 +139,24 @@ class KafkaAvroTransport(Transport):
             except Exception:  # never let one event kill the worker
                 self._count("undelivered")
                 log.exception("OpenLineage event could not be published")
-            self._producer.poll(0)
 
     def _publish(self, item: Any) -> None:
         event = item if isinstance(item, dict) else Serde.to_dict(item)
         try:
-            validate_event(event)
+            key, value = self._encode_with_retry(event)
         except InvalidEvent as exc:
             self._count("invalid")
             log.error("OpenLineage event rejected: %s", exc)
             return
-        value = self._serialize_with_retry(event)
-        while True:
-            try:
-                self._producer.produce(self.config.topic, key=partition_key(event).encode(), value=value,
-                                       on_delivery=self._on_delivery)
-                return
-            except BufferError:  # librdkafka's local queue is full: let it drain, then retry
-                self._producer.poll(0.1)
+        self._publisher.produce(key, value, self._on_delivery)
 
-    def _serialize_with_retry(self, event: dict[str, Any]) -> bytes:
+    def _encode_with_retry(self, event: dict[str, Any]) -> tuple[bytes, bytes]:
         delay = 0.5
         while True:
             try:
-                return self._serialize(event, self._context)
+                return self._publisher.encode(event)
+            except InvalidEvent:
+                raise
             except Exception as exc:  # registry unreachable: back off, keep the event
                 if self._closed:
                     raise

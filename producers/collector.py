@@ -1,0 +1,158 @@
+"""OpenLineage HTTP collector: ``POST /api/v1/lineage`` → validated Avro on the events topic.
+
+Any OpenLineage producer (the Spark agent, Flink, Airflow, dbt, Trino, openlineage-python's HttpTransport) can point
+its HTTP transport here. The body is one event or a JSON array of events (a batch), optionally gzip-compressed.
+The answer is 200 only once Kafka has acknowledged every event of the request; an invalid event makes the whole
+request 400 with a reason per event (nothing of it is published, so the client can fix and resend it as a unit);
+an unreachable Kafka or registry is 503 with Retry-After, so clients retry (duplicates are removed downstream).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import hmac
+import json
+import logging
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from kafka_lineage.config import CollectorSettings
+from kafka_lineage.producers.publisher import EventPublisher, PublishError
+from kafka_lineage.schemas.openlineage import InvalidEvent
+
+log = logging.getLogger(__name__)
+LINEAGE_PATH = "/api/v1/lineage"
+
+
+@dataclass(frozen=True)
+class Rejection(Exception):
+    """An HTTP error answer: status and a reason for the client."""
+
+    status: int
+    reason: str
+    errors: tuple[dict[str, Any], ...] = ()
+
+    def body(self) -> dict[str, Any]:
+        return {"error": self.reason, **({"errors": list(self.errors)} if self.errors else {})}
+
+
+def decode_body(body: bytes, content_encoding: str | None, max_bytes: int) -> list[Any]:
+    """The events of a request body: one JSON object or an array of them, identity or gzip/deflate encoded."""
+    encoding = (content_encoding or "identity").strip().lower()
+    if encoding == "gzip":
+        body = _bounded_decompress(zlib.decompressobj(16 + zlib.MAX_WBITS), body, max_bytes, "gzip")
+    elif encoding == "deflate":
+        body = _bounded_decompress(zlib.decompressobj(), body, max_bytes, "deflate")
+    elif encoding != "identity":
+        raise Rejection(415, f"unsupported Content-Encoding {encoding!r}; use gzip, deflate or none")
+    try:
+        payload = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise Rejection(400, f"body is not valid JSON: {exc}") from None
+    events = payload if isinstance(payload, list) else [payload]
+    if not events:
+        raise Rejection(400, "empty batch: send one OpenLineage event or a non-empty JSON array of them")
+    return events
+
+
+def _bounded_decompress(decompressor: Any, body: bytes, max_bytes: int, name: str) -> bytes:
+    """Decompress at most ``max_bytes`` so that a small compressed body cannot expand without limit."""
+    try:
+        data = decompressor.decompress(body, max_bytes + 1)
+    except (zlib.error, gzip.BadGzipFile) as exc:
+        raise Rejection(400, f"body is not valid {name}: {exc}") from None
+    if len(data) > max_bytes or decompressor.unconsumed_tail:
+        raise Rejection(413, f"decompressed body exceeds the limit of {max_bytes} bytes")
+    return data
+
+
+def bearer_token_ok(header: str | None, token: str) -> bool:
+    scheme, _, supplied = (header or "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(supplied.strip().encode(), token.encode())
+
+
+class Collector:
+    def __init__(self, publisher: EventPublisher, settings: CollectorSettings) -> None:
+        self.publisher = publisher
+        self.settings = settings
+        self.accepted = self.rejected = 0
+
+    def app(self) -> web.Application:
+        # aiohttp enforces the raw body limit itself (413) while reading; decompression is ours (decode_body), so
+        # the same limit also bounds what a small compressed body may expand to.
+        app = web.Application(client_max_size=self.settings.max_body_bytes,
+                              handler_args={"auto_decompress": False})
+        app.router.add_post(LINEAGE_PATH, self.post_lineage)
+        app.router.add_get("/health/live", self.live)
+        app.router.add_get("/health/ready", self.ready)
+        return app
+
+    async def post_lineage(self, request: web.Request) -> web.Response:
+        try:
+            if self.settings.token and not bearer_token_ok(request.headers.get("Authorization"), self.settings.token):
+                raise Rejection(401, "missing or wrong bearer token")
+            events = decode_body(await request.read(), request.headers.get("Content-Encoding"),
+                                 self.settings.max_body_bytes)
+            records = self._encode_all(events)
+            count = await asyncio.wait_for(asyncio.wrap_future(self.publisher.send(records)),
+                                           self.settings.ack_timeout)
+        except web.HTTPRequestEntityTooLarge:
+            return self._reject(request, Rejection(413, f"body exceeds the limit of {self.settings.max_body_bytes} "
+                                                        "bytes"))
+        except Rejection as rejection:
+            return self._reject(request, rejection)
+        except (PublishError, TimeoutError) as exc:
+            reason = str(exc) or f"Kafka did not acknowledge within {self.settings.ack_timeout:.0f}s"
+            return self._reject(request, Rejection(503, reason), headers={"Retry-After": "5"})
+        self.accepted += count
+        return web.json_response({"accepted": count})
+
+    def _encode_all(self, events: list[Any]) -> list[tuple[bytes, bytes]]:
+        records, errors = [], []
+        for index, event in enumerate(events):
+            try:
+                records.append(self.publisher.encode(event))
+            except InvalidEvent as exc:
+                errors.append({"index": index, "error": str(exc)})
+            except PublishError as exc:  # the registry could not be reached: the client should retry later
+                raise Rejection(503, str(exc)) from None
+        if errors:
+            noun = "event is" if len(errors) == 1 else "events are"
+            raise Rejection(400, f"{len(errors)} of {len(events)} {noun} invalid; nothing was published",
+                            tuple(errors))
+        return records
+
+    def _reject(self, request: web.Request, rejection: Rejection, headers: dict[str, str] | None = None
+                ) -> web.Response:
+        self.rejected += 1
+        log.warning("%s %s from %s: %d %s", request.method, request.path, request.remote, rejection.status,
+                    rejection.reason)
+        extra = {"WWW-Authenticate": "Bearer"} if rejection.status == 401 else {}
+        return web.json_response(rejection.body(), status=rejection.status, headers={**extra, **(headers or {})})
+
+    async def live(self, _request: web.Request) -> web.Response:
+        return web.json_response({"status": "live"})
+
+    async def ready(self, _request: web.Request) -> web.Response:
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, self.publisher.check_connected)
+        except Exception as exc:
+            return web.json_response({"status": "not ready", "reason": str(exc)}, status=503)
+        return web.json_response({"status": "ready"})
+
+
+def serve(publisher: EventPublisher, settings: CollectorSettings) -> None:
+    """Run until SIGINT/SIGTERM; aiohttp stops accepting, finishes in-flight requests, then the producer flushes."""
+    collector = Collector(publisher, settings)
+    print(f"OpenLineage collector on http://{settings.host}:{settings.port}{LINEAGE_PATH} → topic {publisher.topic}"
+          + (" (bearer token required)" if settings.token else ""), flush=True)
+    try:
+        web.run_app(collector.app(), host=settings.host, port=settings.port, print=None,
+                    shutdown_timeout=settings.ack_timeout)
+    finally:
+        remaining = publisher.close(settings.ack_timeout)
+        print(f"collector stopped: {collector.accepted} events accepted, {collector.rejected} requests rejected"
+              + (f", {remaining} events not acknowledged by Kafka" if remaining else ""), flush=True)

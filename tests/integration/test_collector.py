@@ -1,0 +1,170 @@
+"""The HTTP collector (`lineage collector`, a real subprocess) against the real Kafka and registry."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+from kafka_lineage.config import ClientSettings
+from openlineage.client import OpenLineageClient
+from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
+from openlineage.client.transport.http import HttpConfig, HttpTransport
+
+from tests.openlineage_samples import PRODUCER, full_run_event
+
+from .conftest import decoded_events, lineage
+
+pytestmark = pytest.mark.integration
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_collector(topic: str, **env: str) -> Iterator[str]:
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kafka_lineage.cli", "collector", "--port", str(port)],
+        env={**os.environ, "LINEAGE_EVENTS_TOPIC": topic, **env},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with contextlib.suppress(requests.ConnectionError):
+                if requests.get(f"{url}/health/live", timeout=2).ok:
+                    break
+            assert process.poll() is None, process.stdout.read()
+            time.sleep(0.2)
+        yield url
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=60)
+        assert process.returncode == 0, output
+        assert "collector stopped" in output
+
+
+def _event(job: str, run_id: str | None = None, event_type: str = "START") -> dict:
+    return {"eventType": event_type, "eventTime": "2024-05-01T12:00:00Z", "producer": PRODUCER,
+            "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+            "run": {"runId": run_id or str(uuid.uuid4())}, "job": {"namespace": "collector-test", "name": job}}
+
+
+@pytest.fixture
+def collector(events_topic: str) -> Iterator[str]:
+    with running_collector(events_topic) as url:
+        yield url
+
+
+def test_single_events_and_gzip_batches_are_published_after_ack(
+    clients: ClientSettings, events_topic: str, collector: str
+) -> None:
+    assert requests.get(f"{collector}/health/ready", timeout=10).json() == {"status": "ready"}
+    full = full_run_event()
+    answer = requests.post(f"{collector}/api/v1/lineage", json=full, timeout=30)
+    assert answer.status_code == 200 and answer.json() == {"accepted": 1}
+    batch = [_event(f"batch-{i}") for i in range(50)]
+    answer = requests.post(f"{collector}/api/v1/lineage", data=gzip.compress(json.dumps(batch).encode()),
+                           headers={"Content-Type": "application/json", "Content-Encoding": "gzip"}, timeout=30)
+    assert answer.status_code == 200 and answer.json() == {"accepted": 50}
+    received = decoded_events(clients, events_topic, 51)
+    assert len(received) == 51
+    by_job = {event["job"]["name"]: (key, event) for key, event in received}
+    assert by_job["orders.etl"][1] == full  # lossless through HTTP, Avro and Kafka
+    assert by_job["batch-7"] == ("run:collector-test/batch-7", batch[7])
+
+
+def test_an_invalid_event_rejects_its_request_and_publishes_nothing_of_it(
+    clients: ClientSettings, events_topic: str, collector: str
+) -> None:
+    bad = _event("bad", run_id="not-a-uuid")
+    answer = requests.post(f"{collector}/api/v1/lineage", json=[_event("good-in-bad-batch"), bad], timeout=30)
+    assert answer.status_code == 400
+    body = answer.json()
+    assert "1 of 2 event is invalid" in body["error"]
+    assert body["errors"][0]["index"] == 1 and "run.runId" in body["errors"][0]["error"]
+    for payload, status in ((b"{nope", 400), (b"[]", 400)):
+        assert requests.post(f"{collector}/api/v1/lineage", data=payload, timeout=30).status_code == status
+    missing_job = {k: v for k, v in _event("x").items() if k != "job"}
+    answer = requests.post(f"{collector}/api/v1/lineage", json=missing_job, timeout=30)
+    assert answer.status_code == 400 and "job" in answer.json()["errors"][0]["error"]
+    assert requests.post(f"{collector}/api/v1/lineage", json=_event("marker"), timeout=30).status_code == 200
+    received = decoded_events(clients, events_topic, 2, timeout=5)
+    assert [event["job"]["name"] for _, event in received] == ["marker"]
+
+
+def test_openlineage_python_http_transport_with_gzip(clients: ClientSettings, events_topic: str, collector: str
+                                                     ) -> None:
+    transport = HttpTransport(HttpConfig.from_dict({"url": collector, "compression": "gzip"}))
+    client = OpenLineageClient(transport=transport)
+    run_id = str(uuid.uuid4())
+    for state in (RunState.START, RunState.COMPLETE):
+        client.emit(RunEvent(eventType=state, eventTime="2024-05-01T12:00:00Z", producer=PRODUCER,
+                             run=Run(runId=run_id), job=Job(namespace="collector-test", name="http-client")))
+    client.close()
+    received = decoded_events(clients, events_topic, 2)
+    assert [event["eventType"] for _, event in received] == ["START", "COMPLETE"]  # one key, one partition: in order
+    first = received[0][1]
+    assert first["run"]["runId"] == run_id and first["job"]["name"] == "http-client"
+    assert first["run"]["facets"]["tags"]["tags"][0]["key"] == "openlineage_client_version"  # the client's own facet
+
+
+def test_bearer_token_and_size_limit(events_topic: str) -> None:
+    with running_collector(events_topic, LINEAGE_COLLECTOR_TOKEN="s3cret", LINEAGE_COLLECTOR_MAX_BYTES="4096") as url:
+        endpoint = f"{url}/api/v1/lineage"
+        unauthorized = requests.post(endpoint, json=_event("t"), timeout=30)
+        assert unauthorized.status_code == 401 and unauthorized.headers["WWW-Authenticate"] == "Bearer"
+        wrong = requests.post(endpoint, json=_event("t"), headers={"Authorization": "Bearer nope"}, timeout=30)
+        assert wrong.status_code == 401
+        auth = {"Authorization": "Bearer s3cret"}
+        assert requests.post(endpoint, json=_event("t"), headers=auth, timeout=30).status_code == 200
+        huge = _event("big") | {"job": {"namespace": "n", "name": "x" * 10_000}}
+        too_big = requests.post(endpoint, json=huge, headers=auth, timeout=30)
+        assert too_big.status_code == 413 and "limit of 4096 bytes" in too_big.json()["error"]
+        bomb = gzip.compress(json.dumps(huge).encode())
+        assert len(bomb) < 4096
+        exploded = requests.post(endpoint, data=bomb, headers={**auth, "Content-Encoding": "gzip"}, timeout=30)
+        assert exploded.status_code == 413
+
+
+def test_kafka_unreachable_is_a_503_with_retry_after(events_topic: str) -> None:
+    with running_collector(events_topic, KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:1",
+                           LINEAGE_COLLECTOR_ACK_TIMEOUT="2") as url:
+        answer = requests.post(f"{url}/api/v1/lineage", json=_event("no-kafka"), timeout=30)
+        assert answer.status_code == 503 and answer.headers["Retry-After"] == "5"
+        assert "did not acknowledge" in answer.json()["error"]
+        assert requests.get(f"{url}/health/ready", timeout=30).status_code == 503
+
+
+def test_emit_backfills_ndjson_and_reports_bad_lines(clients: ClientSettings, events_topic: str, tmp_path: Path
+                                                     ) -> None:
+    good = [_event(f"backfill-{i}") for i in range(25)]
+    lines = [json.dumps(e) for e in good[:10]] + ["{broken", json.dumps(_event("x", run_id="nope")), ""]
+    lines += [json.dumps(e) for e in good[10:]]
+    source = tmp_path / "events.ndjson.gz"
+    source.write_bytes(gzip.compress("\n".join(lines).encode()))
+    result = lineage("emit", str(source), "--topic", events_topic, check=False)
+    assert result.returncode == 1
+    assert "published 25 events" in result.stdout
+    assert "line 11: not valid JSON" in result.stderr
+    assert "line 12: invalid OpenLineage event: invalid RunEvent: run.runId" in result.stderr
+    received = decoded_events(clients, events_topic, 25)
+    assert sorted(event["job"]["name"] for _, event in received) == sorted(e["job"]["name"] for e in good)
+    missing = lineage("emit", str(tmp_path / "nope.ndjson"), check=False)
+    assert missing.returncode == 1 and missing.stderr.startswith("lineage: no such file")
