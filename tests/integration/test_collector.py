@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,40 +17,9 @@ from openlineage.client.transport.http import HttpConfig, HttpTransport
 
 from tests.openlineage_samples import PRODUCER, full_run_event
 
-from .conftest import decoded_events, lineage
+from .conftest import decoded_events, lineage, running_collector
 
 pytestmark = pytest.mark.integration
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@contextlib.contextmanager
-def running_collector(topic: str, **env: str) -> Iterator[str]:
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "kafka_lineage.cli", "collector", "--port", str(port)],
-        env={**os.environ, "LINEAGE_EVENTS_TOPIC": topic, **env},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with contextlib.suppress(requests.ConnectionError):
-                if requests.get(f"{url}/health/live", timeout=2).ok:
-                    break
-            assert process.poll() is None, process.stdout.read()
-            time.sleep(0.2)
-        yield url
-    finally:
-        process.send_signal(signal.SIGTERM)
-        output, _ = process.communicate(timeout=60)
-        assert process.returncode == 0, output
-        assert "collector stopped" in output
 
 
 def _event(job: str, run_id: str | None = None, event_type: str = "START") -> dict:
