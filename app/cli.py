@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from kafka_lineage.config import ClientSettings, CollectorSettings, ConfigError, StackSettings
 from kafka_lineage.producers.publisher import EventPublisher, PublishError
@@ -110,6 +111,17 @@ def cmd_emit(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from kafka_lineage import bench
+
+    output = Path(args.output or f".lineage/bench/{args.stage}.json")
+    if args.stage == "emit":
+        result = bench.run_emit_bench(args.events, output)
+        print(bench.format_emit(result))
+    print(f"results: {output}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from kafka_lineage.stack.smoke import prove_stack
 
@@ -153,6 +165,12 @@ def build_parser() -> argparse.ArgumentParser:
     emit.add_argument("file")
     emit.add_argument("--topic", help="target topic (default: the events topic)")
     emit.set_defaults(handler=cmd_emit)
+
+    bench = sub.add_parser("bench", help="measure throughput/latency side by side (writes a JSON result file)")
+    bench.add_argument("stage", choices=["emit"])
+    bench.add_argument("--events", type=int, default=20_000, help="events per measurement (default 20000)")
+    bench.add_argument("--output", help="JSON result file (default .lineage/bench/<stage>.json)")
+    bench.set_defaults(handler=cmd_bench)
 
     demo = sub.add_parser("demo", help="start the stack and run the end-to-end demo")
     demo.set_defaults(handler=cmd_demo)

@@ -27,9 +27,9 @@ from typing import Any
 import attr
 from confluent_kafka import KafkaError, Message
 from kafka_lineage.config import ClientSettings
+from kafka_lineage.producers.client_events import event_dict
 from kafka_lineage.producers.publisher import EventPublisher
 from kafka_lineage.schemas.openlineage import InvalidEvent
-from openlineage.client.serde import Serde
 from openlineage.client.transport.transport import Config, Transport
 
 log = logging.getLogger(__name__)
@@ -141,7 +141,7 @@ class KafkaAvroTransport(Transport):
                 log.exception("OpenLineage event could not be published")
 
     def _publish(self, item: Any) -> None:
-        event = item if isinstance(item, dict) else Serde.to_dict(item)
+        event = event_dict(item)
         try:
             key, value = self._encode_with_retry(event)
         except InvalidEvent as exc:

@@ -43,47 +43,69 @@ _LAYOUT: dict[str, dict[str, Any]] = {
     "input": {"namespace": "str", "name": "str", "facets": _FACETS, "inputFacets": _FACETS},
     "output": {"namespace": "str", "name": "str", "facets": _FACETS, "outputFacets": _FACETS},
 }
+# Avro record of each object that sits in a ["null", record] union. Writing ("full name", record) tells fastavro the
+# branch, which saves it from matching the dict against the union's records on every event.
+_UNION_RECORD = {
+    "run": "io.kafka_lineage.openlineage.Run",
+    "job": "io.kafka_lineage.openlineage.Job",
+    "dataset": "io.kafka_lineage.openlineage.StaticDataset",
+}
+_EVENT_TYPES = frozenset(EVENT_TYPES)
+_COLLECTIONS = {
+    name: tuple(key for key, kind in layout.items() if kind == _FACETS or isinstance(kind, list))
+    for name, layout in _LAYOUT.items()
+}
 
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _fits(kind: Any, value: Any) -> bool:
-    if kind == "str":
-        return isinstance(value, str)
-    if kind == "event_type":
-        return value in EVENT_TYPES
-    if kind == _FACETS or isinstance(kind, str):
-        return isinstance(value, dict)
-    return isinstance(value, list) and all(isinstance(item, dict) for item in value)
-
-
 def _encode(obj: dict[str, Any], layout_name: str) -> dict[str, Any]:
+    """Known keys of the right JSON type go to typed Avro fields; anything else is kept verbatim in ``extra``.
+
+    Collections (facet maps, dataset lists) are plain Avro maps/arrays rather than ``["null", …]`` unions, which
+    halves fastavro's write time; a collection the object did not have is listed in ``absent`` instead.
+    """
     layout = _LAYOUT[layout_name]
     record: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     for key, value in obj.items():
         kind = layout.get(key)
-        if kind is None or not _fits(kind, value):
-            extra[key] = value
-        elif kind in ("str", "event_type"):
-            record[key] = value
+        if kind == "str":
+            if isinstance(value, str):
+                record[key] = value
+                continue
         elif kind == _FACETS:
-            record[key] = {name: _dumps(facet) for name, facet in value.items()}
+            if isinstance(value, dict):
+                record[key] = {name: _dumps(facet) for name, facet in value.items()} if value else {}
+                continue
+        elif kind == "event_type":
+            if value in _EVENT_TYPES:
+                record[key] = value
+                continue
         elif isinstance(kind, list):
-            record[key] = [_encode(item, kind[0]) for item in value]
-        else:
-            record[key] = _encode(value, kind)
+            if isinstance(value, list) and all(isinstance(item, dict) for item in value):
+                record[key] = [_encode(item, kind[0]) for item in value]
+                continue
+        elif kind is not None and isinstance(value, dict):
+            record[key] = (_UNION_RECORD[kind], _encode(value, kind))
+            continue
+        extra[key] = value
+    absent = [key for key in _COLLECTIONS[layout_name] if key not in record]
+    for key in absent:
+        record[key] = {} if layout[key] == _FACETS else []
+    record["absent"] = absent
     record["extra"] = _dumps(extra) if extra else None
     return record
 
 
 def _decode(record: dict[str, Any], layout_name: str) -> dict[str, Any]:
     obj: dict[str, Any] = {}
+    absent = record.get("absent") or ()
     for key, kind in _LAYOUT[layout_name].items():
         value = record.get(key)
-        if value is None:
+        if value is None or key in absent:
             continue
         if kind in ("str", "event_type"):
             obj[key] = value

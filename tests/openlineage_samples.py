@@ -43,6 +43,11 @@ def to_json(event: Any) -> dict[str, Any]:
 
 
 def full_run_event(event_type: RunState = RunState.COMPLETE) -> dict[str, Any]:
+    return to_json(full_run_event_object(event_type))
+
+
+def full_run_event_object(event_type: RunState = RunState.COMPLETE) -> RunEvent:
+    """A run event with every standard facet and a custom one, as openlineage-python objects."""
     run_id = str(uuid.uuid4())
     schema = schema_dataset.SchemaDatasetFacet(
         fields=[
@@ -141,11 +146,15 @@ def full_run_event(event_type: RunState = RunState.COMPLETE) -> dict[str, Any]:
             )
         ],
     )
-    return to_json(event)
+    return event
 
 
 def dataset_event() -> dict[str, Any]:
-    return to_json(
+    return to_json(dataset_event_object())
+
+
+def dataset_event_object() -> DatasetEvent:
+    return (
         DatasetEvent(
             eventTime="2024-05-01T12:00:00Z",
             producer=PRODUCER,
@@ -163,7 +172,11 @@ def dataset_event() -> dict[str, Any]:
 
 
 def job_event() -> dict[str, Any]:
-    return to_json(
+    return to_json(job_event_object())
+
+
+def job_event_object() -> JobEvent:
+    return (
         JobEvent(
             eventTime="2024-05-01T12:00:00Z",
             producer=PRODUCER,

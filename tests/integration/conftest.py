@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,12 +20,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import requests
 from confluent_kafka import Consumer, Message
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from kafka_lineage.config import ClientSettings, StackSettings
+from kafka_lineage.processes import collector_process
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import record_to_event
 from kafka_lineage.stack.manager import Stack
@@ -114,32 +112,10 @@ def decoded_events(clients: ClientSettings, topic: str, count: int, timeout: flo
             for m in consume(clients.kafka_bootstrap_servers, topic, count, timeout)]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextlib.contextmanager
 def running_collector(topic: str, **env: str) -> Iterator[str]:
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "kafka_lineage.cli", "collector", "--port", str(port)],
-        env={**os.environ, "LINEAGE_EVENTS_TOPIC": topic, **env},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with contextlib.suppress(requests.ConnectionError):
-                if requests.get(f"{url}/health/live", timeout=2).ok:
-                    break
-            assert process.poll() is None, process.stdout.read()
-            time.sleep(0.2)
-        yield url
-    finally:
-        process.send_signal(signal.SIGTERM)
-        output, _ = process.communicate(timeout=60)
-        assert process.returncode == 0, output
-        assert "collector stopped" in output
+    """The real collector publishing to ``topic``; it must shut down cleanly on SIGTERM."""
+    with collector_process({"LINEAGE_EVENTS_TOPIC": topic, **env}) as child:
+        yield child.url
+    assert child.returncode == 0, child.output
+    assert "collector stopped" in child.output

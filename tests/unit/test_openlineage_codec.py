@@ -55,8 +55,14 @@ def test_absent_and_empty_collections_stay_distinct() -> None:
     event = job_event()
     assert event["outputs"] == []
     del event["inputs"]
+    del event["job"]["facets"]
     decoded = _through_avro(event)
     assert decoded["outputs"] == [] and "inputs" not in decoded
+    assert decoded == event
+    run = full_run_event()
+    del run["run"]["facets"], run["outputs"][0]["outputFacets"]
+    run["inputs"][0]["facets"] = {}
+    assert _through_avro(run) == run
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,152 @@
+"""``lineage bench …``: throughput and latency figures measured side by side in one run, written as JSON.
+
+The machines are shared and noisy, so every figure that has a comparison is reported as a ratio measured in the
+same run (ours vs the stock openlineage-python transport) rather than as an absolute target check.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import requests
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from kafka_lineage.config import ClientSettings
+from kafka_lineage.processes import collector_process
+from kafka_lineage.producers.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
+from kafka_lineage.schemas import registry
+from kafka_lineage.stack.smoke import ensure_topic
+from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
+from openlineage.client.facet_v2 import schema_dataset
+from openlineage.client.serde import Serde
+from openlineage.client.transport.kafka import KafkaConfig, KafkaTransport
+
+PRODUCER = "https://github.com/kafka-lineage/kafka-lineage/tree/main/app/bench.py"
+
+
+def sample_events(count: int) -> list[RunEvent]:
+    """Realistic run events: a job reading two tables and writing one with a schema facet, many runs and jobs."""
+    fields = [schema_dataset.SchemaDatasetFacetFields(name=f"col_{i}", type="string") for i in range(8)]
+    schema = schema_dataset.SchemaDatasetFacet(fields=fields)
+    events = []
+    for i in range(count):
+        job = f"bench.job_{i % 200}"
+        events.append(RunEvent(
+            eventType=RunState.START if i % 2 == 0 else RunState.COMPLETE,
+            eventTime=datetime.now(UTC).isoformat(),
+            producer=PRODUCER,
+            run=Run(runId=str(uuid.uuid4())),
+            job=Job(namespace="bench", name=job),
+            inputs=[InputDataset(namespace="postgres://db:5432", name=f"shop.public.src_{i % 50}_{n}")
+                    for n in range(2)],
+            outputs=[OutputDataset(namespace="s3://lake", name=f"mart/t_{i % 50}", facets={"schema": schema})],
+        ))
+    return events
+
+
+def bench_topic(settings: ClientSettings) -> str:
+    """A topic of its own with the event schema registered, so benchmarks never mix into real lineage."""
+    topic = "lineage.bench.events"
+    ensure_topic(settings.kafka_bootstrap_servers, topic, partitions=3)
+    client = SchemaRegistryClient({"url": settings.schema_registry_url})
+    reports = registry.register(client, {topic: "openlineage_event"})
+    if not all(report.ok for report in reports):
+        raise RuntimeError(f"cannot register the bench topic's schema: {reports}")
+    return topic
+
+
+def _measure_transport(transport: Any, events: list[RunEvent], close: Any) -> dict[str, float]:
+    started = time.perf_counter()
+    caller = 0.0
+    for event in events:
+        before = time.perf_counter()
+        transport.emit(event)
+        caller += time.perf_counter() - before
+    close()
+    elapsed = time.perf_counter() - started
+    return {"events": len(events), "caller_us_per_event": caller / len(events) * 1e6,
+            "events_per_s": len(events) / elapsed, "seconds": elapsed}
+
+
+def bench_emit_transports(settings: ClientSettings, topic: str, count: int) -> dict[str, Any]:
+    events = sample_events(count)
+    ours = KafkaAvroTransport(KafkaAvroConfig.from_dict({"topic": topic, "queue_size": max(10_000, count)}))
+    time.sleep(1.0)  # let the worker look its schema up first, as it does in a long-lived job
+    ours_result = _measure_transport(ours, events, ours.close)
+    ours_result["undelivered"] = ours.undelivered + ours.dropped + ours.invalid
+    # openlineage-python's own KafkaTransport with its defaults (JSON, flush after each event).
+    stock = KafkaTransport(KafkaConfig.from_dict(
+        {"topic": f"{topic}.stock-json", "config": {"bootstrap.servers": settings.kafka_bootstrap_servers}}))
+    ensure_topic(settings.kafka_bootstrap_servers, f"{topic}.stock-json", partitions=3)
+    stock_result = _measure_transport(stock, events, lambda: stock.close(30))
+    return {
+        "kafka_avro_transport": ours_result,
+        "stock_kafka_transport": stock_result,
+        "throughput_ratio": ours_result["events_per_s"] / stock_result["events_per_s"],
+        "caller_time_ratio": stock_result["caller_us_per_event"] / ours_result["caller_us_per_event"],
+    }
+
+
+def bench_collector(topic: str, count: int, batch_size: int = 500, clients: int = 4) -> dict[str, Any]:
+    bodies = []
+    events = [Serde.to_dict(event) for event in sample_events(count)]
+    for start in range(0, count, batch_size):
+        bodies.append(json.dumps(events[start:start + batch_size]).encode())
+    with collector_process({"LINEAGE_EVENTS_TOPIC": topic}) as child, requests.Session() as warmup:
+        url = child.url
+        warmup.post(f"{url}/api/v1/lineage", data=bodies[0], timeout=60).raise_for_status()
+        sessions = [requests.Session() for _ in range(clients)]
+
+        def post(index: int) -> int:
+            answer = sessions[index % clients].post(f"{url}/api/v1/lineage", data=bodies[index], timeout=120,
+                                                    headers={"Content-Type": "application/json"})
+            answer.raise_for_status()
+            return answer.json()["accepted"]
+
+        started = time.perf_counter()
+        with ThreadPoolExecutor(clients) as pool:
+            accepted = sum(pool.map(post, range(len(bodies))))
+        elapsed = time.perf_counter() - started
+    return {"events": accepted, "batch_size": batch_size, "concurrent_clients": clients,
+            "events_per_s": accepted / elapsed, "seconds": elapsed}
+
+
+def run_emit_bench(count: int, output: Path) -> dict[str, Any]:
+    settings = ClientSettings.from_env()
+    topic = bench_topic(settings)
+    result = {
+        "bench": "emit",
+        "at": datetime.now(UTC).isoformat(),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "transports": bench_emit_transports(settings, topic, count),
+        "collector": bench_collector(topic, count),
+    }
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def format_emit(result: dict[str, Any]) -> str:
+    ours = result["transports"]["kafka_avro_transport"]
+    stock = result["transports"]["stock_kafka_transport"]
+    collector = result["collector"]
+    rows = [
+        f"{'emitter':34} {'events':>8} {'µs/event (caller)':>18} {'events/s':>10}",
+        f"{'KafkaAvroTransport (ours)':34} {ours['events']:>8} {ours['caller_us_per_event']:>18.1f} "
+        f"{ours['events_per_s']:>10,.0f}",
+        f"{'openlineage KafkaTransport (JSON)':34} {stock['events']:>8} {stock['caller_us_per_event']:>18.1f} "
+        f"{stock['events_per_s']:>10,.0f}",
+        f"{'HTTP collector, batches of ' + str(collector['batch_size']):34} {collector['events']:>8} {'-':>18} "
+        f"{collector['events_per_s']:>10,.0f}",
+        f"ours vs stock: {result['transports']['throughput_ratio']:.1f}x throughput, "
+        f"{result['transports']['caller_time_ratio']:.1f}x less caller time; "
+        f"undelivered: {ours['undelivered']}",
+    ]
+    return "\n".join(rows)
