@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from kafka_lineage.schemas.avro_schemas import schema_text
+from kafka_lineage.schemas.wire import RegistryUnavailable, SchemaNotFound
 
 SUBJECT_NOT_FOUND = 40401
 
@@ -77,3 +79,30 @@ def check(client: SchemaRegistryClient, schemas_by_topic: dict[str, str]) -> lis
         )
         reports.append(SubjectReport(subject, schema_name, detail, bool(compatible)))
     return reports
+
+
+def schema_fetcher(client: SchemaRegistryClient) -> Callable[[int], str]:
+    """``id -> schema text`` for ``wire.AvroCodec``, telling an unknown id from an unreachable registry."""
+
+    def fetch(schema_id: int) -> str:
+        try:
+            return client.get_schema(schema_id).schema_str
+        except SchemaRegistryError as exc:
+            if exc.http_status_code == 404:
+                raise SchemaNotFound(schema_id) from None
+            raise RegistryUnavailable(f"schema registry error for id {schema_id}: {exc}") from exc
+        except Exception as exc:  # connection refused, timeout, TLS …
+            raise RegistryUnavailable(f"schema registry unreachable: {exc}") from exc
+
+    return fetch
+
+
+def registered_id(client: SchemaRegistryClient, topic: str, schema_name: str) -> int:
+    """The id of the project's current ``schema_name`` under the topic's subject (it must be registered)."""
+    try:
+        return client.lookup_schema(value_subject(topic), Schema(schema_text(schema_name), "AVRO")).schema_id
+    except SchemaRegistryError as exc:
+        if exc.http_status_code == 404:
+            raise RegistryUnavailable(f"{schema_name} is not registered under {value_subject(topic)}; run "
+                                      "`lineage schemas register`") from None
+        raise RegistryUnavailable(f"schema registry error: {exc}") from exc
