@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import subprocess
 import sys
 import time
@@ -111,6 +112,15 @@ def cmd_emit(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_connect(args: argparse.Namespace) -> int:
+    from kafka_lineage.producers.connect_watcher import watch
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    emitted = watch(args.url, interval=args.interval, once=args.once, job_namespace=args.job_namespace)
+    print(f"{emitted} OpenLineage events emitted")
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from kafka_lineage import bench
 
@@ -165,6 +175,14 @@ def build_parser() -> argparse.ArgumentParser:
     emit.add_argument("file")
     emit.add_argument("--topic", help="target topic (default: the events topic)")
     emit.set_defaults(handler=cmd_emit)
+
+    connect = sub.add_parser("connect", help="Kafka Connect hook: OpenLineage run events per connector")
+    connect.add_argument("action", choices=["watch"])
+    connect.add_argument("--interval", type=float, default=10.0, help="seconds between polls (default 10)")
+    connect.add_argument("--once", action="store_true", help="poll once and exit")
+    connect.add_argument("--url", help="Connect REST URL (default LINEAGE_CONNECT_URL)")
+    connect.add_argument("--job-namespace", help="job namespace (default kafka-connect://host:port of the URL)")
+    connect.set_defaults(handler=cmd_connect)
 
     bench = sub.add_parser("bench", help="measure throughput/latency side by side (writes a JSON result file)")
     bench.add_argument("stage", choices=["emit"])
