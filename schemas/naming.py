@@ -6,6 +6,7 @@ Shared by the emitters (hooks) and the stream processor, so that every stage nam
 - ``table_dataset``: URL + table → (namespace, ``database.schema.table``) with the levels the platform has.
 - ``path_dataset``: local path or storage URI → (namespace, name): ``file``, ``s3://bucket``, ``hdfs://nn:8020``, …
 - ``kafka_namespace``: a bootstrap-server list → one canonical ``kafka://host:port``.
+- ``canonical_dataset``: a (namespace, name) pair as some producer emitted it → the pair the functions above give.
 
 Canonical form: scheme as in the spec, hosts lower-cased, the default port made explicit (so ``db`` and ``db:5432``
 are one datasource), credentials and connection parameters never copied. Errors are ``ValueError`` whose message
@@ -23,6 +24,7 @@ from urllib.parse import unquote
 
 __all__ = [
     "Connection",
+    "canonical_dataset",
     "kafka_namespace",
     "namespace_for_url",
     "parse_connection",
@@ -478,3 +480,57 @@ def kafka_namespace(bootstrap_servers: str) -> str:
         raise ValueError("bootstrap servers list is empty")
     host, port = min(brokers, key=lambda hp: (hp[0], hp[1] or 0))
     return f"kafka://{host}:{port}"
+
+
+# --- emitted pairs ------------------------------------------------------------------------------------------------
+_STORAGE_SCHEMES = frozenset({"s3", "s3a", "s3n", "gs", "gcs", "hdfs", "abfs", "abfss", "wasb", "wasbs"})
+
+
+def _name_from_uri(name: str, namespace: str) -> str:
+    """A name written as a full storage URI (``s3://b/k`` under ``s3://b``) → its path, if it is in ``namespace``."""
+    if "://" not in name and name[:5].lower() != "file:":
+        return name
+    try:
+        uri_namespace, path = path_dataset(name)
+    except ValueError:
+        return name
+    return path if uri_namespace == namespace else name
+
+
+def canonical_dataset(namespace: str, name: str) -> tuple[str, str]:
+    """A dataset identity as a producer emitted it → the canonical (namespace, name) the functions above would give.
+
+    Storage namespaces (``s3a://B``, ``abfs://c@acct.blob.core.windows.net``, ``hdfs://NN``) go through
+    ``path_dataset`` (a path inside the namespace moves into the name); ``file`` URIs in either part become
+    ``file`` + absolute path; ``kafka://`` broker lists go through ``kafka_namespace``; connection URLs
+    (``jdbc:postgresql://h/db``, ``postgresql://h``) through ``parse_connection``, and when the URL names a database
+    or schema the name is qualified as ``table_dataset`` would (a name it cannot qualify is kept). Names are
+    otherwise kept verbatim. ``ValueError`` for a namespace of no form known here: callers keep those as they are.
+    """
+    text = _check_text(namespace, "namespace")
+    if not isinstance(name, str):
+        raise TypeError(f"dataset name must be a string, not {type(name).__name__}")
+    if text.lower() == "file":
+        return ("file", _name_from_uri(name, "file")) if name[:5].lower() == "file:" else ("file", name)
+    match = _SCHEME.match(text)
+    scheme = match[0].lower() if match and text[match.end():match.end() + 1] == ":" else ""
+    if scheme == "file":
+        return path_dataset(f"{text.rstrip('/')}/{name.lstrip('/')}")
+    if scheme in _STORAGE_SCHEMES:
+        rest = text[len(scheme) + 1:]
+        if not rest.startswith("//"):
+            raise _fail(f"expected {scheme}://… in the namespace", text)
+        authority, _, prefix = rest[2:].partition("/")
+        if prefix.strip("/"):  # `s3a://bucket/prefix` + `part.csv`: the prefix belongs to the name
+            return path_dataset(f"{text.rstrip('/')}/{name.lstrip('/')}")
+        canonical, _ = path_dataset(f"{scheme}://{authority}")
+        return canonical, _name_from_uri(name, canonical)
+    if scheme == "kafka":  # the broker list after `kafka://`, whose items may carry their own `SASL_SSL://`
+        return kafka_namespace(text[len("kafka:"):].removeprefix("//")), name
+    conn = parse_connection(text)  # ValueError for schemes that are no connection URL either
+    if conn.database or conn.schema:
+        try:
+            return table_dataset(text, name)
+        except ValueError:
+            pass
+    return conn.namespace, name

@@ -107,6 +107,8 @@ def _decode(record: dict[str, Any], layout_name: str) -> dict[str, Any]:
         value = record.get(key)
         if value is None or key in absent:
             continue
+        if isinstance(value, tuple):  # an encoder-side record with fastavro's (branch name, value) union hint
+            value = value[1]
         if kind in ("str", "event_type"):
             obj[key] = value
         elif kind == _FACETS:

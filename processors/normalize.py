@@ -1,0 +1,336 @@
+"""Canonical dataset identities on an event: naming-spec forms, the user's alias map, symlink unification.
+
+Every place an event names a dataset is rewritten: ``inputs``, ``outputs``, ``dataset``, the ``symlinks`` facet's
+identifiers and the ``columnLineage`` facet's references (``fields.*.inputFields`` and the 1-2-0 dataset-level
+``dataset`` list). Steps per identity, each recorded in a ``Rename``:
+
+1. canonical form via ``schemas.naming.canonical_dataset`` (the hooks' own naming, so both stages agree);
+2. the alias map: canonical namespace → the namespace the user wants (several broker lists → ``kafka://prod``);
+3. symlink unification, for the datasets themselves only: a ``symlinks`` identifier of type TABLE becomes the
+   dataset's identity (so ``s3://b/warehouse/orders`` and ``hive://…/shop.orders`` are one node); the physical
+   identity is appended to the identifiers as type LOCATION, and references to the physical identity elsewhere in
+   the event (column lineage) follow it.
+
+Namespaces of no form the naming module knows are kept as they are: an event that passed validation always
+normalizes. The result shares unchanged sub-objects with the input (which is never modified): treat both as
+read-only. Normalizing a normalized event changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from kafka_lineage.schemas.naming import canonical_dataset
+
+__all__ = ["Rename", "canonical_identity", "normalize_event", "parse_aliases"]
+
+Identity = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Rename:
+    """One dataset identity the processor changed; ``rule`` lists the steps applied, joined by ``+``."""
+
+    original_namespace: str
+    original_name: str
+    namespace: str
+    name: str
+    rule: str
+
+    def as_record(self) -> dict[str, str]:
+        """The ``DatasetRename`` record of ``normalized_event.avsc``."""
+        return {"originalNamespace": self.original_namespace, "originalName": self.original_name,
+                "namespace": self.namespace, "name": self.name, "rule": self.rule}
+
+
+# --- one identity --------------------------------------------------------------------------------------------------
+_PROTOCOL = re.compile(r"[A-Za-z_]+://")
+
+
+def _has_upper_host(namespace: str) -> bool:
+    """Whether the authority has upper-case letters (protocol prefixes such as ``SASL_SSL://`` and userinfo aside)."""
+    _, sep, rest = namespace.partition("://")
+    authority = re.split(r"[/?;#]", _PROTOCOL.sub("", rest), maxsplit=1)[0].rpartition("@")[2] if sep else ""
+    return authority != authority.lower()
+_HOST_PORT = re.compile(r"(?:^|://)([^/:@,;]+):(\d+)$")
+
+
+def _rules(namespace: str, name: str, canonical: Identity) -> tuple[str, ...]:
+    """Why ``(namespace, name)`` became ``canonical``: rule names for the audit trail (at least one if changed)."""
+    low = namespace.strip().lower()
+    scheme = low.partition(":")[0] if ":" in low else low
+    rules: list[str] = []
+    if scheme == "jdbc":
+        rules.append("jdbc-url")
+    elif scheme in ("s3a", "s3n"):
+        rules.append("s3a-scheme")
+    elif scheme == "gcs":
+        rules.append("gcs-scheme")
+    elif scheme in ("abfs", "wasb") or (scheme in ("abfss", "wasbs") and ".blob." in low):
+        rules.append("azure-scheme")
+    elif scheme == "file" or name[:5].lower() == "file:":
+        rules.append("file-uri")
+    elif scheme == "kafka" and ("," in low or low.count("://") > 1):
+        rules.append("kafka-bootstrap-order")
+    elif canonical[0].partition(":")[0] != scheme or any(c in low for c in "?;@") or low.count("/") > 2:
+        rules.append("jdbc-url")  # a connection URL: other scheme spelling, database path, credentials, params
+    elif canonical[1] != name and "://" in name:
+        rules.append("name-uri")
+    elif canonical[1] != name and scheme in ("s3", "gs", "hdfs", "abfss", "wasbs"):
+        rules.append("namespace-path")
+    if _has_upper_host(namespace) and canonical[0] != namespace.strip():
+        rules.append("host-case")
+    host_port = _HOST_PORT.search(canonical[0])
+    if host_port and host_port[0].removeprefix("://") not in low and host_port[1] in low:
+        rules.append("default-port")
+    if not rules:
+        rules.append("canonical-form")
+    return tuple(rules)
+
+
+@lru_cache(maxsize=8192)
+def _canonical(namespace: str, name: str) -> tuple[str, str, tuple[str, ...]]:
+    # Cached: a stream names the same few thousand datasets over and over, and parsing is the costly part.
+    try:
+        canonical = canonical_dataset(namespace, name)
+    except (ValueError, TypeError):
+        return namespace, name, ()  # unknown form: kept as it is
+    if canonical == (namespace, name):
+        return namespace, name, ()
+    return canonical[0], canonical[1], _rules(namespace, name, canonical)
+
+
+def canonical_identity(namespace: str, name: str, aliases: Mapping[str, str] | None = None) -> tuple[str, str, str]:
+    """(namespace, name, rule) after canonical form and alias map; rule is ``""`` when nothing changed."""
+    if not isinstance(namespace, str) or not isinstance(name, str):
+        return namespace, name, ""
+    if aliases and namespace in aliases.values():
+        return namespace, name, ""  # already aliased (`kafka://prod`): the user's name is final, keep it idempotent
+    ns, nm, rules = _canonical(namespace, name)
+    if aliases:
+        alias = aliases.get(ns)
+        if alias is not None and alias != ns:
+            ns, rules = alias, (*rules, "alias")
+    return ns, nm, "+".join(rules)
+
+
+# --- the event -----------------------------------------------------------------------------------------------------
+def _table_symlink(dataset: dict[str, Any]) -> Identity | None:
+    facets = dataset.get("facets")
+    symlinks = facets.get("symlinks") if isinstance(facets, dict) else None
+    identifiers = symlinks.get("identifiers") if isinstance(symlinks, dict) else None
+    if not isinstance(identifiers, list):
+        return None
+    for ident in identifiers:
+        if (isinstance(ident, dict) and isinstance(ident.get("type"), str) and ident["type"].upper() == "TABLE"
+                and isinstance(ident.get("namespace"), str) and ident["namespace"]
+                and isinstance(ident.get("name"), str) and ident["name"]):
+            return ident["namespace"], ident["name"]
+    return None
+
+
+def _merge_rules(*parts: str) -> str:
+    return "+".join(dict.fromkeys(r for part in parts for r in part.split("+") if r))
+
+
+class _Normalizer:
+    """State of one ``normalize_event`` call: the identity map and the renames found so far."""
+
+    def __init__(self, aliases: Mapping[str, str] | None) -> None:
+        self.aliases = aliases
+        self.final: dict[Identity, Identity] = {}  # original or canonical identity → final identity of a dataset
+        self.renames: dict[tuple[str, str, str, str], Rename] = {}
+
+    def _record(self, original: Identity, final: Identity, rule: str) -> None:
+        if original != final:
+            key = (*original, *final)
+            if key not in self.renames:
+                self.renames[key] = Rename(original[0], original[1], final[0], final[1], rule)
+
+    def identity(self, dataset: dict[str, Any]) -> tuple[Identity, Identity | None]:
+        """Pass 1 for a dataset: its final identity, and its canonical physical identity if a symlink replaced it."""
+        original = (dataset.get("namespace"), dataset.get("name"))
+        ns, nm, rule = canonical_identity(*original, self.aliases)
+        physical = (ns, nm)
+        table = _table_symlink(dataset)
+        if table is None or not isinstance(ns, str) or not isinstance(nm, str):
+            final = physical
+            self._record(original, final, rule)
+        else:
+            t_ns, t_nm, t_rule = canonical_identity(*table, self.aliases)
+            final = (t_ns, t_nm)
+            self._record(original, final, _merge_rules(rule, "symlink", t_rule) if final != physical else rule)
+        if all(isinstance(part, str) for part in original):
+            self.final.setdefault(original, final)
+            self.final.setdefault(physical, final)
+        return final, (physical if final != physical else None)
+
+    def ref(self, obj: Any) -> Any:
+        """A facet's reference to a dataset (a dict with namespace and name) → the same or a rewritten copy."""
+        if not isinstance(obj, dict):
+            return obj
+        original = (obj.get("namespace"), obj.get("name"))
+        if not all(isinstance(part, str) for part in original):
+            return obj
+        final = self.final.get(original)
+        if final is None:
+            ns, nm, rule = canonical_identity(*original, self.aliases)
+            final = self.final.get((ns, nm), (ns, nm))
+            if final != (ns, nm):
+                rule = _merge_rules(rule, "symlink")
+        else:
+            rule = next((r.rule for r in self.renames.values() if (r.original_namespace, r.original_name) == original
+                         and (r.namespace, r.name) == final), "symlink")
+        if final == original:
+            return obj
+        self._record(original, final, rule)
+        return {**obj, "namespace": final[0], "name": final[1]}
+
+    def refs(self, items: Any) -> Any:
+        if not isinstance(items, list):
+            return items
+        new = [self.ref(item) for item in items]
+        return new if any(a is not b for a, b in zip(new, items, strict=True)) else items
+
+    def column_lineage(self, facet: Any) -> Any:
+        if not isinstance(facet, dict):
+            return facet
+        changed: dict[str, Any] = {}
+        fields = facet.get("fields")
+        if isinstance(fields, dict):
+            new_fields = {}
+            for column, spec in fields.items():
+                if isinstance(spec, dict) and "inputFields" in spec:
+                    refs = self.refs(spec["inputFields"])
+                    spec = spec if refs is spec["inputFields"] else {**spec, "inputFields": refs}
+                new_fields[column] = spec
+            if any(new_fields[k] is not fields[k] for k in fields):
+                changed["fields"] = new_fields
+        if "dataset" in facet:
+            refs = self.refs(facet["dataset"])
+            if refs is not facet["dataset"]:
+                changed["dataset"] = refs
+        return {**facet, **changed} if changed else facet
+
+    def symlinks(self, facet: Any, physical: Identity | None) -> Any:
+        if not isinstance(facet, dict):
+            return facet
+        identifiers = facet.get("identifiers")
+        if not isinstance(identifiers, list):
+            return facet
+        new = [self._symlink_identifier(ident) for ident in identifiers]
+        if physical is not None and not any(isinstance(i, dict) and (i.get("namespace"), i.get("name")) == physical
+                                            for i in new):
+            new.append({"namespace": physical[0], "name": physical[1], "type": "LOCATION"})
+        if len(new) == len(identifiers) and all(a is b for a, b in zip(new, identifiers, strict=True)):
+            return facet
+        return {**facet, "identifiers": new}
+
+    def _symlink_identifier(self, ident: Any) -> Any:
+        # Identifiers are other names of the dataset itself: canonical form and alias, never symlink-resolved again
+        # (that would turn the TABLE identifier into a reference to itself).
+        if not isinstance(ident, dict):
+            return ident
+        original = (ident.get("namespace"), ident.get("name"))
+        ns, nm, rule = canonical_identity(*original, self.aliases)
+        if (ns, nm) == original:
+            return ident
+        self._record(original, (ns, nm), rule)
+        return {**ident, "namespace": ns, "name": nm}
+
+    def dataset(self, dataset: Any, identity: tuple[Identity, Identity | None] | None) -> Any:
+        """Pass 2 for a dataset: final identity and rewritten facets; the same object if nothing changed."""
+        if not isinstance(dataset, dict) or identity is None:
+            return dataset
+        (ns, nm), physical = identity
+        out: dict[str, Any] | None = None
+        if (dataset.get("namespace"), dataset.get("name")) != (ns, nm):
+            out = {**dataset, "namespace": ns, "name": nm}
+        facets = dataset.get("facets")
+        if isinstance(facets, dict):
+            changed = {}
+            symlinks, lineage = facets.get("symlinks"), facets.get("columnLineage")
+            if symlinks is not None and (new := self.symlinks(symlinks, physical)) is not symlinks:
+                changed["symlinks"] = new
+            if lineage is not None and (new := self.column_lineage(lineage)) is not lineage:
+                changed["columnLineage"] = new
+            if changed:
+                out = out if out is not None else dict(dataset)
+                out["facets"] = {**facets, **changed}
+        return dataset if out is None else out
+
+
+def normalize_event(event: dict[str, Any], aliases: Mapping[str, str] | None = None) -> tuple[dict[str, Any],
+                                                                                              list[Rename]]:
+    """A new event with canonical dataset identities, and the renames applied (one per identity changed).
+
+    ``aliases`` maps canonical namespaces to the namespace to use instead (``parse_aliases`` builds it). The input
+    is not modified; unchanged parts are shared with it.
+    """
+    if not isinstance(event, dict):
+        return event, []
+    norm = _Normalizer(aliases)
+    lists = {key: event[key] for key in ("inputs", "outputs") if isinstance(event.get(key), list)}
+    single = event.get("dataset") if isinstance(event.get("dataset"), dict) else None
+    # Pass 1: every dataset's identity first, so column lineage can point at inputs unified through their symlinks.
+    identities: dict[int, tuple[Identity, Identity | None]] = {}
+    for item in _datasets(lists.values(), single):
+        identities[id(item)] = norm.identity(item)
+    out = dict(event)
+    for key, items in lists.items():
+        new = [norm.dataset(item, identities.get(id(item))) for item in items]
+        if any(a is not b for a, b in zip(new, items, strict=True)):
+            out[key] = new
+    if single is not None:
+        out["dataset"] = norm.dataset(single, identities.get(id(single)))
+    return out, list(norm.renames.values())
+
+
+def _datasets(lists: Iterable[list[Any]], single: dict[str, Any] | None) -> Iterable[dict[str, Any]]:
+    for items in lists:
+        yield from (item for item in items if isinstance(item, dict))
+    if single is not None:
+        yield single
+
+
+# --- configuration -------------------------------------------------------------------------------------------------
+# A new source starts at `scheme://` or `scheme:scheme` (jdbc:…); `b2:9092` continues a Kafka broker list.
+_SOURCE_START = re.compile(r",\s*(?=[A-Za-z][A-Za-z0-9+.-]*:(?://|[A-Za-z])|(?:file|bigquery)\s*(?:,|$))")
+
+
+def parse_aliases(text: str) -> dict[str, str]:
+    """``src[,src…]=target; …`` (``;`` or newlines between entries) → {canonical source namespace: target}.
+
+    Sources are namespaces in any form the naming module knows (``kafka://b2:9092,b1:9092`` is one source: a broker
+    list continues until the next ``scheme://``); they are stored canonical, which is what ``normalize_event`` looks
+    up. Targets are used verbatim. Aliases apply once (no chains). ``ValueError`` names the offending entry.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"aliases must be a string, not {type(text).__name__}")
+    aliases: dict[str, str] = {}
+    for raw in re.split(r"[;\n]", text):
+        entry = raw.strip()
+        if not entry:
+            continue
+        sources_text, eq, target = entry.rpartition("=")
+        target = target.strip()
+        if not eq or not sources_text.strip() or not target:
+            raise ValueError(f"alias entry {entry!r}: expected source[,source…]=target")
+        for source in _SOURCE_START.split(sources_text):
+            source = source.strip()
+            if not source:
+                raise ValueError(f"alias entry {entry!r}: empty source namespace")
+            canonical, _, _ = canonical_identity(source, "")
+            if canonical == target:
+                continue
+            if aliases.get(canonical, target) != target:
+                raise ValueError(f"alias entry {entry!r}: {canonical} is already aliased to {aliases[canonical]}")
+            aliases[canonical] = target
+    chained = sorted(set(aliases) & set(aliases.values()))
+    if chained:
+        raise ValueError(f"alias targets must not be aliased themselves: {', '.join(chained)}")
+    return aliases
