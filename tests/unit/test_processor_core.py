@@ -1,0 +1,147 @@
+"""The processor's batch logic without Kafka: dedupe, order, normalization, drift, dead letters, restart."""
+
+from __future__ import annotations
+
+import copy
+import random
+import uuid
+
+from kafka_lineage.processors.core import Incoming, ProcessorCore
+from kafka_lineage.schemas.avro_schemas import schema_text
+from kafka_lineage.schemas.openlineage import event_to_record, partition_key, record_to_event
+from kafka_lineage.schemas.wire import AvroCodec, SchemaNotFound
+
+from tests.openlineage_samples import PRODUCER
+
+
+def _fetch(schema_id: int) -> str:
+    if schema_id != 1:
+        raise SchemaNotFound(schema_id)
+    return schema_text("openlineage_event")
+
+
+CODEC = AvroCodec("openlineage_event", _fetch)
+
+
+def _event(run: str, job: str, event_type: str, second: int, outputs: list | None = None) -> dict:
+    return {"eventType": event_type, "eventTime": f"2024-05-01T12:00:{second:02d}Z", "producer": PRODUCER,
+            "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+            "run": {"runId": run}, "job": {"namespace": "tests", "name": job},
+            "inputs": [{"namespace": "s3a://raw", "name": "orders"}], "outputs": outputs or []}
+
+
+def _incoming(events: list[dict]) -> list[Incoming]:
+    return [Incoming(partition_key(e).encode(), CODEC.encode(event_to_record(e), 1), 0, offset, 1000, "events")
+            for offset, e in enumerate(events)]
+
+
+def _core(runs: dict | None = None, schemas: dict | None = None) -> ProcessorCore:
+    return ProcessorCore(CODEC, {} if runs is None else runs, {} if schemas is None else schemas, window_seconds=2.0)
+
+
+def _types(output) -> list[tuple[str, str]]:
+    return [(record_to_event(r["event"])["run"]["runId"], record_to_event(r["event"])["eventType"])
+            for _, r in output.normalized]
+
+
+def test_shuffled_duplicated_runs_come_out_deduped_and_in_lifecycle_order() -> None:
+    runs = [str(uuid.uuid4()) for _ in range(5)]
+    events = [_event(run, f"job-{i}", t, s) for i, run in enumerate(runs)
+              for t, s in (("START", 1), ("RUNNING", 2), ("COMPLETE", 3))]
+    stream = events + random.Random(7).sample(events, 6)  # exact repeats
+    random.Random(1).shuffle(stream)
+    core = _core()
+    out = core.process(_incoming(stream), now=100.0)
+    out.extend(core.expire(now=103.0, assigned={0}))
+    assert out.duplicates == 6 and not out.dead_letters
+    released = _types(out)
+    assert sorted(released) == sorted((e["run"]["runId"], e["eventType"]) for e in events)
+    for run in runs:
+        order = [t for r, t in released if r == run]
+        assert order == ["START", "RUNNING", "COMPLETE"] or out.late, order
+
+
+def test_complete_before_start_is_held_then_released_in_order_and_late_start_is_marked() -> None:
+    run = str(uuid.uuid4())
+    core = _core()
+    held = core.process(_incoming([_event(run, "j", "COMPLETE", 3)]), now=10.0)
+    assert held.normalized == []
+    out = core.process(_incoming([_event(run, "j", "START", 1)]), now=10.5)
+    assert [t for _, t in _types(out)] == ["START", "COMPLETE"]
+    other = str(uuid.uuid4())
+    core.process(_incoming([_event(other, "k", "COMPLETE", 3)]), now=20.0)
+    expired = core.expire(now=22.5, assigned={0})
+    assert [t for _, t in _types(expired)] == ["COMPLETE"]
+    late = core.process(_incoming([_event(other, "k", "START", 1)]), now=23.0)
+    assert late.late == 1 and late.normalized[0][1]["processing"]["late"] is True
+
+
+def test_spark_style_starts_with_accumulating_facets_are_distinct() -> None:
+    run = str(uuid.uuid4())
+    first = _event(run, "spark", "START", 1)
+    second = copy.deepcopy(first)
+    second["run"]["facets"] = {"spark_jobDetails": {"jobId": 3}}
+    out = _core().process(_incoming([first, second, first]), now=1.0)
+    assert len(out.normalized) == 2 and out.duplicates == 1
+
+
+def test_namespaces_are_canonical_and_the_original_is_kept() -> None:
+    run = str(uuid.uuid4())
+    out = _core().process(_incoming([_event(run, "j", "START", 1)]), now=1.0)
+    (key, record), = out.normalized
+    assert record_to_event(record["event"])["inputs"][0]["namespace"] == "s3://raw"
+    assert record["processing"]["renamedDatasets"][0]["originalNamespace"] == "s3a://raw"
+    assert key == b"run:tests/j"
+
+
+def test_schema_change_gives_exactly_one_finding() -> None:
+    def out_with(fields: list[tuple[str, str]]) -> list:
+        return [{"namespace": "s3://lake", "name": "t", "facets": {"schema": {
+            "_producer": PRODUCER, "_schemaURL": "https://openlineage.io/spec/facets/1-1-1/SchemaDatasetFacet.json",
+            "fields": [{"name": n, "type": t} for n, t in fields]}}}]
+
+    schemas: dict = {}
+    core = _core(schemas=schemas)
+    v1 = out_with([("id", "int"), ("amount", "double")])
+    v2 = out_with([("id", "string"), ("amount", "double")])
+    runs = [str(uuid.uuid4()) for _ in range(4)]
+    batch = [_event(run, "w", event_type, 2 * i + offset, outputs)
+             for i, (run, outputs) in enumerate(zip(runs, [v1, v1, v2, v2], strict=True))
+             for event_type, offset in (("START", 0), ("COMPLETE", 1))]
+    late_v1 = _event(str(uuid.uuid4()), "w", "START", 0, v1)  # an older schema arriving last changes nothing
+    out = core.process(_incoming([*batch, late_v1]), now=1.0)
+    findings = [c for _, r in out.normalized for c in r["schemaChanges"]]
+    assert len(findings) == 1
+    assert findings[0]["severity"] == "BREAKING" and findings[0]["changes"][0]["path"] == "id"
+    assert findings[0]["previousEventTime"] == "2024-05-01T12:00:00Z"
+    assert schemas["s3://lake/t"]["eventTime"] == "2024-05-01T12:00:04Z"
+
+
+def test_poison_records_become_dead_letters_and_good_ones_flow() -> None:
+    run = str(uuid.uuid4())
+    good = _incoming([_event(run, "j", "START", 1)])[0]
+    invalid = _event(run, "j", "COMPLETE", 2)
+    invalid["run"]["runId"] = "not-a-uuid"
+    bad = [Incoming(b"k", b"{json}", 0, 1, None, "events"),
+           Incoming(b"k", b"\x00\x00\x00\x00\x07xx", 0, 2, None, "events"),
+           Incoming(b"k", good.value[:-5], 0, 3, None, "events"),
+           Incoming(b"k", CODEC.encode(event_to_record(invalid), 1), 0, 4, None, "events")]
+    out = _core().process([bad[0], good, *bad[1:]], now=1.0)
+    assert len(out.normalized) == 1
+    reasons = [d["errorClass"] for _, d in out.dead_letters]
+    assert reasons == ["bad-magic-byte", "unknown-schema-id", "truncated", "invalid-event"]
+    assert all(d["value"] is not None and d["stage"] == "processor" for _, d in out.dead_letters)
+    assert "run.runId" in out.dead_letters[-1][1]["errorMessage"]
+
+
+def test_a_restarted_worker_continues_from_the_persisted_state() -> None:
+    run = str(uuid.uuid4())
+    runs: dict = {}
+    first = _core(runs)
+    start, complete = _event(run, "j", "START", 1), _event(run, "j", "COMPLETE", 3)
+    first.process(_incoming([complete]), now=10.0)  # held, and persisted
+    state = {key: value for key, (_, value) in first.process([], now=10.1).run_writes.items()} or dict(runs)
+    second = _core(dict(state))  # a new worker restores the table
+    out = second.process(_incoming([complete, start]), now=11.0)  # the redelivered COMPLETE is a duplicate
+    assert out.duplicates == 1
+    assert [t for _, t in _types(out)] == ["START", "COMPLETE"]
