@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from kafka_lineage.config import ClientSettings, CollectorSettings, ConfigError, StackSettings
+from kafka_lineage.config import ClientSettings, CollectorSettings, ConfigError, ProcessorSettings, StackSettings
 from kafka_lineage.producers.publisher import EventPublisher, PublishError
 from kafka_lineage.stack.manager import ServiceStatus, Stack, StackError
 from kafka_lineage.stack.maven import ResolutionError
@@ -87,6 +87,20 @@ def cmd_collector(args: argparse.Namespace) -> int:
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     settings = dataclasses.replace(settings, **overrides)
     serve(EventPublisher.from_settings(ClientSettings.from_env()), settings)
+    return 0
+
+
+def cmd_processor(args: argparse.Namespace) -> int:
+    from kafka_lineage.processors.normalize import parse_aliases
+    from kafka_lineage.processors.stream import run_worker
+
+    settings = ProcessorSettings.from_env()
+    if settings.aliases:
+        try:
+            parse_aliases(settings.aliases)
+        except ValueError as exc:
+            raise ConfigError(f"LINEAGE_NAMESPACE_ALIASES: {exc}") from None
+    run_worker(ClientSettings.from_env(), settings)
     return 0
 
 
@@ -170,6 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
     collector.add_argument("--host", help="listen address (default LINEAGE_COLLECTOR_HOST or 127.0.0.1)")
     collector.add_argument("--port", type=int, help="listen port (default LINEAGE_COLLECTOR_PORT or 5000)")
     collector.set_defaults(handler=cmd_collector)
+
+    processor = sub.add_parser("processor", help="stream processor: reorder, dedupe, normalize, detect schema drift")
+    processor.set_defaults(handler=cmd_processor)
 
     emit = sub.add_parser("emit", help="backfill OpenLineage events from an NDJSON file (- for stdin, .gz ok)")
     emit.add_argument("file")

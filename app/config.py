@@ -197,3 +197,39 @@ class CollectorSettings:
             max_body_bytes=int(_positive(values, "LINEAGE_COLLECTOR_MAX_BYTES", 16 * 1024 * 1024)),
             ack_timeout=_positive(values, "LINEAGE_COLLECTOR_ACK_TIMEOUT", 30.0),
         )
+
+
+@dataclass(frozen=True)
+class ProcessorSettings:
+    """The stream processor (``lineage processor``); several workers with one group id share the partitions."""
+
+    group_id: str = "lineage-processor"
+    partitions: int = 6
+    window_seconds: float = 2.0
+    dedupe_ttl_seconds: float = 86_400.0
+    aliases: str = ""
+    batch_size: int = 1000
+    batch_seconds: float = 0.05
+    data_dir: Path = Path(".lineage/processor")
+    log_level: str = "info"
+    report_seconds: float = 30.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ProcessorSettings:
+        values = merged_environment(env)
+        stack = StackSettings.from_env(values)
+        level = values.get("LINEAGE_LOG_LEVEL", "info").lower()
+        if level not in ("crit", "error", "warn", "info", "debug"):
+            raise ConfigError(f"LINEAGE_LOG_LEVEL: one of crit, error, warn, info, debug; got {level!r}")
+        return cls(
+            group_id=values.get("LINEAGE_PROCESSOR_GROUP", "lineage-processor"),
+            partitions=int(_positive(values, "LINEAGE_PARTITIONS", 6)),
+            window_seconds=_positive(values, "LINEAGE_REORDER_WINDOW", 2.0),
+            dedupe_ttl_seconds=_positive(values, "LINEAGE_DEDUPE_TTL", 86_400.0),
+            aliases=values.get("LINEAGE_NAMESPACE_ALIASES", ""),
+            batch_size=int(_positive(values, "LINEAGE_PROCESSOR_BATCH", 1000)),
+            batch_seconds=_positive(values, "LINEAGE_PROCESSOR_BATCH_SECONDS", 0.05),
+            data_dir=_path(values, "LINEAGE_PROCESSOR_DATA_DIR", stack.state_dir / "processor"),
+            log_level=level,
+            report_seconds=_positive(values, "LINEAGE_REPORT_SECONDS", 30.0),
+        )

@@ -72,7 +72,8 @@ class ProcessorCore:
                  window_seconds: float = 2.0, dedupe_ttl_seconds: float = 86_400.0,
                  aliases: dict[str, str] | None = None) -> None:
         self.codec = codec
-        self.runs = runs
+        self.runs = runs  # read-only here: writes go out as run_writes, which the shell applies
+        self._cache: dict[str, dict[str, Any]] = {}  # current state of the keys this worker touched
         self.schemas = schemas
         self.ttl = dedupe_ttl_seconds
         self.aliases = aliases or {}
@@ -117,6 +118,7 @@ class ProcessorCore:
             self._restored_all = True
             for key, state in list(self.runs.items()):
                 if isinstance(state, dict) and state.get("p") in assigned and key not in self._loaded:
+                    self._cache[key] = state
                     self.buffer.restore_run(key, state.get("order"))
                     self._loaded[key] = state["p"]
         released = self.buffer.expire(now)
@@ -126,12 +128,13 @@ class ProcessorCore:
         if now - self._last_sweep >= min(60.0, self.ttl):
             self._last_sweep = now
             for key, partition in list(self._loaded.items()):
-                state = self.runs.get(key)
+                state = self._cache.get(key)
                 newest = max((state or {}).get("ids", {}).values(), default=0)
                 order = self.buffer.snapshot_run(key)
                 if newest < now - self.ttl and not (order and order["held"]):
                     self.buffer.restore_run(key, None)
                     del self._loaded[key]
+                    self._cache.pop(key, None)
                     out.run_writes[key] = (partition, None)
         return out
 
@@ -141,6 +144,7 @@ class ProcessorCore:
             if partition in partitions:
                 self.buffer.restore_run(key, None)
                 del self._loaded[key]
+                self._cache.pop(key, None)
         self._restored_all = False
 
     def on_assigned(self) -> None:
@@ -172,23 +176,22 @@ class ProcessorCore:
             source_topic=record.topic, source_partition=record.partition, source_offset=record.offset)))
 
     def _state(self, key: str, partition: int) -> dict[str, Any]:
-        state = self.runs.get(key)
-        if not isinstance(state, dict):
-            state = {"ids": {}, "order": None, "p": partition}
-        else:
-            state = dict(state)
-            state["ids"] = dict(state.get("ids") or {})
-        self.runs[key] = state  # the shell persists it through run_writes; this keeps the batch's view current
+        state = self._cache.get(key)
+        if state is None:
+            stored = self.runs.get(key)
+            state = {"ids": dict(stored.get("ids") or {}), "order": stored.get("order"), "p": partition} \
+                if isinstance(stored, dict) else {"ids": {}, "order": None, "p": partition}
+            self._cache[key] = state
         return state
 
     def _persist(self, touched: dict[str, int], out: Output) -> None:
         for key, partition in touched.items():
-            state = self.runs.get(key) or {"ids": {}}
+            state = self._cache.get(key) or {"ids": {}}
             cutoff = max(state["ids"].values(), default=0) - self.ttl
             ids = {identity: seen for identity, seen in state["ids"].items() if seen >= cutoff}
             value = {"ids": ids, "order": self.buffer.snapshot_run(key), "p": partition}
-            self.runs[key] = value
-            out.run_writes[key] = (partition, value)
+            self._cache[key] = value
+            out.run_writes[key] = (partition, dict(value, ids=dict(ids)))
 
     def _emit(self, released: list[Released[dict[str, Any]]], now: float, out: Output) -> None:
         for item in released:

@@ -136,12 +136,12 @@ def test_poison_records_become_dead_letters_and_good_ones_flow() -> None:
 
 def test_a_restarted_worker_continues_from_the_persisted_state() -> None:
     run = str(uuid.uuid4())
-    runs: dict = {}
-    first = _core(runs)
+    first = _core()
     start, complete = _event(run, "j", "START", 1), _event(run, "j", "COMPLETE", 3)
-    first.process(_incoming([complete]), now=10.0)  # held, and persisted
-    state = {key: value for key, (_, value) in first.process([], now=10.1).run_writes.items()} or dict(runs)
-    second = _core(dict(state))  # a new worker restores the table
+    held = first.process(_incoming([complete]), now=10.0)  # held back, and its state written out
+    assert held.normalized == []
+    table = {key: value for key, (_, value) in held.run_writes.items()}  # what the changelog table keeps
+    second = _core(table)  # a new worker restores the table
     out = second.process(_incoming([complete, start]), now=11.0)  # the redelivered COMPLETE is a duplicate
     assert out.duplicates == 1
     assert [t for _, t in _types(out)] == ["START", "COMPLETE"]

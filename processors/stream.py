@@ -1,0 +1,140 @@
+"""Streaming shell of the processor on faust-streaming: the Faust app is the composition root.
+
+- agent ``process`` reads ``openlineage.events`` in batches (raw bytes; decoding is ``ProcessorCore``'s, with
+  fastavro and writer schemas cached by id) and publishes NormalizedEvents (same key) and DeadLetters;
+- table ``runs`` (changelog-backed, co-partitioned with the events topic) keeps each run's dedupe identities and
+  held-back events; global table ``schemas`` keeps each dataset's last schema, readable by every worker because a
+  dataset is written by jobs on any partition;
+- timer ``release`` lets held events go when their window passes and sweeps state past the dedupe TTL.
+
+Offsets are committed by Faust only after the events were processed and after the producer flushed, so outputs
+and state changes are acknowledged before the input offset moves (at-least-once; a redelivered event is a
+duplicate for the dedupe state, which was flushed with it).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import time
+from typing import Any
+
+import faust
+import mode
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from kafka_lineage.config import ClientSettings, ProcessorSettings
+from kafka_lineage.processors.core import Incoming, Output, ProcessorCore
+from kafka_lineage.processors.normalize import parse_aliases
+from kafka_lineage.schemas import registry
+from kafka_lineage.schemas.wire import AvroCodec
+from kafka_lineage.stack.smoke import ensure_topic
+
+log = logging.getLogger(__name__)
+_PARTITION: contextvars.ContextVar[int] = contextvars.ContextVar("changelog_partition")
+
+
+class PartitionedTable(faust.Table):
+    """A table written from batches: the changelog partition is the source record's, set explicitly per write
+    (Faust finds it through the current event, which batch iteration does not provide)."""
+
+    def partition_for_key(self, key: Any) -> int | None:
+        return _PARTITION.get()
+
+
+def build_app(clients: ClientSettings, settings: ProcessorSettings) -> faust.App:
+    for topic in (clients.events_topic, clients.normalized_topic, clients.dlq_topic):
+        ensure_topic(clients.kafka_bootstrap_servers, topic, partitions=settings.partitions)
+    registry_client = SchemaRegistryClient({"url": clients.schema_registry_url})
+    reports = registry.register(registry_client, clients.value_schemas())
+    if not all(report.ok for report in reports):
+        raise RuntimeError("; ".join(f"{r.subject}: {r.detail}" for r in reports if not r.ok))
+    normalized_id = registry.registered_id(registry_client, clients.normalized_topic, "normalized_event")
+    dead_letter_id = registry.registered_id(registry_client, clients.dlq_topic, "dead_letter")
+    fetch = registry.schema_fetcher(registry_client)
+
+    app = faust.App(
+        settings.group_id,
+        broker=f"kafka://{clients.kafka_bootstrap_servers}",
+        store="memory://",
+        value_serializer="raw",
+        key_serializer="raw",
+        topic_partitions=settings.partitions,
+        consumer_auto_offset_reset="earliest",
+        producer_acks=-1,
+        web_enabled=False,
+        datadir=str(settings.data_dir),
+        table_cleanup_interval=60.0,
+        stream_buffer_maxsize=max(4096, settings.batch_size * 4),
+        # A bug in a batch must stop the worker (it restarts from the committed offsets), never skip the batch.
+        agent_supervisor=mode.CrashingSupervisor,
+    )
+    events = app.topic(clients.events_topic, value_serializer="raw", key_serializer="raw")
+    normalized = app.topic(clients.normalized_topic, value_serializer="raw", key_serializer="raw")
+    dead_letters = app.topic(clients.dlq_topic, value_serializer="raw", key_serializer="raw")
+    runs = app.tables.add(PartitionedTable(app, name="runs", default=None, beacon=app.tables.beacon,
+                                           partitions=settings.partitions))
+    schemas = app.GlobalTable("dataset-schemas", default=None, partitions=settings.partitions,
+                              use_partitioner=True)
+    core = ProcessorCore(AvroCodec("openlineage_event", fetch), runs, schemas,
+                         window_seconds=settings.window_seconds, dedupe_ttl_seconds=settings.dedupe_ttl_seconds,
+                         aliases=parse_aliases(settings.aliases) if settings.aliases else None)
+    normalized_codec = AvroCodec("normalized_event", fetch)
+    dead_letter_codec = AvroCodec("dead_letter", fetch)
+    stats = {"in": 0, "out": 0, "dead": 0, "duplicates": 0, "late": 0, "drift": 0}
+
+    async def publish(output: Output) -> None:
+        for key, record in output.normalized:
+            await normalized.send(key=key, value=normalized_codec.encode(record, normalized_id))
+        for key, record in output.dead_letters:
+            await dead_letters.send(key=key, value=dead_letter_codec.encode(record, dead_letter_id))
+        for key, (partition, value) in output.run_writes.items():
+            token = _PARTITION.set(partition)
+            try:
+                if value is None:
+                    runs.pop(key, None)
+                else:
+                    runs[key] = value
+            finally:
+                _PARTITION.reset(token)
+        stats["out"] += len(output.normalized)
+        stats["dead"] += len(output.dead_letters)
+        stats["duplicates"] += output.duplicates
+        stats["late"] += output.late
+        stats["drift"] += output.drift_findings
+
+    @app.agent(events)
+    async def process(stream: faust.Stream) -> None:
+        async for batch in stream.take_events(settings.batch_size, within=settings.batch_seconds):
+            incoming = [Incoming(e.message.key, e.message.value, e.message.partition, e.message.offset,
+                                 int(e.message.timestamp * 1000) if e.message.timestamp else None,
+                                 e.message.topic) for e in batch]
+            stats["in"] += len(incoming)
+            await publish(core.process(incoming, time.time()))
+
+    @app.timer(min(0.25, settings.window_seconds / 4 or 0.25))
+    async def release() -> None:
+        assigned = {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == clients.events_topic}
+        await publish(core.expire(time.time(), assigned))
+
+    @app.timer(settings.report_seconds)
+    async def report() -> None:
+        log.info("processor: %(in)d in, %(out)d normalized, %(duplicates)d duplicates, %(late)d late, "
+                 "%(drift)d schema changes, %(dead)d dead letters", stats)
+
+    @app.on_partitions_revoked.connect
+    async def on_revoked(app: faust.App, revoked: set, **_: Any) -> None:
+        core.forget_partitions({tp.partition for tp in revoked if tp.topic == clients.events_topic})
+
+    @app.on_partitions_assigned.connect
+    async def on_assigned(app: faust.App, assigned: set, **_: Any) -> None:
+        core.on_assigned()
+
+    app.lineage_core = core  # for the benchmark and tests running the app in-process
+    return app
+
+
+def run_worker(clients: ClientSettings, settings: ProcessorSettings) -> None:
+    """Run one worker until SIGTERM/SIGINT (Faust stops consuming, flushes the producer, commits, leaves)."""
+    app = build_app(clients, settings)
+    worker = faust.Worker(app, loglevel=settings.log_level, quiet=True)
+    worker.execute_from_commandline()
