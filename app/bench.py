@@ -55,7 +55,7 @@ def bench_topic(settings: ClientSettings) -> str:
     """A topic of its own with the event schema registered, so benchmarks never mix into real lineage."""
     topic = "lineage.bench.events"
     ensure_topic(settings.kafka_bootstrap_servers, topic, partitions=3)
-    client = SchemaRegistryClient({"url": settings.schema_registry_url})
+    client = SchemaRegistryClient(settings.registry_config())
     reports = registry.register(client, {topic: "openlineage_event"})
     if not all(report.ok for report in reports):
         raise RuntimeError(f"cannot register the bench topic's schema: {reports}")

@@ -70,7 +70,7 @@ def cmd_schemas(args: argparse.Namespace) -> int:
     from kafka_lineage.schemas import registry
 
     settings = ClientSettings.from_env()
-    client = SchemaRegistryClient({"url": settings.schema_registry_url})
+    client = SchemaRegistryClient(settings.registry_config())
     if args.action == "register":
         reports = registry.register(client, settings.value_schemas(), args.compatibility)
     else:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import yaml
 
+REGISTRY_TIMEOUT_SECONDS = 10
+
 
 class ConfigError(ValueError):
     """A setting is missing or malformed; the message names it."""
@@ -153,6 +155,11 @@ class ClientSettings:
             drift_topic=values.get("LINEAGE_DRIFT_TOPIC", cls.drift_topic),
             dlq_topic=values.get("LINEAGE_DLQ_TOPIC", cls.dlq_topic),
         )
+
+    def registry_config(self) -> dict[str, object]:
+        """SchemaRegistryClient settings. Always a timeout: without one a registry that stops answering mid-request
+        hangs the caller forever."""
+        return {"url": self.schema_registry_url, "timeout": REGISTRY_TIMEOUT_SECONDS}
 
     def value_schemas(self) -> dict[str, str]:
         """Topic -> name of its value schema in schemas/avro."""

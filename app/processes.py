@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import requests
@@ -31,28 +31,51 @@ class ChildProcess:
 
 
 @contextlib.contextmanager
-def collector_process(env: dict[str, str] | None = None, ready_timeout: float = 60.0) -> Iterator[ChildProcess]:
-    """``lineage collector`` on a free port, live before yielding; stopped with SIGTERM (graceful) on exit."""
-    port = free_port()
+def lineage_process(args: list[str], is_ready: Callable[[ChildProcess, str], bool], env: dict[str, str] | None = None,
+                    url: str = "", ready_timeout: float = 90.0) -> Iterator[ChildProcess]:
+    """``lineage ARGS`` as a child process, ready (``is_ready(child, output so far)``) before yielding; stopped with
+    SIGTERM (graceful) on exit unless it already ended (a test may SIGKILL it)."""
     # Output goes to a file, not a pipe: a chatty child can never block on a full pipe.
     with tempfile.TemporaryFile(mode="w+") as log:
-        process = subprocess.Popen([sys.executable, "-m", "kafka_lineage.cli", "collector", "--port", str(port)],
+        process = subprocess.Popen([sys.executable, "-m", "kafka_lineage.cli", *args],
                                    env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT, text=True)
-        child = ChildProcess(f"http://127.0.0.1:{port}", process)
+        child = ChildProcess(url, process)
         try:
             deadline = time.monotonic() + ready_timeout
             while True:
-                with contextlib.suppress(requests.ConnectionError):
-                    if requests.get(f"{child.url}/health/live", timeout=2).ok:
-                        break
+                log.seek(0)
+                output = log.read()
+                if is_ready(child, output):
+                    break
                 if process.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    raise RuntimeError(f"the collector did not start: {log.read()[-2000:]}")
+                    raise RuntimeError(f"lineage {args[0]} did not start: {output[-3000:]}")
                 time.sleep(0.2)
             yield child
         finally:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
-            child.returncode = process.wait(60)
+            try:
+                child.returncode = process.wait(90)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                child.returncode = process.wait()
             log.seek(0)
             child.output = log.read()
+
+
+def _http_live(child: ChildProcess, _output: str) -> bool:
+    try:
+        return requests.get(f"{child.url}/health/live", timeout=2).ok
+    except requests.ConnectionError:
+        return False
+
+
+def collector_process(env: dict[str, str] | None = None) -> contextlib.AbstractContextManager[ChildProcess]:
+    """``lineage collector`` on a free port, answering before the block starts."""
+    port = free_port()
+    return lineage_process(["collector", "--port", str(port)], _http_live, env, url=f"http://127.0.0.1:{port}")
+
+
+def processor_process(env: dict[str, str] | None = None) -> contextlib.AbstractContextManager[ChildProcess]:
+    """A ``lineage processor`` worker that has joined its group and recovered its tables."""
+    return lineage_process(["processor"], lambda _child, output: "Worker]: Ready" in output, env)

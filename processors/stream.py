@@ -14,6 +14,7 @@ duplicate for the dedupe state, which was flushed with it).
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import logging
 import time
@@ -44,7 +45,7 @@ class PartitionedTable(faust.Table):
 def build_app(clients: ClientSettings, settings: ProcessorSettings) -> faust.App:
     for topic in (clients.events_topic, clients.normalized_topic, clients.dlq_topic):
         ensure_topic(clients.kafka_bootstrap_servers, topic, partitions=settings.partitions)
-    registry_client = SchemaRegistryClient({"url": clients.schema_registry_url})
+    registry_client = SchemaRegistryClient(clients.registry_config())
     reports = registry.register(registry_client, clients.value_schemas())
     if not all(report.ok for report in reports):
         raise RuntimeError("; ".join(f"{r.subject}: {r.detail}" for r in reports if not r.ok))
@@ -67,6 +68,10 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings) -> faust.App
         stream_buffer_maxsize=max(4096, settings.batch_size * 4),
         # A bug in a batch must stop the worker (it restarts from the committed offsets), never skip the batch.
         agent_supervisor=mode.CrashingSupervisor,
+        # A worker that died holds its partitions until its session times out: keep that short so a restarted or
+        # surviving worker takes over within seconds, not Faust's default minute.
+        broker_session_timeout=10.0,
+        broker_heartbeat_interval=2.0,
     )
     events = app.topic(clients.events_topic, value_serializer="raw", key_serializer="raw")
     normalized = app.topic(clients.normalized_topic, value_serializer="raw", key_serializer="raw")
@@ -83,10 +88,15 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings) -> faust.App
     stats = {"in": 0, "out": 0, "dead": 0, "duplicates": 0, "late": 0, "drift": 0}
 
     async def publish(output: Output) -> None:
-        for key, record in output.normalized:
-            await normalized.send(key=key, value=normalized_codec.encode(record, normalized_id))
-        for key, record in output.dead_letters:
-            await dead_letters.send(key=key, value=dead_letter_codec.encode(record, dead_letter_id))
+        # Outputs first, acknowledged; only then the state that marks their inputs as done. A crash in between
+        # repeats the batch (at-least-once: a repeated output is identical and idempotent downstream); the other
+        # order could lose outputs whose inputs the restored state already counts as seen.
+        deliveries = [await normalized.send(key=key, value=normalized_codec.encode(record, normalized_id))
+                      for key, record in output.normalized]
+        deliveries += [await dead_letters.send(key=key, value=dead_letter_codec.encode(record, dead_letter_id))
+                       for key, record in output.dead_letters]
+        if deliveries:
+            await asyncio.gather(*deliveries)
         for key, (partition, value) in output.run_writes.items():
             token = _PARTITION.set(partition)
             try:

@@ -14,10 +14,10 @@ from concurrent.futures import Future
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
-from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry import SchemaRegistryClient, topic_subject_name_strategy
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from kafka_lineage.config import ClientSettings
+from kafka_lineage.config import REGISTRY_TIMEOUT_SECONDS, ClientSettings
 from kafka_lineage.schemas.avro_schemas import schema_text
 from kafka_lineage.schemas.openlineage import event_to_record, partition_key, validate_event
 from kafka_lineage.schemas.registry import value_subject
@@ -41,7 +41,7 @@ class EventPublisher:
     def __init__(self, producer_config: dict[str, str], registry_config: dict[str, str], topic: str) -> None:
         self.topic = topic
         self._producer = Producer({**PRODUCER_DEFAULTS, **producer_config})
-        self._registry = SchemaRegistryClient(registry_config)
+        self._registry = SchemaRegistryClient({"timeout": REGISTRY_TIMEOUT_SECONDS, **registry_config})
         self._serialize = AvroSerializer(
             self._registry,
             schema_text("openlineage_event"),
@@ -49,7 +49,10 @@ class EventPublisher:
             # The registry is the contract: an emitter never registers or changes a schema by accident. It writes
             # with its own schema version, looked up once by its id under the subject (use.latest.version would
             # re-run data-contract rule and tag processing over the whole schema on every event: ~70 µs each).
-            conf={"auto.register.schemas": False, "use.latest.version": False},
+            # TopicNameStrategy, named: the client's default strategy first asks the registry for "associations"
+            # (an endpoint Apicurio does not have) before falling back to it.
+            conf={"auto.register.schemas": False, "use.latest.version": False,
+                  "subject.name.strategy": topic_subject_name_strategy},
         )
         self._context = SerializationContext(topic, MessageField.VALUE)
         self._closed = threading.Event()
@@ -60,7 +63,7 @@ class EventPublisher:
     def from_settings(cls, settings: ClientSettings, topic: str | None = None) -> EventPublisher:
         return cls(
             {"bootstrap.servers": settings.kafka_bootstrap_servers},
-            {"url": settings.schema_registry_url},
+            settings.registry_config(),
             topic or settings.events_topic,
         )
 

@@ -67,7 +67,7 @@ def prove_stack(settings: ClientSettings) -> Iterator[str]:
     kafka_round_trip(settings.kafka_bootstrap_servers, SMOKE_TOPIC, marker.encode())
     yield f"Kafka {settings.kafka_bootstrap_servers}: produced and consumed a message on {SMOKE_TOPIC}"
 
-    registry = SchemaRegistryClient({"url": settings.schema_registry_url})
+    registry = SchemaRegistryClient(settings.registry_config())
     context = SerializationContext(SMOKE_TOPIC, MessageField.VALUE)
     payload = AvroSerializer(registry, SMOKE_SCHEMA)({"id": marker}, context)
     decoded = AvroDeserializer(registry)(payload, context)

@@ -82,7 +82,7 @@ def events_topic(clients: ClientSettings) -> str:
     """A fresh topic with the OpenLineage event schema registered under its subject."""
     name = f"test.events.{uuid.uuid4().hex[:8]}"
     ensure_topic(clients.kafka_bootstrap_servers, name, partitions=3)
-    client = SchemaRegistryClient({"url": clients.schema_registry_url})
+    client = SchemaRegistryClient(clients.registry_config())
     assert all(report.ok for report in registry.register(client, {name: "openlineage_event"}))
     return name
 
@@ -90,7 +90,8 @@ def events_topic(clients: ClientSettings) -> str:
 def consume(bootstrap: str, topic: str, count: int, timeout: float = 30.0) -> list[Message]:
     """Up to ``count`` messages of ``topic`` from the beginning, waiting at most ``timeout`` seconds."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"test-{uuid.uuid4()}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
     consumer.subscribe([topic])
     messages: list[Message] = []
     deadline = time.monotonic() + timeout
@@ -106,7 +107,7 @@ def consume(bootstrap: str, topic: str, count: int, timeout: float = 30.0) -> li
 
 def decoded_events(clients: ClientSettings, topic: str, count: int, timeout: float = 30.0) -> list[tuple[str, dict]]:
     """(key, OpenLineage event JSON) of up to ``count`` Avro records on ``topic``."""
-    deserializer = AvroDeserializer(SchemaRegistryClient({"url": clients.schema_registry_url}))
+    deserializer = AvroDeserializer(SchemaRegistryClient(clients.registry_config()))
     context = SerializationContext(topic, MessageField.VALUE)
     return [(m.key().decode(), record_to_event(deserializer(m.value(), context)))
             for m in consume(clients.kafka_bootstrap_servers, topic, count, timeout)]

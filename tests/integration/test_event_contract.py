@@ -24,7 +24,7 @@ def test_schemas_register_then_check(clients: ClientSettings) -> None:
     registered = lineage("schemas", "register")
     for topic in clients.value_schemas():
         assert value_subject(topic) in registered.stdout
-    client = SchemaRegistryClient({"url": clients.schema_registry_url})
+    client = SchemaRegistryClient(clients.registry_config())
     for topic, name in clients.value_schemas().items():
         assert client.get_compatibility(value_subject(topic)) == "BACKWARD"
         latest = client.get_latest_version(value_subject(topic))
@@ -36,7 +36,7 @@ def test_schemas_register_then_check(clients: ClientSettings) -> None:
 
 def test_an_incompatible_event_schema_change_is_caught(clients: ClientSettings) -> None:
     lineage("schemas", "register")
-    client = SchemaRegistryClient({"url": clients.schema_registry_url})
+    client = SchemaRegistryClient(clients.registry_config())
     broken = load_schema("openlineage_event") | {"fields": [
         *load_schema("openlineage_event")["fields"], {"name": "tenant", "type": "string"}]}  # no default
     assert client.test_compatibility(value_subject(clients.events_topic), Schema(json.dumps(broken), "AVRO")) is False
@@ -45,7 +45,7 @@ def test_an_incompatible_event_schema_change_is_caught(clients: ClientSettings) 
 @pytest.mark.parametrize("make", [full_run_event, dataset_event, job_event], ids=["run", "dataset", "job"])
 def test_client_events_through_the_registry_are_unchanged(clients: ClientSettings, make) -> None:
     lineage("schemas", "register")
-    client = SchemaRegistryClient({"url": clients.schema_registry_url})
+    client = SchemaRegistryClient(clients.registry_config())
     context = SerializationContext(clients.events_topic, MessageField.VALUE)
     serializer = AvroSerializer(client, schema_text("openlineage_event"),
                                 to_dict=lambda event, _ctx: event_to_record(event),
