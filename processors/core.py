@@ -230,6 +230,8 @@ class ProcessorCore:
             namespace, name = dataset.get("namespace"), dataset.get("name")
             key = f"{namespace}/{name}"
             stored = self.schemas.get(key)
+            if stored and stored["fields"] == fields:  # the common case, decided without hashing the schema
+                continue
             previous = (stored["fields"], stored["eventTime"]) if stored else None
             finding = detect_drift(previous, fields, event_time, namespace, name)
             if finding is not None:

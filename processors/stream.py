@@ -106,6 +106,8 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings) -> faust.App
                     runs[key] = value
             finally:
                 _PARTITION.reset(token)
+        if output.run_writes:  # the state reaches Kafka now, not at the next commit: a crash repeats one batch at most
+            await app.producer.flush()
         stats["out"] += len(output.normalized)
         stats["dead"] += len(output.dead_letters)
         stats["duplicates"] += output.duplicates
