@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Message
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -103,6 +103,28 @@ def consume(bootstrap: str, topic: str, count: int, timeout: float = 30.0) -> li
     finally:
         consumer.close()
     return messages
+
+
+def consume_all(bootstrap: str, topic: str, timeout: float = 30.0) -> list[Message]:
+    """Every message of ``topic`` up to its end offsets at the time of the call (committed records only)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"test-{uuid.uuid4()}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    try:
+        metadata = consumer.list_topics(topic, timeout=10)
+        partitions = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in metadata.topics[topic].partitions]
+        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in partitions}
+        consumer.assign(partitions)
+        messages: list[Message] = []
+        positions = {p: 0 for p in ends}
+        deadline = time.monotonic() + timeout
+        while any(positions[p] < ends[p] for p in ends) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and not message.error():
+                messages.append(message)
+                positions[message.partition()] = message.offset() + 1
+        return messages
+    finally:
+        consumer.close()
 
 
 def decoded_events(clients: ClientSettings, topic: str, count: int, timeout: float = 30.0) -> list[tuple[str, dict]]:
