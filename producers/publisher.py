@@ -8,39 +8,24 @@ on it. A background thread serves librdkafka's delivery callbacks so callers nev
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient, topic_subject_name_strategy
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from kafka_lineage.config import REGISTRY_TIMEOUT_SECONDS, ClientSettings
+from kafka_lineage.kafka_io import AckingProducer, DeliveryCallback, PublishError
 from kafka_lineage.schemas.avro_schemas import schema_text
 from kafka_lineage.schemas.openlineage import event_to_record, partition_key, validate_event
 from kafka_lineage.schemas.registry import value_subject
-
-PRODUCER_DEFAULTS = {
-    "acks": "all",
-    "enable.idempotence": "true",
-    "linger.ms": "20",
-    "compression.type": "zstd",
-    "message.timeout.ms": "300000",  # librdkafka keeps retrying through a broker outage for five minutes
-}
-
-DeliveryCallback = Callable[[KafkaError | None, Message], None]
-
-
-class PublishError(RuntimeError):
-    """The registry or Kafka could not take an event (a retry later may succeed)."""
 
 
 class EventPublisher:
     def __init__(self, producer_config: dict[str, str], registry_config: dict[str, str], topic: str) -> None:
         self.topic = topic
-        self._producer = Producer({**PRODUCER_DEFAULTS, **producer_config})
+        self._kafka = AckingProducer(producer_config)
         self._registry = SchemaRegistryClient({"timeout": REGISTRY_TIMEOUT_SECONDS, **registry_config})
         self._serialize = AvroSerializer(
             self._registry,
@@ -55,9 +40,6 @@ class EventPublisher:
                   "subject.name.strategy": topic_subject_name_strategy},
         )
         self._context = SerializationContext(topic, MessageField.VALUE)
-        self._closed = threading.Event()
-        self._poller = threading.Thread(target=self._poll_forever, name="event-publisher-poll", daemon=True)
-        self._poller.start()
 
     @classmethod
     def from_settings(cls, settings: ClientSettings, topic: str | None = None) -> EventPublisher:
@@ -77,54 +59,22 @@ class EventPublisher:
         return partition_key(event).encode(), value
 
     def produce(self, key: bytes, value: bytes, on_delivery: DeliveryCallback) -> None:
-        while True:
-            try:
-                self._producer.produce(self.topic, key=key, value=value, on_delivery=on_delivery)
-                return
-            except BufferError:  # librdkafka's local queue is full: wait for deliveries to free room
-                self._producer.poll(0.05)
+        self._kafka.produce(self.topic, key, value, on_delivery)
 
     def send(self, records: Sequence[tuple[bytes, bytes]]) -> Future[int]:
         """Produce every record; the future gives their count once all are acknowledged, or a PublishError."""
-        done: Future[int] = Future()
-        pending = [len(records)]
-        lock = threading.Lock()
-
-        def on_delivery(error: KafkaError | None, _message: Message) -> None:
-            with lock:
-                pending[0] -= 1
-                finished = pending[0] == 0
-            if error is not None and not done.done():
-                done.set_exception(PublishError(f"Kafka did not acknowledge an event: {error.str()}"))
-            elif finished and not done.done():
-                done.set_result(len(records))
-
-        if not records:
-            done.set_result(0)
-        for key, value in records:
-            self.produce(key, value, on_delivery)
-        return done
+        return self._kafka.send(self.topic, records)
 
     def check_connected(self, timeout: float = 5.0) -> None:
         """Raise unless the broker answers for the topic and the registry holds the topic's value schema."""
-        metadata = self._producer.list_topics(self.topic, timeout=timeout)
+        metadata = self._kafka.producer.list_topics(self.topic, timeout=timeout)
         if self.topic not in metadata.topics or metadata.topics[self.topic].error is not None:
             raise PublishError(f"topic {self.topic} is not available on the Kafka cluster")
         self._registry.get_latest_version(value_subject(self.topic))
 
     def flush(self, timeout: float) -> int:
         """Wait for outstanding deliveries; the number still unacknowledged."""
-        return self._producer.flush(timeout)
+        return self._kafka.flush(timeout)
 
     def close(self, timeout: float = 30.0) -> int:
-        remaining = self.flush(timeout)
-        self._closed.set()
-        self._poller.join(timeout)
-        return remaining
-
-    def _poll_forever(self) -> None:
-        while not self._closed.is_set():
-            try:
-                self._producer.poll(0.1)
-            except KafkaException:  # a fatal producer error surfaces through the delivery callbacks too
-                self._closed.wait(0.5)
+        return self._kafka.close(timeout)

@@ -1,0 +1,80 @@
+"""Kafka I/O shared by the stages: a producer whose batches complete only when Kafka acknowledged every record."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+PRODUCER_DEFAULTS = {
+    "acks": "all",
+    "enable.idempotence": "true",
+    "linger.ms": "20",
+    "compression.type": "zstd",
+    "message.timeout.ms": "300000",  # librdkafka keeps retrying through a broker outage for five minutes
+    "partitioner": "murmur2_random",  # the Java clients' partitioner: Spark, Connect and Faust put a key where we do
+}
+
+DeliveryCallback = Callable[[KafkaError | None, Message], None]
+
+
+class PublishError(RuntimeError):
+    """The registry or Kafka could not take a record (a retry later may succeed)."""
+
+
+class AckingProducer:
+    """An idempotent librdkafka producer with a background poll thread serving delivery callbacks."""
+
+    def __init__(self, config: dict[str, str]) -> None:
+        self.producer = Producer({**PRODUCER_DEFAULTS, **config})
+        self._closed = threading.Event()
+        self._poller = threading.Thread(target=self._poll_forever, name="kafka-delivery-poll", daemon=True)
+        self._poller.start()
+
+    def produce(self, topic: str, key: bytes | None, value: bytes | None, on_delivery: DeliveryCallback) -> None:
+        while True:
+            try:
+                self.producer.produce(topic, key=key, value=value, on_delivery=on_delivery)
+                return
+            except BufferError:  # librdkafka's local queue is full: wait for deliveries to free room
+                self.producer.poll(0.05)
+
+    def send(self, topic: str, records: Sequence[tuple[bytes | None, bytes | None]]) -> Future[int]:
+        """Produce every record; the future gives their count once all are acknowledged, or a PublishError."""
+        done: Future[int] = Future()
+        pending = [len(records)]
+        lock = threading.Lock()
+
+        def on_delivery(error: KafkaError | None, _message: Message) -> None:
+            with lock:
+                pending[0] -= 1
+                finished = pending[0] == 0
+            if error is not None and not done.done():
+                done.set_exception(PublishError(f"Kafka did not acknowledge a record: {error.str()}"))
+            elif finished and not done.done():
+                done.set_result(len(records))
+
+        if not records:
+            done.set_result(0)
+        for key, value in records:
+            self.produce(topic, key, value, on_delivery)
+        return done
+
+    def flush(self, timeout: float) -> int:
+        """Wait for outstanding deliveries; the number still unacknowledged."""
+        return self.producer.flush(timeout)
+
+    def close(self, timeout: float = 30.0) -> int:
+        remaining = self.flush(timeout)
+        self._closed.set()
+        self._poller.join(timeout)
+        return remaining
+
+    def _poll_forever(self) -> None:
+        while not self._closed.is_set():
+            try:
+                self.producer.poll(0.1)
+            except KafkaException:  # a fatal producer error surfaces through the delivery callbacks too
+                self._closed.wait(0.5)
