@@ -6,6 +6,7 @@ same run (ours vs the stock openlineage-python transport) rather than as an abso
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -17,11 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import requests
+from confluent_kafka import Consumer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings
-from kafka_lineage.processes import collector_process
+from kafka_lineage.processes import collector_process, processor_process
 from kafka_lineage.producers.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
+from kafka_lineage.producers.publisher import EventPublisher
 from kafka_lineage.schemas import registry
+from kafka_lineage.schemas.wire import AvroCodec
 from kafka_lineage.stack.smoke import ensure_topic
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import schema_dataset
@@ -131,6 +135,101 @@ def run_emit_bench(count: int, output: Path) -> dict[str, Any]:
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(result, indent=2) + "\n")
     return result
+
+
+def run_pairs(count: int) -> list[dict[str, Any]]:
+    """``count`` events as START/COMPLETE pairs of distinct runs (the common shape: nothing is held back)."""
+    events = [Serde.to_dict(event) for event in sample_events(count)]
+    for index in range(0, count - 1, 2):
+        events[index + 1]["run"] = events[index]["run"]
+        events[index + 1]["job"] = events[index]["job"]
+    return events
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _drain_normalized(settings: ClientSettings, topic: str, count: int, timeout: float
+                      ) -> list[tuple[float, float]]:
+    """Wait for ``count`` normalized records: (producedAt in epoch ms, added latency processedAt - producedAt in ms)."""
+    codec = AvroCodec("normalized_event", registry.schema_fetcher(SchemaRegistryClient(settings.registry_config())))
+    consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap_servers, "group.id": f"bench-{uuid.uuid4()}",
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    consumer.subscribe([topic])
+    latencies: list[tuple[float, float]] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(latencies) < count and time.monotonic() < deadline:
+            for message in consumer.consume(1000, 0.5):
+                if message.error() is None:
+                    processing = codec.decode(message.value())["processing"]
+                    produced = processing["producedAt"]
+                    if produced is not None:
+                        latencies.append((produced.timestamp() * 1000,
+                                          (processing["processedAt"] - produced).total_seconds() * 1000))
+    finally:
+        consumer.close()
+    return latencies
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def bench_processor_workers(settings: ClientSettings, workers: int, count: int) -> dict[str, Any]:
+    """Sustained events/s of ``workers`` processors on a backlog of ``count`` events, then added latency at a
+    steady 500 events/s, and each worker's memory at the end."""
+    prefix = f"lineage.bench.processor.{uuid.uuid4().hex[:8]}"
+    env = {"LINEAGE_EVENTS_TOPIC": f"{prefix}.events", "LINEAGE_NORMALIZED_TOPIC": f"{prefix}.normalized",
+           "LINEAGE_DLQ_TOPIC": f"{prefix}.dlq", "LINEAGE_DRIFT_TOPIC": f"{prefix}.drift",
+           "LINEAGE_PROCESSOR_GROUP": prefix, "LINEAGE_PARTITIONS": "6",
+           "LINEAGE_PROCESSOR_DATA_DIR": str(Path(".lineage/bench") / prefix)}
+    events, steady = run_pairs(count), run_pairs(2000)
+    with contextlib.ExitStack() as stack:
+        children = [stack.enter_context(processor_process(env)) for _ in range(workers)]
+        time.sleep(5 if workers > 1 else 0)  # let the group settle after the last join
+        publisher = EventPublisher.from_settings(settings, env["LINEAGE_EVENTS_TOPIC"])
+        records = [publisher.encode(event) for event in events]
+        started = time.perf_counter()
+        publisher.send(records).result(300)
+        backlog = _drain_normalized(settings, env["LINEAGE_NORMALIZED_TOPIC"], count, timeout=1800)
+        elapsed = time.perf_counter() - started
+        steady_from = time.time() * 1000
+        for index in range(0, len(steady), 50):  # 50 events every 0.1 s
+            publisher.send([publisher.encode(event) for event in steady[index:index + 50]])
+            time.sleep(0.1)
+        publisher.close()
+        latencies = [latency for produced, latency in
+                     _drain_normalized(settings, env["LINEAGE_NORMALIZED_TOPIC"], count + len(steady), 120)
+                     if produced >= steady_from]
+        memory = [_rss_mib(child.process.pid) for child in children]
+    return {"workers": workers, "events": len(backlog), "events_per_s": len(backlog) / elapsed,
+            "latency_ms_at_500_per_s": {"p50": _percentile(latencies, 0.5), "p99": _percentile(latencies, 0.99)},
+            "rss_mib": memory}
+
+
+def run_processor_bench(count: int, output: Path) -> dict[str, Any]:
+    settings = ClientSettings.from_env()
+    result = {"bench": "processor", "at": datetime.now(UTC).isoformat(),
+              "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+              "runs": [bench_processor_workers(settings, workers, count) for workers in (1, 2)]}
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def format_processor(result: dict[str, Any]) -> str:
+    rows = [f"{'workers':>7} {'events':>8} {'events/s':>10} {'p50 ms':>8} {'p99 ms':>8}  RSS MiB per worker"]
+    for run in result["runs"]:
+        latency = run["latency_ms_at_500_per_s"]
+        rows.append(f"{run['workers']:>7} {run['events']:>8} {run['events_per_s']:>10,.0f} {latency['p50']:>8.0f} "
+                    f"{latency['p99']:>8.0f}  {', '.join(f'{m:.0f}' for m in run['rss_mib'])}")
+    return "\n".join(rows)
 
 
 def format_emit(result: dict[str, Any]) -> str:

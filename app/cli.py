@@ -142,6 +142,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.stage == "emit":
         result = bench.run_emit_bench(args.events, output)
         print(bench.format_emit(result))
+    elif args.stage == "processor":
+        print(bench.format_processor(bench.run_processor_bench(args.events, output)))
     print(f"results: {output}")
     return 0
 
@@ -202,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     connect.set_defaults(handler=cmd_connect)
 
     bench = sub.add_parser("bench", help="measure throughput/latency side by side (writes a JSON result file)")
-    bench.add_argument("stage", choices=["emit"])
+    bench.add_argument("stage", choices=["emit", "processor"])
     bench.add_argument("--events", type=int, default=20_000, help="events per measurement (default 20000)")
     bench.add_argument("--output", help="JSON result file (default .lineage/bench/<stage>.json)")
     bench.set_defaults(handler=cmd_bench)
