@@ -145,7 +145,6 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings) -> faust.App
     async def on_assigned(app: faust.App, assigned: set, **_: Any) -> None:
         core.on_assigned()
 
-    app.lineage_core = core  # for the benchmark and tests running the app in-process
     return app
 
 
