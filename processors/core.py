@@ -20,7 +20,6 @@ from typing import Any
 from kafka_lineage.processors.identity import dedupe_id, run_id
 from kafka_lineage.processors.normalize import normalize_event
 from kafka_lineage.processors.ordering import Released, RunReorderBuffer
-from kafka_lineage.processors.schema_diff import detect_drift, schema_fields, schema_version, should_store
 from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.openlineage import (
     InvalidEvent,
@@ -29,6 +28,7 @@ from kafka_lineage.schemas.openlineage import (
     record_to_event,
     validate_event,
 )
+from kafka_lineage.schemas.schema_diff import detect_drift, schema_fields, schema_version, should_store
 from kafka_lineage.schemas.wire import AvroCodec, WireFormatError
 
 log = logging.getLogger(__name__)

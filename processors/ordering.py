@@ -30,21 +30,11 @@ from datetime import UTC, datetime
 from operator import attrgetter
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Released", "RunReorderBuffer", "event_instant", "lifecycle_rank"]
+from kafka_lineage.schemas.openlineage import lifecycle_rank
+
+__all__ = ["Released", "RunReorderBuffer", "event_instant", "lifecycle_rank"]  # lifecycle_rank: re-exported
 
 T = TypeVar("T")
-
-_RANKS = {"START": 0, "RUNNING": 1, "OTHER": 1, "COMPLETE": 2, "FAIL": 2, "ABORT": 2}
-
-
-def lifecycle_rank(event_type: str | None) -> int:
-    """START=0 < RUNNING=1 < COMPLETE/FAIL/ABORT=2.
-
-    OTHER and a missing/unknown eventType rank as RUNNING: the spec allows OTHER (and no type) at any point of a run
-    for extra facets, so they need a START before them but must not be held back behind a terminal event.
-    """
-    return _RANKS.get(event_type, 1) if isinstance(event_type, str) else 1
-
 
 def event_instant(event_time: Any) -> float:
     """An ISO-8601 eventTime as epoch seconds (offsets and ``Z`` honoured; no offset = UTC); ``inf`` if unusable.

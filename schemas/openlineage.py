@@ -238,3 +238,16 @@ def partition_key(event: dict[str, Any]) -> str:
         return f"dataset:{event['dataset'].get('namespace')}/{event['dataset'].get('name')}"
     job = event.get("job") or {}
     return f"job:{job.get('namespace')}/{job.get('name')}"
+
+
+# The lifecycle order of a run's events, shared by the processor (reordering) and the sinks (state only moves forward).
+_RANKS = {"START": 0, "RUNNING": 1, "OTHER": 1, "COMPLETE": 2, "FAIL": 2, "ABORT": 2}
+
+
+def lifecycle_rank(event_type: str | None) -> int:
+    """START=0 < RUNNING=1 < COMPLETE/FAIL/ABORT=2.
+
+    OTHER and a missing/unknown eventType rank as RUNNING: the spec allows OTHER (and no type) at any point of a run
+    for extra facets, so they need a START before them but must not be held back behind a terminal event.
+    """
+    return _RANKS.get(event_type, 1) if isinstance(event_type, str) else 1

@@ -9,7 +9,9 @@ import random
 
 import fastavro
 import pytest
-from kafka_lineage.processors.schema_diff import (
+from kafka_lineage.schemas.avro_schemas import load_schema
+from kafka_lineage.schemas.openlineage import event_to_record
+from kafka_lineage.schemas.schema_diff import (
     DriftFinding,
     FieldChange,
     detect_drift,
@@ -19,8 +21,6 @@ from kafka_lineage.processors.schema_diff import (
     schema_version,
     should_store,
 )
-from kafka_lineage.schemas.avro_schemas import load_schema
-from kafka_lineage.schemas.openlineage import event_to_record
 
 from tests.openlineage_samples import dataset_event, full_run_event
 

@@ -1,0 +1,564 @@
+"""OpenLineage events → the Neo4j lineage graph: parameter rows for fixed, parameterized Cypher statements. Pure.
+
+``graph_batch(events)`` folds a batch of (normalized) events into one row per node and per relationship;
+``statements(batch)`` pairs each row list with its constant ``UNWIND $rows AS row MERGE …`` statement, nodes first,
+for the sink to run in one transaction. Labels, relationship types and property names are constants: no event value
+ever reaches a statement's text.
+
+Order independence. Every property is written by a rule whose result does not depend on the order events are
+applied in, or on applying them twice, so a replay converges to the live graph:
+
+- edges and nodes are set unions (MERGE); nothing is ever deleted (a field dropped from a schema keeps its
+  ``HAS_FIELD`` edge; the ``SchemaVersion`` nodes record the history);
+- run state only moves forward: START(0) < RUNNING(1) < COMPLETE/FAIL/ABORT(2), compared in Cypher against the stored
+  ``stateRank``; between two events of one rank the later eventTime wins, then the larger state name;
+- ``startTime`` is the earliest START eventTime, ``endTime`` the latest terminal one, ``lastEventTime`` the latest;
+- facet-derived values (nominal times, error message, job type, statistics, data quality, a dataset's current
+  schema) are "latest observation wins": each group is stored with an ``…Order`` property, a string ordering key
+  (run facets: rank, eventTime; job/dataset facets: eventTime; then a digest of the value, so ties break
+  deterministically) and replaced only by a larger key. ``SchemaVersion`` keeps its *first* observation (smallest
+  key): the fields JSON and ``firstSeen``.
+
+Times are compared as strings, so every eventTime is normalized to UTC ``YYYY-MM-DDTHH:MM:SS.ffffffZ``
+(``utc_time``), which sorts chronologically.
+
+Data-quality metrics (``dataQualityMetrics`` input facet) go on the ``READ`` edge as canonical JSON
+(``READ.dataQuality``): they describe one input dataset as one run read it, which a single Run property could only
+hold as a map keyed by dataset. ``inputStatistics``/``outputStatistics`` give ``READ``/``WROTE`` ``rowCount`` and
+``bytes``; the run's totals (``inputRowCount``, ``outputRowCount``, ``inputBytes``, ``outputBytes``) are recomputed from
+its edges after every batch that touches them, so they too are order independent.
+
+Not mapped (yet): the parent facet's ``root`` (only the direct parent is linked), the column-lineage facet's
+dataset-level ``dataset`` list, symlinks (the processor already unified names), error stack traces.
+
+Fingerprint: ``FINGERPRINT_QUERIES`` read every node's identity and every relationship's type and end identities,
+plus the lineage-relevant properties ``Run.state``, ``DERIVES_FROM.transformation`` and ``WROTE.rowCount``/``bytes``.
+Times, ``…Order`` bookkeeping and descriptive facet values are left out: they are derived from the same events, but
+the fingerprint answers "is this the same lineage", and leaving them out keeps it stable when the sink later adds
+descriptive properties.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from kafka_lineage.schemas.openlineage import lifecycle_rank
+from kafka_lineage.schemas.schema_diff import schema_fields, schema_version
+
+__all__ = [
+    "CONSTRAINTS",
+    "FINGERPRINT_QUERIES",
+    "STATEMENTS",
+    "GraphBatch",
+    "field_paths",
+    "fingerprint",
+    "graph_batch",
+    "state_rank",
+    "statements",
+    "transformation_text",
+    "utc_time",
+]
+
+Row = dict[str, Any]
+
+# --- times and ranks -----------------------------------------------------------------------------------------------
+_NO_TIME_MAX = ""  # a missing time never wins a "latest" comparison …
+_NO_TIME_MIN = "~"  # … nor an "earliest" one ("~" sorts after every digit)
+_STATEFUL = frozenset(("START", "RUNNING", "COMPLETE", "FAIL", "ABORT"))
+_TERMINAL = frozenset(("COMPLETE", "FAIL", "ABORT"))
+
+
+def utc_time(value: Any) -> str | None:
+    """An ISO-8601 time as UTC ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (sortable as a string); None if unusable.
+
+    Offsets and ``Z`` are honoured, no offset means UTC (as ``processors.ordering`` reads it), digits beyond
+    microseconds are truncated.
+    """
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    if moment.tzinfo is not None:
+        try:
+            moment = moment.astimezone(UTC)
+        except OverflowError:  # 0001-01-01T00:00-01:00 and the like
+            return None
+    return moment.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+
+
+def state_rank(event_type: Any) -> int | None:
+    """START=0, RUNNING=1, COMPLETE/FAIL/ABORT=2 (``lifecycle_rank``); None for OTHER or no type: no state change."""
+    return lifecycle_rank(event_type) if event_type in _STATEFUL else None
+
+
+# --- small pure helpers --------------------------------------------------------------------------------------------
+def _json(value: Any) -> str:
+    """Canonical JSON (sorted keys) for values stored or hashed by this module."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(_json(value).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _int(value: Any) -> int | None:
+    # bool is an int in Python; a JSON true is not a row count
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _group(order: str, **props: Any) -> Row:
+    """A "latest wins" property group; the digest of its values breaks ties between equal (rank, time) keys."""
+    return {"order": f"{order}|{_digest(props)}", **props}
+
+
+def field_paths(fields: Any, prefix: str = "") -> list[str]:
+    """Dotted names of schema facet fields, nested ones included: ``address``, ``address.city``."""
+    paths: list[str] = []
+    for item in _list(fields):
+        name = _str(_dict(item).get("name"))
+        if name is None:
+            continue
+        paths.append(prefix + name)
+        paths.extend(field_paths(item.get("fields"), prefix + name + "."))
+    return paths
+
+
+def transformation_text(entry: Any) -> str:
+    """Column-lineage transformations compactly: ``DIRECT/IDENTITY,INDIRECT/FILTER``; "" when none are given.
+
+    ``entry`` is an ``inputFields`` item; the facet's older field-level ``transformationType`` is the fallback.
+    """
+    parts = []
+    for item in _list(_dict(entry).get("transformations")):
+        kind, subtype = _str(_dict(item).get("type")), _str(_dict(item).get("subtype"))
+        if kind:
+            parts.append(f"{kind}/{subtype}" if subtype else kind)
+    return ",".join(parts)
+
+
+# --- the batch -----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class GraphBatch:
+    """Parameter rows per statement (``STATEMENTS`` names), each row list sorted by identity: one row per node/edge."""
+
+    rows: Mapping[str, tuple[Row, ...]] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> tuple[Row, ...]:
+        return self.rows.get(name, ())
+
+    def __len__(self) -> int:
+        return sum(len(rows) for rows in self.rows.values())
+
+
+# How rows with one identity merge: per property, a rule. "latest"/"earliest" are groups (dicts with an "order").
+def _latest(a: Any, b: Any) -> Any:
+    if a is None or b is None:
+        return a if b is None else b
+    return a if a["order"] >= b["order"] else b
+
+
+def _earliest(a: Any, b: Any) -> Any:
+    if a is None or b is None:
+        return a if b is None else b
+    return a if a["order"] <= b["order"] else b
+
+
+def _max(a: Any, b: Any) -> Any:
+    return a if b is None else b if a is None else max(a, b)
+
+
+def _min(a: Any, b: Any) -> Any:
+    return a if b is None else b if a is None else min(a, b)
+
+
+def _merge_state(old: Row, new: Row) -> None:
+    """The run's state row fields: the larger (rank, stateOrder) wins, exactly as the Cypher CASE decides."""
+    if new["rank"] is None:
+        return
+    if old["rank"] is None or (new["rank"], new["stateOrder"]) > (old["rank"], old["stateOrder"]):
+        old["state"], old["rank"], old["stateOrder"] = new["state"], new["rank"], new["stateOrder"]
+
+
+_RULES: dict[str, dict[str, Callable[[Any, Any], Any]]] = {
+    "jobs": {"lastEventTime": _max, "jobType": _latest},
+    "runs": {"startTime": _min, "endTime": _max, "lastEventTime": _max, "nominalTime": _latest,
+             "errorMessage": _latest},
+    "datasets": {"schema": _latest},
+    "schema_versions": {"first": _earliest},
+    "read": {"stats": _latest, "dataQuality": _latest},
+    "wrote": {"stats": _latest},
+    "derives_from": {"lineage": _latest},
+}
+# Identity columns of each row kind, in sort order.
+_KEYS: dict[str, tuple[str, ...]] = {
+    "jobs": ("namespace", "name"),
+    "runs": ("runId",),
+    "datasets": ("namespace", "name"),
+    "fields": ("namespace", "name", "field"),
+    "schema_versions": ("namespace", "name", "hash"),
+    "of_job": ("runId", "namespace", "name"),
+    "child_of": ("runId", "parentRunId"),
+    "read": ("runId", "namespace", "name"),
+    "wrote": ("runId", "namespace", "name"),
+    "input_to": ("namespace", "name", "jobNamespace", "jobName"),
+    "outputs": ("jobNamespace", "jobName", "namespace", "name"),
+    "has_field": ("namespace", "name", "field"),
+    "derives_from": ("namespace", "name", "field", "inputNamespace", "inputName", "inputField"),
+    "has_schema": ("namespace", "name", "hash"),
+    "run_totals": ("runId",),
+}
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.rows: dict[str, dict[tuple[str, ...], Row]] = {kind: {} for kind in _KEYS}
+
+    def add(self, kind: str, row: Row) -> None:
+        key = tuple(row[column] for column in _KEYS[kind])
+        old = self.rows[kind].get(key)
+        if old is None:
+            self.rows[kind][key] = row
+            return
+        for prop, rule in _RULES.get(kind, {}).items():
+            old[prop] = rule(old.get(prop), row.get(prop))
+        if kind == "runs":
+            _merge_state(old, row)
+
+    # nodes
+    def job(self, namespace: str, name: str, time: str | None = None, job_type: Row | None = None) -> None:
+        self.add("jobs", {"namespace": namespace, "name": name, "lastEventTime": time, "jobType": job_type})
+
+    def run(self, run_id: str, **props: Any) -> None:
+        row: Row = {"runId": run_id, "state": None, "rank": None, "stateOrder": None, "startTime": None,
+                    "endTime": None, "lastEventTime": None, "nominalTime": None, "errorMessage": None}
+        row.update(props)
+        self.add("runs", row)
+
+    def dataset(self, namespace: str, name: str, schema: Row | None = None) -> None:
+        self.add("datasets", {"namespace": namespace, "name": name, "schema": schema})
+
+    def field(self, namespace: str, name: str, path: str) -> None:
+        self.dataset(namespace, name)
+        self.add("fields", {"namespace": namespace, "name": name, "field": path})
+        self.add("has_field", {"namespace": namespace, "name": name, "field": path})
+
+
+def _identity(obj: Any) -> tuple[str, str] | None:
+    """(namespace, name) of a job or dataset object; None when either is missing (MERGE cannot key on null)."""
+    namespace, name = _str(_dict(obj).get("namespace")), _str(_dict(obj).get("name"))
+    return (namespace, name) if namespace is not None and name is not None else None
+
+
+def _dataset_facets(b: _Builder, dataset: Any, time: str | None) -> tuple[str, str] | None:
+    """Dataset node, its fields and schema version (schema facet) and field lineage (columnLineage facet)."""
+    ident = _identity(dataset)
+    if ident is None:
+        return None
+    namespace, name = ident
+    facets = _dict(dataset.get("facets"))
+    fields = schema_fields(dataset)
+    if fields:
+        version = schema_version(fields)  # the processor's hash, so alerts and graph name versions alike
+        fields_json = json.dumps(fields, separators=(",", ":"), ensure_ascii=False)  # as the drift alert writes it
+        b.dataset(namespace, name, _group(time or _NO_TIME_MAX, version=version))
+        b.add("schema_versions", {"namespace": namespace, "name": name, "hash": version,
+                                  "first": _group(time or _NO_TIME_MIN, fields=fields_json, firstSeen=time)})
+        b.add("has_schema", {"namespace": namespace, "name": name, "hash": version})
+        for path in field_paths(fields):
+            b.field(namespace, name, path)
+    else:
+        b.dataset(namespace, name)
+    for out_field, spec in _dict(_dict(facets.get("columnLineage")).get("fields")).items():
+        if not _str(out_field):
+            continue
+        spec = _dict(spec)
+        for entry in _list(spec.get("inputFields")):
+            source, in_field = _identity(entry), _str(_dict(entry).get("field"))
+            if source is None or in_field is None:
+                continue
+            text = transformation_text(entry) or (_str(spec.get("transformationType")) or "")
+            b.field(namespace, name, out_field)
+            b.field(*source, in_field)
+            b.add("derives_from", {"namespace": namespace, "name": name, "field": out_field,
+                                   "inputNamespace": source[0], "inputName": source[1], "inputField": in_field,
+                                   "lineage": _group(time or _NO_TIME_MAX, transformation=text)})
+    return ident
+
+
+def _statistics(facet: Any) -> Row | None:
+    facet = _dict(facet)
+    rows, size = _int(facet.get("rowCount")), _int(facet.get("size"))
+    return None if rows is None and size is None else {"rowCount": rows, "bytes": size}
+
+
+def _facet_content(facet: Any) -> dict[str, Any]:
+    """A facet without its ``_producer``/``_schemaURL``/``_deleted`` bookkeeping keys."""
+    return {key: value for key, value in _dict(facet).items() if not key.startswith("_")}
+
+
+def _add_event(b: _Builder, event: Mapping[str, Any]) -> None:
+    time = utc_time(event.get("eventTime"))
+    if isinstance(event.get("dataset"), dict) and "run" not in event:  # DatasetEvent
+        _dataset_facets(b, event["dataset"], time)
+        return
+    job_ident = _identity(event.get("job"))
+    if job_ident is not None:
+        job_type = _facet_content(_dict(_dict(event["job"].get("facets")).get("jobType")))
+        type_group = _group(time or _NO_TIME_MAX, processingType=job_type.get("processingType"),
+                            integration=job_type.get("integration"), jobType=job_type.get("jobType"))
+        b.job(*job_ident, time, type_group if job_type else None)
+
+    run = _dict(event.get("run"))
+    run_id = _str(run.get("runId"))
+    event_type = event.get("eventType")
+    rank = state_rank(event_type) if run_id else None
+    order = f"{rank if rank is not None else lifecycle_rank(event_type)}|{time or _NO_TIME_MAX}"
+    if run_id is not None:
+        facets = _dict(run.get("facets"))
+        nominal, error = _dict(facets.get("nominalTime")), _dict(facets.get("errorMessage"))
+        b.run(run_id, state=event_type if rank is not None else None, rank=rank,
+              stateOrder=f"{time or _NO_TIME_MAX}|{event_type}" if rank is not None else None,
+              startTime=time if event_type == "START" else None,
+              endTime=time if event_type in _TERMINAL else None,
+              lastEventTime=time,
+              nominalTime=_group(order, nominalStartTime=utc_time(nominal.get("nominalStartTime")),
+                                 nominalEndTime=utc_time(nominal.get("nominalEndTime"))) if nominal else None,
+              errorMessage=_group(order, message=_str(error.get("message")),
+                                  programmingLanguage=_str(error.get("programmingLanguage"))) if error else None)
+        if job_ident is not None:
+            b.add("of_job", {"runId": run_id, "namespace": job_ident[0], "name": job_ident[1]})
+        parent = _dict(facets.get("parent"))
+        parent_id, parent_job = _str(_dict(parent.get("run")).get("runId")), _identity(parent.get("job"))
+        if parent_id is not None and parent_id != run_id:
+            b.run(parent_id)
+            b.add("child_of", {"runId": run_id, "parentRunId": parent_id})
+            if parent_job is not None:
+                b.job(*parent_job)
+                b.add("of_job", {"runId": parent_id, "namespace": parent_job[0], "name": parent_job[1]})
+
+    for dataset in _list(event.get("inputs")):
+        ident = _dataset_facets(b, dataset, time)
+        if ident is None:
+            continue
+        if job_ident is not None:
+            b.add("input_to", {"namespace": ident[0], "name": ident[1],
+                               "jobNamespace": job_ident[0], "jobName": job_ident[1]})
+        if run_id is not None:
+            input_facets = _dict(dataset.get("inputFacets"))
+            stats = _statistics(input_facets.get("inputStatistics"))
+            quality = _facet_content(input_facets.get("dataQualityMetrics"))
+            b.add("read", {"runId": run_id, "namespace": ident[0], "name": ident[1],
+                           "stats": _group(order, **stats) if stats else None,
+                           "dataQuality": _group(order, json=_json(quality)) if quality else None})
+            if stats:
+                b.add("run_totals", {"runId": run_id})
+    for dataset in _list(event.get("outputs")):
+        ident = _dataset_facets(b, dataset, time)
+        if ident is None:
+            continue
+        if job_ident is not None:
+            b.add("outputs", {"jobNamespace": job_ident[0], "jobName": job_ident[1],
+                              "namespace": ident[0], "name": ident[1]})
+        if run_id is not None:
+            stats = _statistics(_dict(dataset.get("outputFacets")).get("outputStatistics"))
+            b.add("wrote", {"runId": run_id, "namespace": ident[0], "name": ident[1],
+                            "stats": _group(order, **stats) if stats else None})
+            if stats:
+                b.add("run_totals", {"runId": run_id})
+
+
+def _sort_key(row: Row, columns: Sequence[str]) -> tuple[str, ...]:
+    return tuple(row[column] for column in columns)
+
+
+def graph_batch(events: Iterable[Mapping[str, Any]]) -> GraphBatch:
+    """Fold events (OpenLineage JSON dicts, names already normalized) into one row per node and relationship.
+
+    The result does not depend on the events' order or on repeats. Malformed facets are skipped, not fatal: an
+    event that passed validation must reach the graph.
+    """
+    b = _Builder()
+    for event in events:
+        if isinstance(event, Mapping):
+            _add_event(b, event)
+    return GraphBatch({kind: tuple(sorted(rows.values(), key=lambda row, k=_KEYS[kind]: _sort_key(row, k)))
+                       for kind, rows in b.rows.items() if rows})
+
+
+# --- Cypher --------------------------------------------------------------------------------------------------------
+def _take_latest(var: str, group: str, props: Mapping[str, str], earliest: bool = False) -> str:
+    """``WITH … SET`` replacing a property group when the row's group has a larger (smaller) order key.
+
+    Built at import time from constants only (``props`` maps stored property → row group key).
+    """
+    compare = "<" if earliest else ">"
+    sets = ",\n    ".join(f"{var}.{prop} = CASE WHEN take THEN row.{group}.{key} ELSE {var}.{prop} END"
+                           for prop, key in props.items())
+    return (f"WITH {var}, row, row.{group} IS NOT NULL AND ({var}.{group}Order IS NULL "
+            f"OR row.{group}.order {compare} {var}.{group}Order) AS take\n"
+            f"SET {sets},\n    {var}.{group}Order = CASE WHEN take THEN row.{group}.order ELSE {var}.{group}Order END")
+
+
+def _min_set(var: str, prop: str) -> str:
+    return (f"{var}.{prop} = CASE WHEN row.{prop} IS NOT NULL AND ({var}.{prop} IS NULL OR row.{prop} < {var}.{prop})"
+            f" THEN row.{prop} ELSE {var}.{prop} END")
+
+
+def _max_set(var: str, prop: str) -> str:
+    return (f"{var}.{prop} = CASE WHEN row.{prop} IS NOT NULL AND ({var}.{prop} IS NULL OR row.{prop} > {var}.{prop})"
+            f" THEN row.{prop} ELSE {var}.{prop} END")
+
+
+_JOB = "MATCH (j:Job {namespace: row.jobNamespace, name: row.jobName})"
+_DATASET = "MATCH (d:Dataset {namespace: row.namespace, name: row.name})"
+
+STATEMENTS: dict[str, str] = {
+    # --- nodes
+    "jobs": "UNWIND $rows AS row\nMERGE (j:Job {namespace: row.namespace, name: row.name})\n"
+            f"SET {_max_set('j', 'lastEventTime')}\n"
+            + _take_latest("j", "jobType", {"processingType": "processingType", "integration": "integration",
+                                            "jobType": "jobType"}),
+    "runs": "UNWIND $rows AS row\nMERGE (r:Run {runId: row.runId})\n"
+            # state only moves forward: rank first, then (eventTime, state) between events of one rank
+            "WITH r, row, coalesce(r.stateRank, -1) AS oldRank\n"
+            "WITH r, row, row.rank IS NOT NULL AND (row.rank > oldRank OR (row.rank = oldRank AND "
+            "row.stateOrder > r.stateOrder)) AS advance\n"
+            "SET r.state = CASE WHEN advance THEN row.state ELSE r.state END,\n"
+            "    r.stateRank = CASE WHEN advance THEN row.rank ELSE r.stateRank END,\n"
+            "    r.stateOrder = CASE WHEN advance THEN row.stateOrder ELSE r.stateOrder END,\n"
+            f"    {_min_set('r', 'startTime')},\n    {_max_set('r', 'endTime')},\n"
+            f"    {_max_set('r', 'lastEventTime')}\n"
+            + _take_latest("r", "nominalTime", {"nominalStartTime": "nominalStartTime",
+                                                "nominalEndTime": "nominalEndTime"}) + "\n"
+            + _take_latest("r", "errorMessage", {"errorMessage": "message",
+                                                 "errorLanguage": "programmingLanguage"}),
+    "datasets": "UNWIND $rows AS row\nMERGE (d:Dataset {namespace: row.namespace, name: row.name})\n"
+                + _take_latest("d", "schema", {"schemaVersion": "version"}),
+    "fields": "UNWIND $rows AS row\nMERGE (:Field {namespace: row.namespace, name: row.name, field: row.field})",
+    "schema_versions": "UNWIND $rows AS row\n"
+                       "MERGE (s:SchemaVersion {namespace: row.namespace, name: row.name, hash: row.hash})\n"
+                       + _take_latest("s", "first", {"fields": "fields", "firstSeen": "firstSeen"}, earliest=True),
+    # --- relationships (every end has a node row in the same batch, written above)
+    "of_job": "UNWIND $rows AS row\nMATCH (r:Run {runId: row.runId})\n"
+              "MATCH (j:Job {namespace: row.namespace, name: row.name})\nMERGE (r)-[:OF_JOB]->(j)",
+    "child_of": "UNWIND $rows AS row\nMATCH (r:Run {runId: row.runId})\nMATCH (p:Run {runId: row.parentRunId})\n"
+                "MERGE (r)-[:CHILD_OF]->(p)",
+    "read": f"UNWIND $rows AS row\nMATCH (r:Run {{runId: row.runId}})\n{_DATASET}\nMERGE (r)-[e:READ]->(d)\n"
+            + _take_latest("e", "stats", {"rowCount": "rowCount", "bytes": "bytes"}) + "\n"
+            + _take_latest("e", "dataQuality", {"dataQuality": "json"}),
+    "wrote": f"UNWIND $rows AS row\nMATCH (r:Run {{runId: row.runId}})\n{_DATASET}\nMERGE (r)-[e:WROTE]->(d)\n"
+             + _take_latest("e", "stats", {"rowCount": "rowCount", "bytes": "bytes"}),
+    "input_to": f"UNWIND $rows AS row\n{_DATASET}\n{_JOB}\nMERGE (d)-[:INPUT_TO]->(j)",
+    "outputs": f"UNWIND $rows AS row\n{_JOB}\n{_DATASET}\nMERGE (j)-[:OUTPUTS]->(d)",
+    "has_field": f"UNWIND $rows AS row\n{_DATASET}\n"
+                 "MATCH (f:Field {namespace: row.namespace, name: row.name, field: row.field})\n"
+                 "MERGE (d)-[:HAS_FIELD]->(f)",
+    "derives_from": "UNWIND $rows AS row\n"
+                    "MATCH (o:Field {namespace: row.namespace, name: row.name, field: row.field})\n"
+                    "MATCH (i:Field {namespace: row.inputNamespace, name: row.inputName, field: row.inputField})\n"
+                    "MERGE (o)-[e:DERIVES_FROM]->(i)\n"
+                    + _take_latest("e", "lineage", {"transformation": "transformation"}),
+    "has_schema": f"UNWIND $rows AS row\n{_DATASET}\n"
+                  "MATCH (s:SchemaVersion {namespace: row.namespace, name: row.name, hash: row.hash})\n"
+                  "MERGE (d)-[:HAS_SCHEMA]->(s)",
+    # --- derived: run totals from all of the run's READ/WROTE edges (not just this batch's), hence order free
+    "run_totals": "UNWIND $rows AS row\nMATCH (r:Run {runId: row.runId})\n"
+                  "WITH r, [(r)-[e:READ]->(:Dataset) | e] AS reads, [(r)-[e:WROTE]->(:Dataset) | e] AS writes\n"
+                  "WITH r, [e IN reads WHERE e.rowCount IS NOT NULL | e.rowCount] AS inRows,\n"
+                  "     [e IN reads WHERE e.bytes IS NOT NULL | e.bytes] AS inBytes,\n"
+                  "     [e IN writes WHERE e.rowCount IS NOT NULL | e.rowCount] AS outRows,\n"
+                  "     [e IN writes WHERE e.bytes IS NOT NULL | e.bytes] AS outBytes\n"
+                  "SET r.inputRowCount = CASE WHEN size(inRows) = 0 THEN null "
+                  "ELSE reduce(s = 0, x IN inRows | s + x) END,\n"
+                  "    r.inputBytes = CASE WHEN size(inBytes) = 0 THEN null "
+                  "ELSE reduce(s = 0, x IN inBytes | s + x) END,\n"
+                  "    r.outputRowCount = CASE WHEN size(outRows) = 0 THEN null "
+                  "ELSE reduce(s = 0, x IN outRows | s + x) END,\n"
+                  "    r.outputBytes = CASE WHEN size(outBytes) = 0 THEN null "
+                  "ELSE reduce(s = 0, x IN outBytes | s + x) END",
+}
+# Dependency-safe order: nodes, then relationships between them, then what is derived from relationships.
+_ORDER = tuple(STATEMENTS)
+
+CONSTRAINTS: list[str] = [
+    # Community edition has no NODE KEY; uniqueness constraints also give MERGE its backing index.
+    "CREATE CONSTRAINT job_key IF NOT EXISTS FOR (j:Job) REQUIRE (j.namespace, j.name) IS UNIQUE",
+    "CREATE CONSTRAINT run_key IF NOT EXISTS FOR (r:Run) REQUIRE r.runId IS UNIQUE",
+    "CREATE CONSTRAINT dataset_key IF NOT EXISTS FOR (d:Dataset) REQUIRE (d.namespace, d.name) IS UNIQUE",
+    "CREATE CONSTRAINT field_key IF NOT EXISTS FOR (f:Field) REQUIRE (f.namespace, f.name, f.field) IS UNIQUE",
+    "CREATE CONSTRAINT schema_version_key IF NOT EXISTS "
+    "FOR (s:SchemaVersion) REQUIRE (s.namespace, s.name, s.hash) IS UNIQUE",
+    # Look-ups by name alone (CLI: a dataset or job named without its namespace) and recent or failed runs.
+    "CREATE INDEX dataset_name IF NOT EXISTS FOR (d:Dataset) ON (d.name)",
+    "CREATE INDEX job_name IF NOT EXISTS FOR (j:Job) ON (j.name)",
+    "CREATE INDEX run_state IF NOT EXISTS FOR (r:Run) ON (r.state)",
+    "CREATE INDEX run_start IF NOT EXISTS FOR (r:Run) ON (r.startTime)",
+]
+
+
+def statements(batch: GraphBatch) -> list[tuple[str, dict[str, Any]]]:
+    """``(cypher, {"rows": rows})`` for every non-empty row list, nodes before relationships: run all in ONE
+    transaction (relationship statements MATCH their ends)."""
+    return [(STATEMENTS[name], {"rows": [dict(row) for row in batch[name]]}) for name in _ORDER if batch[name]]
+
+
+# --- fingerprint ---------------------------------------------------------------------------------------------------
+FINGERPRINT_QUERIES: dict[str, str] = {
+    "Job": "MATCH (j:Job) RETURN j.namespace AS namespace, j.name AS name",
+    "Run": "MATCH (r:Run) RETURN r.runId AS runId, r.state AS state",
+    "Dataset": "MATCH (d:Dataset) RETURN d.namespace AS namespace, d.name AS name",
+    "Field": "MATCH (f:Field) RETURN f.namespace AS namespace, f.name AS name, f.field AS field",
+    "SchemaVersion": "MATCH (s:SchemaVersion) RETURN s.namespace AS namespace, s.name AS name, s.hash AS hash",
+    "OF_JOB": "MATCH (r:Run)-[:OF_JOB]->(j:Job) RETURN r.runId AS runId, j.namespace AS namespace, j.name AS name",
+    "CHILD_OF": "MATCH (r:Run)-[:CHILD_OF]->(p:Run) RETURN r.runId AS runId, p.runId AS parentRunId",
+    "READ": "MATCH (r:Run)-[:READ]->(d:Dataset) RETURN r.runId AS runId, d.namespace AS namespace, d.name AS name",
+    "WROTE": "MATCH (r:Run)-[e:WROTE]->(d:Dataset) RETURN r.runId AS runId, d.namespace AS namespace, "
+             "d.name AS name, e.rowCount AS rowCount, e.bytes AS bytes",
+    "INPUT_TO": "MATCH (d:Dataset)-[:INPUT_TO]->(j:Job) RETURN d.namespace AS namespace, d.name AS name, "
+                "j.namespace AS jobNamespace, j.name AS jobName",
+    "OUTPUTS": "MATCH (j:Job)-[:OUTPUTS]->(d:Dataset) RETURN j.namespace AS jobNamespace, j.name AS jobName, "
+               "d.namespace AS namespace, d.name AS name",
+    "HAS_FIELD": "MATCH (d:Dataset)-[:HAS_FIELD]->(f:Field) RETURN d.namespace AS namespace, d.name AS name, "
+                 "f.namespace AS fieldNamespace, f.name AS fieldName, f.field AS field",
+    "DERIVES_FROM": "MATCH (o:Field)-[e:DERIVES_FROM]->(i:Field) RETURN o.namespace AS namespace, o.name AS name, "
+                    "o.field AS field, i.namespace AS inputNamespace, i.name AS inputName, i.field AS inputField, "
+                    "e.transformation AS transformation",
+    "HAS_SCHEMA": "MATCH (d:Dataset)-[:HAS_SCHEMA]->(s:SchemaVersion) RETURN d.namespace AS namespace, "
+                  "d.name AS name, s.namespace AS schemaNamespace, s.name AS schemaName, s.hash AS hash",
+}
+
+
+def fingerprint(rows_by_query: Mapping[str, Iterable[Mapping[str, Any] | Sequence[Any]]]) -> str:
+    """Hex SHA-256 over the results of ``FINGERPRINT_QUERIES`` (``record.data()`` dicts or value lists), canonical:
+    rows sorted, query names sorted, a missing query counts as no rows. Unknown query names raise ValueError."""
+    unknown = set(rows_by_query) - set(FINGERPRINT_QUERIES)
+    if unknown:
+        raise ValueError(f"not fingerprint queries: {sorted(unknown)}")
+    digest = hashlib.sha256()
+    for name in sorted(FINGERPRINT_QUERIES):
+        rows = sorted(_json(dict(row) if isinstance(row, Mapping) else list(row))
+                      for row in rows_by_query.get(name, ()))
+        digest.update(_json([name, len(rows)]).encode())
+        for row in rows:
+            digest.update(b"\n" + row.encode("utf-8", "surrogatepass"))
+        digest.update(b"\n")
+    return digest.hexdigest()

@@ -1,0 +1,458 @@
+"""Events → Neo4j graph rows: exact rows, order independence, time normalization, parameterized Cypher, fingerprint."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import re
+from datetime import datetime
+
+import pytest
+from kafka_lineage.schemas.schema_diff import schema_fields, schema_version
+from kafka_lineage.sinks.graph_model import (
+    CONSTRAINTS,
+    FINGERPRINT_QUERIES,
+    STATEMENTS,
+    GraphBatch,
+    field_paths,
+    fingerprint,
+    graph_batch,
+    state_rank,
+    statements,
+    transformation_text,
+    utc_time,
+)
+from openlineage.client.event_v2 import RunState
+
+from tests.openlineage_samples import dataset_event, full_run_event, job_event
+
+RUN, PARENT, FAILED = ("11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222",
+                       "33333333-3333-4333-8333-333333333333")
+SRC = ("postgres://db:5432", "shop.public.orders")
+OUT = ("s3://bucket", "warehouse/orders")
+SCHEMA_HASH = schema_version(schema_fields(full_run_event()["inputs"][0]))
+
+
+def run_event(state: RunState, time: str, run_id: str = RUN, rows: int | None = None, size: int | None = None,
+              error: bool = False, nominal: bool = False) -> dict:
+    """``full_run_event`` with a fixed run/parent id, its facets trimmed to what this lifecycle stage carries."""
+    event = full_run_event(state)
+    event["eventTime"] = time
+    event["run"]["runId"] = run_id
+    facets = event["run"]["facets"]
+    facets["parent"]["run"]["runId"] = PARENT
+    if not error:
+        del facets["errorMessage"]
+    if not nominal:
+        del facets["nominalTime"]
+    output = event["outputs"][0]
+    if rows is None:
+        del output["outputFacets"]["outputStatistics"]
+    else:
+        output["outputFacets"]["outputStatistics"].update(rowCount=rows, size=size)
+    if state is not RunState.START:  # the input side (statistics, data quality) is reported once, at START
+        event["inputs"][0]["inputFacets"] = {}
+    return event
+
+
+def scenario() -> list[dict]:
+    return [
+        run_event(RunState.START, "2024-05-01T14:00:00+02:00", nominal=True),  # 12:00Z
+        run_event(RunState.RUNNING, "2024-05-01T12:05:00.5Z", rows=5, size=1024),
+        run_event(RunState.COMPLETE, "2024-05-01T12:10:00.123456789Z", rows=10, size=2048),
+        run_event(RunState.FAIL, "2024-05-01T13:00:00Z", run_id=FAILED, error=True),
+        dataset_event(),
+        job_event(),
+    ]
+
+
+def plain(value):
+    """Rows without the ``order`` bookkeeping of property groups (tested on its own below)."""
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items() if key != "order"}
+    if isinstance(value, list | tuple):
+        return [plain(item) for item in value]
+    return value
+
+
+def rows(batch: GraphBatch, name: str) -> list[dict]:
+    return plain(batch[name])
+
+
+# --- the scenario, exactly ---------------------------------------------------------------------------------------
+def test_scenario_nodes():
+    batch = graph_batch(scenario())
+    assert rows(batch, "jobs") == [
+        {"namespace": "airflow", "name": "dag.task", "lastEventTime": None, "jobType": None},
+        {"namespace": "dbt", "name": "model.orders", "lastEventTime": "2024-05-01T12:00:00.000000Z", "jobType": None},
+        {"namespace": "spark", "name": "orders.etl", "lastEventTime": "2024-05-01T13:00:00.000000Z",
+         "jobType": {"processingType": "BATCH", "integration": "SPARK", "jobType": "JOB"}},
+    ]
+    assert rows(batch, "runs") == [
+        {"runId": RUN, "state": "COMPLETE", "rank": 2, "stateOrder": "2024-05-01T12:10:00.123456Z|COMPLETE",
+         "startTime": "2024-05-01T12:00:00.000000Z", "endTime": "2024-05-01T12:10:00.123456Z",
+         "lastEventTime": "2024-05-01T12:10:00.123456Z",
+         "nominalTime": {"nominalStartTime": "2024-05-01T00:00:00.000000Z", "nominalEndTime": None},
+         "errorMessage": None},
+        {"runId": PARENT, "state": None, "rank": None, "stateOrder": None, "startTime": None, "endTime": None,
+         "lastEventTime": None, "nominalTime": None, "errorMessage": None},
+        {"runId": FAILED, "state": "FAIL", "rank": 2, "stateOrder": "2024-05-01T13:00:00.000000Z|FAIL",
+         "startTime": None, "endTime": "2024-05-01T13:00:00.000000Z", "lastEventTime": "2024-05-01T13:00:00.000000Z",
+         "nominalTime": None, "errorMessage": {"message": "boom", "programmingLanguage": "python"}},
+    ]
+    kafka_fields = dataset_event()["dataset"]["facets"]["schema"]["fields"]
+    assert rows(batch, "datasets") == [
+        {"namespace": "kafka://broker:9092", "name": "orders", "schema": {"version": schema_version(kafka_fields)}},
+        {"namespace": SRC[0], "name": SRC[1], "schema": {"version": SCHEMA_HASH}},
+        {"namespace": OUT[0], "name": OUT[1], "schema": {"version": SCHEMA_HASH}},
+        {"namespace": "snowflake://acct", "name": "db.s.t", "schema": None},
+    ]
+    assert [(r["namespace"], r["name"], r["field"]) for r in batch["fields"]] == [
+        ("kafka://broker:9092", "orders", "id"),
+        (*SRC, "address"), (*SRC, "address.city"), (*SRC, "id"), (*SRC, "order_id"),  # order_id: column lineage
+        (*OUT, "address"), (*OUT, "address.city"), (*OUT, "id"),
+    ]
+    assert [dict(r, field=r["field"]) for r in batch["has_field"]] == list(batch["fields"])
+    versions = rows(batch, "schema_versions")
+    assert [(v["namespace"], v["name"], v["hash"], v["first"]["firstSeen"]) for v in versions] == [
+        ("kafka://broker:9092", "orders", schema_version(kafka_fields), "2024-05-01T12:00:00.000000Z"),
+        (*SRC, SCHEMA_HASH, "2024-05-01T12:00:00.000000Z"),  # the START, the earliest observation
+        (*OUT, SCHEMA_HASH, "2024-05-01T12:00:00.000000Z"),
+    ]
+    assert json.loads(versions[1]["first"]["fields"]) == schema_fields(full_run_event()["inputs"][0])
+
+
+def test_scenario_relationships():
+    batch = graph_batch(scenario())
+    assert rows(batch, "of_job") == [
+        {"runId": RUN, "namespace": "spark", "name": "orders.etl"},
+        {"runId": PARENT, "namespace": "airflow", "name": "dag.task"},
+        {"runId": FAILED, "namespace": "spark", "name": "orders.etl"},
+    ]
+    assert rows(batch, "child_of") == [{"runId": RUN, "parentRunId": PARENT},
+                                       {"runId": FAILED, "parentRunId": PARENT}]
+    quality = {"columnMetrics": {"id": {"min": 1.0, "nullCount": 0, "quantiles": {}}}, "rowCount": 10}
+    read = rows(batch, "read")
+    assert [(r["runId"], r["stats"]) for r in read] == [(RUN, {"rowCount": 10, "bytes": None}), (FAILED, None)]
+    assert json.loads(read[0]["dataQuality"]["json"]) == quality and read[1]["dataQuality"] is None
+    assert rows(batch, "wrote") == [  # the COMPLETE's statistics win over the RUNNING's
+        {"runId": RUN, "namespace": OUT[0], "name": OUT[1], "stats": {"rowCount": 10, "bytes": 2048}},
+        {"runId": FAILED, "namespace": OUT[0], "name": OUT[1], "stats": None},
+    ]
+    assert rows(batch, "input_to") == [
+        {"namespace": SRC[0], "name": SRC[1], "jobNamespace": "spark", "jobName": "orders.etl"},
+        {"namespace": "snowflake://acct", "name": "db.s.t", "jobNamespace": "dbt", "jobName": "model.orders"},
+    ]
+    assert rows(batch, "outputs") == [
+        {"jobNamespace": "spark", "jobName": "orders.etl", "namespace": OUT[0], "name": OUT[1]}]
+    assert rows(batch, "derives_from") == [
+        {"namespace": OUT[0], "name": OUT[1], "field": "id", "inputNamespace": SRC[0], "inputName": SRC[1],
+         "inputField": "order_id", "lineage": {"transformation": "DIRECT/IDENTITY"}}]
+    assert [r["hash"] for r in batch["has_schema"]] == [r["hash"] for r in batch["schema_versions"]]
+    assert rows(batch, "run_totals") == [{"runId": RUN}]
+
+
+def test_order_keys():
+    run = next(r for r in graph_batch(scenario())["runs"] if r["runId"] == RUN)
+    assert run["nominalTime"]["order"].startswith("0|2024-05-01T12:00:00.000000Z|")  # rank|time|digest
+    wrote = graph_batch(scenario())["wrote"][0]
+    assert wrote["stats"]["order"].startswith("2|2024-05-01T12:10:00.123456Z|")
+    job = graph_batch(scenario())["jobs"][2]
+    assert job["jobType"]["order"].startswith("2024-05-01T13:00:00.000000Z|")  # jobs/datasets: time only
+
+
+def test_dataset_event_and_job_event_alone():
+    batch = graph_batch([dataset_event()])
+    assert set(batch.rows) == {"datasets", "fields", "schema_versions", "has_field", "has_schema"}
+    batch = graph_batch([job_event()])
+    assert set(batch.rows) == {"jobs", "datasets", "input_to"}
+    assert rows(batch, "jobs") == [
+        {"namespace": "dbt", "name": "model.orders", "lastEventTime": "2024-05-01T12:00:00.000000Z", "jobType": None}]
+
+
+def test_schema_version_matches_the_processor():
+    event = full_run_event()
+    batch = graph_batch([event])
+    for dataset in event["inputs"] + event["outputs"]:
+        expected = schema_version(schema_fields(dataset))
+        assert {"namespace": dataset["namespace"], "name": dataset["name"], "hash": expected} in batch["has_schema"]
+
+
+# --- order independence and idempotence -------------------------------------------------------------------------
+def test_repeats_do_not_change_the_batch():
+    events = scenario()
+    assert graph_batch(events + copy.deepcopy(events)) == graph_batch(events)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_any_order_gives_the_same_batch(seed):
+    events = scenario()
+    shuffled = copy.deepcopy(events)
+    random.Random(seed).shuffle(shuffled)
+    assert graph_batch(shuffled) == graph_batch(events)
+
+
+def test_complete_before_start_stays_complete():
+    start = run_event(RunState.START, "2024-05-01T12:00:00Z")
+    complete = run_event(RunState.COMPLETE, "2024-05-01T11:00:00Z")  # a skewed clock: terminal but earlier
+    for events in ([start, complete], [complete, start]):
+        run = graph_batch(events)["runs"][0]
+        assert (run["state"], run["rank"], run["startTime"], run["endTime"]) == (
+            "COMPLETE", 2, "2024-05-01T12:00:00.000000Z", "2024-05-01T11:00:00.000000Z")
+
+
+def test_other_events_never_set_state():
+    other = run_event(RunState.OTHER, "2024-05-01T12:30:00Z")
+    run = graph_batch([other])["runs"][0]
+    assert (run["state"], run["rank"], run["lastEventTime"]) == (None, None, "2024-05-01T12:30:00.000000Z")
+    start = run_event(RunState.START, "2024-05-01T12:00:00Z")
+    assert graph_batch([other, start])["runs"][0]["state"] == "START"
+
+
+def test_ties_within_a_rank_break_deterministically():
+    complete, abort = (run_event(RunState.COMPLETE, "2024-05-01T12:00:00Z"),
+                       run_event(RunState.ABORT, "2024-05-01T12:00:00Z"))
+    assert graph_batch([complete, abort]) == graph_batch([abort, complete])
+    assert graph_batch([abort, complete])["runs"][0]["state"] == "COMPLETE"  # same time: larger name
+    later = run_event(RunState.FAIL, "2024-05-01T12:00:01Z")
+    assert graph_batch([later, complete, abort])["runs"][0]["state"] == "FAIL"  # same rank: later time
+
+
+def test_schema_version_keeps_its_first_observation():
+    early, late = dataset_event(), dataset_event()
+    early["eventTime"], late["eventTime"] = "2024-05-01T10:00:00Z", "2024-05-02T10:00:00Z"
+    late["dataset"]["facets"]["schema"]["fields"][0]["type"] = "BIGINT"  # same version, another spelling
+    for events in ([early, late], [late, early]):
+        (version,) = graph_batch(events)["schema_versions"]
+        assert version["first"]["firstSeen"] == "2024-05-01T10:00:00.000000Z"
+        assert json.loads(version["first"]["fields"])[0]["type"] == "long"
+
+
+def test_current_schema_is_the_latest_by_event_time():
+    old, new = dataset_event(), dataset_event()
+    old["eventTime"], new["eventTime"] = "2024-05-01T10:00:00Z", "2024-05-02T10:00:00Z"
+    new["dataset"]["facets"]["schema"]["fields"].append({"name": "note", "type": "string"})
+    for events in ([old, new], [new, old]):
+        batch = graph_batch(events)
+        assert batch["datasets"][0]["schema"]["version"] == schema_version(new["dataset"]["facets"]["schema"]["fields"])
+        assert len(batch["schema_versions"]) == 2 and len(batch["fields"]) == 2  # the history stays
+
+
+# --- helpers ------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("raw", "expected"), [
+    ("2024-05-01T12:00:00Z", "2024-05-01T12:00:00.000000Z"),
+    ("2024-05-01T12:00:00.123456+00:00", "2024-05-01T12:00:00.123456Z"),
+    ("2024-05-01T14:00:00.5+02:00", "2024-05-01T12:00:00.500000Z"),
+    ("2024-05-01T01:30:00-05:30", "2024-05-01T07:00:00.000000Z"),
+    ("2024-05-01T00:30:00+01:00", "2024-04-30T23:30:00.000000Z"),  # the date moves too
+    ("2024-05-01T12:00:00.123456789Z", "2024-05-01T12:00:00.123456Z"),  # nanoseconds (Java) truncated
+    ("2024-05-01T12:00:00", "2024-05-01T12:00:00.000000Z"),  # no offset: UTC
+    (" 2024-05-01T12:00Z ", "2024-05-01T12:00:00.000000Z"),
+    ("not a time", None),
+    ("", None),
+    (None, None),
+    (1714564800, None),
+])
+def test_utc_time(raw, expected):
+    assert utc_time(raw) == expected
+
+
+def test_utc_time_sorts_chronologically():
+    times = ["2024-05-01T12:00:00+02:00", "2024-05-01T11:00:00Z", "2024-05-01T10:59:59.999999-00:00",
+             "2024-05-01T11:00:00.000001Z", "2023-12-31T23:00:00-02:00", "2024-05-01T09:00:00.5-03:00"]
+    by_string = sorted(times, key=utc_time)
+    by_instant = sorted(times, key=lambda t: datetime.fromisoformat(t).timestamp())
+    assert by_string == by_instant and by_string[0] == "2023-12-31T23:00:00-02:00"
+
+
+@pytest.mark.parametrize(("event_type", "rank"), [
+    ("START", 0), ("RUNNING", 1), ("COMPLETE", 2), ("FAIL", 2), ("ABORT", 2), ("OTHER", None), (None, None),
+    ("complete", None), (2, None),
+])
+def test_state_rank(event_type, rank):
+    assert state_rank(event_type) == rank
+
+
+def test_field_paths_and_transformations():
+    fields = [{"name": "a"}, {"name": "b", "fields": [{"name": "c", "fields": [{"name": "d"}]}, {"type": "x"}]},
+              "junk", {"name": 3}]
+    assert field_paths(fields) == ["a", "b", "b.c", "b.c.d"]
+    assert field_paths(None) == []
+    assert transformation_text({"transformations": [{"type": "DIRECT", "subtype": "IDENTITY"},
+                                                    {"type": "INDIRECT", "subtype": "FILTER"}, {"type": "X"},
+                                                    {"subtype": "orphan"}]}) == "DIRECT/IDENTITY,INDIRECT/FILTER,X"
+    assert transformation_text({}) == transformation_text({"transformations": "junk"}) == ""
+
+
+def test_old_field_level_transformation_type_is_the_fallback():
+    event = full_run_event()
+    spec = event["outputs"][0]["facets"]["columnLineage"]["fields"]["id"]
+    del spec["inputFields"][0]["transformations"]
+    spec["transformationType"] = "IDENTITY"
+    assert graph_batch([event])["derives_from"][0]["lineage"]["transformation"] == "IDENTITY"
+    spec.pop("transformationType")
+    assert graph_batch([event])["derives_from"][0]["lineage"]["transformation"] == ""
+
+
+def test_malformed_facets_are_skipped():
+    event = full_run_event()
+    event["inputs"][0]["facets"]["schema"] = {"fields": "nope"}
+    event["inputs"][0]["inputFacets"]["inputStatistics"] = {"rowCount": True, "size": "big"}
+    event["outputs"][0]["facets"]["columnLineage"] = {"fields": {"id": {"inputFields": [{"namespace": "x"}, 7]}}}
+    event["outputs"].append({"namespace": "s3://bucket"})  # no name: no node (MERGE cannot key on null)
+    event["run"]["facets"]["parent"] = {"run": "junk"}
+    batch = graph_batch([event, "not an event"])
+    assert not batch["derives_from"] and not batch["child_of"]
+    assert batch["read"][0]["stats"] is None
+    assert [(d["namespace"], d["name"]) for d in batch["datasets"]] == [SRC, OUT]
+
+
+def test_every_relationship_end_has_a_node_row():
+    batch = graph_batch(scenario())
+    jobs = {(r["namespace"], r["name"]) for r in batch["jobs"]}
+    runs = {r["runId"] for r in batch["runs"]}
+    datasets = {(r["namespace"], r["name"]) for r in batch["datasets"]}
+    fields = {(r["namespace"], r["name"], r["field"]) for r in batch["fields"]}
+    versions = {(r["namespace"], r["name"], r["hash"]) for r in batch["schema_versions"]}
+    for r in batch["of_job"]:
+        assert r["runId"] in runs and (r["namespace"], r["name"]) in jobs
+    for r in batch["child_of"]:
+        assert {r["runId"], r["parentRunId"]} <= runs
+    for r in batch["read"] + batch["wrote"]:
+        assert r["runId"] in runs and (r["namespace"], r["name"]) in datasets
+    for r in batch["input_to"] + batch["outputs"]:
+        assert (r["jobNamespace"], r["jobName"]) in jobs and (r["namespace"], r["name"]) in datasets
+    for r in batch["has_field"]:
+        assert (r["namespace"], r["name"]) in datasets and (r["namespace"], r["name"], r["field"]) in fields
+    for r in batch["derives_from"]:
+        ends = {(r["namespace"], r["name"], r["field"]), (r["inputNamespace"], r["inputName"], r["inputField"])}
+        assert ends <= fields
+    for r in batch["has_schema"]:
+        assert (r["namespace"], r["name"]) in datasets and (r["namespace"], r["name"], r["hash"]) in versions
+    assert {r["runId"] for r in batch["run_totals"]} <= runs
+
+
+# --- Cypher -------------------------------------------------------------------------------------------------------
+HOSTILE = "x'\"`}) DETACH DELETE n //\\"
+
+
+def hostile_events() -> list[dict]:
+    event = full_run_event()
+    event["run"]["runId"] = HOSTILE + "run"
+    event["run"]["facets"]["parent"]["run"]["runId"] = HOSTILE + "parent"
+    event["run"]["facets"]["errorMessage"]["message"] = HOSTILE + "error"
+    event["job"].update(namespace=HOSTILE + "jobns", name=HOSTILE + "job")
+    event["job"]["facets"]["jobType"]["jobType"] = HOSTILE + "type"
+    event["inputs"][0].update(namespace=HOSTILE + "inns", name=HOSTILE + "in")
+    event["inputs"][0]["facets"]["schema"]["fields"][0]["name"] = HOSTILE + "field"
+    lineage = event["outputs"][0]["facets"]["columnLineage"]["fields"]
+    lineage[HOSTILE + "outfield"] = lineage.pop("id")
+    lineage[HOSTILE + "outfield"]["inputFields"][0]["transformations"][0]["type"] = HOSTILE + "transform"
+    event["outputs"][0]["name"] = HOSTILE + "out"
+    dataset = dataset_event()
+    dataset["dataset"]["name"] = HOSTILE + "dataset"
+    return [event, dataset]
+
+
+def test_statements_are_parameterized():
+    pairs = statements(graph_batch(hostile_events()))
+    params = json.dumps([p for _, p in pairs])
+    for query, parameters in pairs:
+        assert HOSTILE not in query and "DETACH" not in query
+        assert query.startswith("UNWIND $rows AS row\n")
+        assert set(re.findall(r"\$(\w+)", query)) == {"rows"} and set(parameters) == {"rows"}
+    for suffix in ("run", "parent", "error", "jobns", "job", "type", "inns", "in", "field", "outfield", "transform",
+                   "out", "dataset"):
+        assert json.dumps(HOSTILE + suffix)[1:-1] in params  # every hostile value travels as a parameter
+
+
+def test_statement_texts_are_constants():
+    for name, query in STATEMENTS.items():
+        assert "UNWIND $rows AS row" in query and ("MERGE" in query or name == "run_totals")
+    assert {q for q, _ in statements(graph_batch(scenario()))} <= set(STATEMENTS.values())
+
+
+def test_statements_order_nodes_first_and_skip_empty():
+    pairs = statements(graph_batch(scenario()))
+    names = [next(n for n, q in STATEMENTS.items() if q == query) for query, _ in pairs]
+    assert names == ["jobs", "runs", "datasets", "fields", "schema_versions", "of_job", "child_of", "read", "wrote",
+                     "input_to", "outputs", "has_field", "derives_from", "has_schema", "run_totals"]
+    node_kinds = {"jobs", "runs", "datasets", "fields", "schema_versions"}
+    last_node = max(i for i, n in enumerate(names) if n in node_kinds)
+    assert all(n not in node_kinds for n in names[last_node + 1:])
+    assert [n for n in (next(n for n, q in STATEMENTS.items() if q == query)
+                        for query, _ in statements(graph_batch([job_event()])))] == ["jobs", "datasets", "input_to"]
+    assert statements(graph_batch([])) == []
+
+
+def test_statement_rows_are_copies():
+    batch = graph_batch(scenario())
+    (_, params), *_ = statements(batch)
+    params["rows"][0]["name"] = "changed"
+    assert batch["jobs"][0]["name"] == "dag.task"
+
+
+def test_run_state_moves_forward_in_cypher():
+    runs = STATEMENTS["runs"]
+    assert "coalesce(r.stateRank, -1) AS oldRank" in runs and "row.rank > oldRank" in runs
+    assert "r.state = CASE WHEN advance THEN row.state ELSE r.state END" in runs
+    assert "row.startTime < r.startTime" in runs and "row.endTime > r.endTime" in runs
+
+
+def test_constraints():
+    assert len(CONSTRAINTS) == len(set(CONSTRAINTS))
+    assert all("IF NOT EXISTS" in c and "NODE KEY" not in c for c in CONSTRAINTS)
+    unique = [c for c in CONSTRAINTS if "IS UNIQUE" in c]
+    for label in ("(j:Job) REQUIRE (j.namespace, j.name)", "(r:Run) REQUIRE r.runId",
+                  "(d:Dataset) REQUIRE (d.namespace, d.name)", "(f:Field) REQUIRE (f.namespace, f.name, f.field)",
+                  "(s:SchemaVersion) REQUIRE (s.namespace, s.name, s.hash)"):
+        assert any(label in c for c in unique), label
+
+
+# --- fingerprint --------------------------------------------------------------------------------------------------
+def sample_rows() -> dict[str, list]:
+    return {
+        "Run": [{"runId": RUN, "state": "COMPLETE"}, {"runId": PARENT, "state": None}],
+        "Job": [{"namespace": "spark", "name": "orders.etl"}, {"namespace": "airflow", "name": "dag.task"}],
+        "WROTE": [{"runId": RUN, "namespace": OUT[0], "name": OUT[1], "rowCount": 10, "bytes": 2048}],
+    }
+
+
+def test_fingerprint_is_stable_under_row_and_key_order():
+    rows_ = sample_rows()
+    shuffled = {name: [dict(reversed(list(row.items()))) for row in reversed(value)]
+                for name, value in reversed(list(rows_.items()))}
+    assert fingerprint(rows_) == fingerprint(shuffled)
+    assert re.fullmatch(r"[0-9a-f]{64}", fingerprint(rows_))
+
+
+def test_fingerprint_sees_every_difference():
+    base = fingerprint(sample_rows())
+    changed = sample_rows()
+    changed["Run"][0]["state"] = "FAIL"
+    assert fingerprint(changed) != base
+    moved = sample_rows()
+    moved["Dataset"] = moved.pop("Job")  # same rows under another label
+    assert fingerprint(moved) != base
+    assert fingerprint({**sample_rows(), "Field": []}) == base  # a missing query is no rows
+    assert fingerprint({}) == fingerprint({name: [] for name in FINGERPRINT_QUERIES})
+    doubled = sample_rows()
+    doubled["Job"].append(dict(doubled["Job"][0]))
+    assert fingerprint(doubled) != base
+
+
+def test_fingerprint_accepts_value_lists_and_rejects_unknown_queries():
+    assert fingerprint({"Job": [["spark", "a"], ["airflow", "b"]]}) == fingerprint({"Job": [("airflow", "b"),
+                                                                                         ("spark", "a")]})
+    with pytest.raises(ValueError, match="NOPE"):
+        fingerprint({"NOPE": []})
+
+
+def test_fingerprint_queries_cover_the_model():
+    labels = {"Job", "Run", "Dataset", "Field", "SchemaVersion"}
+    types = {"OF_JOB", "CHILD_OF", "READ", "WROTE", "INPUT_TO", "OUTPUTS", "HAS_FIELD", "DERIVES_FROM", "HAS_SCHEMA"}
+    assert set(FINGERPRINT_QUERIES) == labels | types
+    for name, query in FINGERPRINT_QUERIES.items():
+        assert query.startswith("MATCH ") and "$" not in query
+        assert (f":{name})" in query) if name in labels else (f":{name}]" in query)
