@@ -12,11 +12,19 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from kafka_lineage.config import ClientSettings, CollectorSettings, ConfigError, ProcessorSettings, StackSettings
+from kafka_lineage.config import (
+    ClientSettings,
+    CollectorSettings,
+    ConfigError,
+    ProcessorSettings,
+    SinkSettings,
+    StackSettings,
+)
 from kafka_lineage.producers.publisher import EventPublisher, PublishError
 from kafka_lineage.stack.manager import ServiceStatus, Stack, StackError
 from kafka_lineage.stack.maven import ResolutionError
 from kafka_lineage.stack.services import SERVICES_BY_NAME
+from neo4j.exceptions import DriverError, Neo4jError
 
 
 def _print_status(rows: list[ServiceStatus]) -> None:
@@ -101,6 +109,28 @@ def cmd_processor(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise ConfigError(f"LINEAGE_NAMESPACE_ALIASES: {exc}") from None
     run_worker(ClientSettings.from_env(), settings)
+    return 0
+
+
+def cmd_sink(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from kafka_lineage.sinks.graph_sink import GraphSink
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):  # finish the batch, commit, leave the group
+        signal.signal(signum, lambda *_: stop.set())
+    GraphSink(ClientSettings.from_env(), SinkSettings.from_env()).run(stop)
+    return 0
+
+
+def cmd_graph(args: argparse.Namespace) -> int:
+    from kafka_lineage.sinks.graph_sink import driver_for, graph_fingerprint
+
+    with driver_for(ClientSettings.from_env()) as driver:
+        print(graph_fingerprint(driver))
     return 0
 
 
@@ -190,6 +220,13 @@ def build_parser() -> argparse.ArgumentParser:
     processor = sub.add_parser("processor", help="stream processor: reorder, dedupe, normalize, detect schema drift")
     processor.set_defaults(handler=cmd_processor)
 
+    sink = sub.add_parser("sink", help="Neo4j graph sink: normalized events → the lineage graph")
+    sink.set_defaults(handler=cmd_sink)
+
+    graph = sub.add_parser("graph", help="the lineage graph in Neo4j")
+    graph.add_argument("action", choices=["fingerprint"], help="fingerprint: canonical hash of nodes and edges")
+    graph.set_defaults(handler=cmd_graph)
+
     emit = sub.add_parser("emit", help="backfill OpenLineage events from an NDJSON file (- for stdin, .gz ok)")
     emit.add_argument("file")
     emit.add_argument("--topic", help="target topic (default: the events topic)")
@@ -220,6 +257,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.handler(args)
     except (ConfigError, StackError, ResolutionError, PublishError) as exc:
         print(f"lineage: {exc}", file=sys.stderr)
+        return 1
+    except (Neo4jError, DriverError) as exc:
+        print(f"lineage: Neo4j: {getattr(exc, 'message', None) or exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("lineage: interrupted", file=sys.stderr)

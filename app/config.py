@@ -240,3 +240,25 @@ class ProcessorSettings:
             log_level=level,
             report_seconds=_positive(values, "LINEAGE_REPORT_SECONDS", 30.0),
         )
+
+
+@dataclass(frozen=True)
+class SinkSettings:
+    """The Neo4j graph sink (``lineage sink``)."""
+
+    group_id: str = "lineage-graph-sink"
+    partitions: int = 6
+    batch_size: int = 500
+    poll_seconds: float = 0.5
+    report_seconds: float = 30.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> SinkSettings:
+        values = merged_environment(env)
+        return cls(
+            group_id=values.get("LINEAGE_SINK_GROUP", "lineage-graph-sink"),
+            partitions=int(_positive(values, "LINEAGE_PARTITIONS", 6)),
+            batch_size=int(_positive(values, "LINEAGE_SINK_BATCH", 500)),
+            poll_seconds=_positive(values, "LINEAGE_SINK_POLL_SECONDS", 0.5),
+            report_seconds=_positive(values, "LINEAGE_REPORT_SECONDS", 30.0),
+        )

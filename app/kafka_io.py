@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from kafka_lineage.config import ClientSettings
 
 PRODUCER_DEFAULTS = {
     "acks": "all",
@@ -18,6 +19,19 @@ PRODUCER_DEFAULTS = {
 }
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
+
+
+def prepare_pipeline(clients: ClientSettings, partitions: int) -> None:
+    """Create the pipeline's topics if missing and register their value schemas (idempotent; BACKWARD checked)."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from kafka_lineage.schemas import registry
+    from kafka_lineage.stack.smoke import ensure_topic
+
+    for topic in clients.value_schemas():
+        ensure_topic(clients.kafka_bootstrap_servers, topic, partitions=partitions)
+    reports = registry.register(SchemaRegistryClient(clients.registry_config()), clients.value_schemas())
+    if not all(report.ok for report in reports):
+        raise PublishError("; ".join(f"{r.subject}: {r.detail}" for r in reports if not r.ok))
 
 
 class PublishError(RuntimeError):

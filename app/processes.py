@@ -79,3 +79,8 @@ def collector_process(env: dict[str, str] | None = None) -> contextlib.AbstractC
 def processor_process(env: dict[str, str] | None = None) -> contextlib.AbstractContextManager[ChildProcess]:
     """A ``lineage processor`` worker that has joined its group and recovered its tables."""
     return lineage_process(["processor"], lambda _child, output: "Worker]: Ready" in output, env)
+
+
+def sink_process(env: dict[str, str] | None = None) -> contextlib.AbstractContextManager[ChildProcess]:
+    """A ``lineage sink`` that has created its constraints and subscribed."""
+    return lineage_process(["sink"], lambda _child, output: "graph sink ready" in output, env)

@@ -24,12 +24,11 @@ import faust
 import mode
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings, ProcessorSettings
-from kafka_lineage.kafka_io import AckingProducer
+from kafka_lineage.kafka_io import AckingProducer, prepare_pipeline
 from kafka_lineage.processors.core import Incoming, Output, ProcessorCore
 from kafka_lineage.processors.normalize import parse_aliases
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.wire import AvroCodec
-from kafka_lineage.stack.smoke import ensure_topic
 
 log = logging.getLogger(__name__)
 _PARTITION: contextvars.ContextVar[int] = contextvars.ContextVar("changelog_partition")
@@ -44,12 +43,8 @@ class PartitionedTable(faust.Table):
 
 
 def build_app(clients: ClientSettings, settings: ProcessorSettings) -> faust.App:
-    for topic in (clients.events_topic, clients.normalized_topic, clients.dlq_topic):
-        ensure_topic(clients.kafka_bootstrap_servers, topic, partitions=settings.partitions)
+    prepare_pipeline(clients, settings.partitions)
     registry_client = SchemaRegistryClient(clients.registry_config())
-    reports = registry.register(registry_client, clients.value_schemas())
-    if not all(report.ok for report in reports):
-        raise RuntimeError("; ".join(f"{r.subject}: {r.detail}" for r in reports if not r.ok))
     normalized_id = registry.registered_id(registry_client, clients.normalized_topic, "normalized_event")
     dead_letter_id = registry.registered_id(registry_client, clients.dlq_topic, "dead_letter")
     fetch = registry.schema_fetcher(registry_client)

@@ -1,0 +1,121 @@
+"""`lineage sink` (a real subprocess) from a normalized topic into the real Neo4j."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from kafka_lineage.config import ClientSettings
+from kafka_lineage.kafka_io import prepare_pipeline
+from kafka_lineage.processes import sink_process
+from kafka_lineage.schemas import registry
+from kafka_lineage.schemas.openlineage import event_to_record
+from kafka_lineage.schemas.wire import AvroCodec
+from kafka_lineage.sinks.graph_sink import driver_for, graph_fingerprint
+
+from tests.openlineage_samples import PRODUCER
+
+from .conftest import consume_all
+
+pytestmark = pytest.mark.integration
+SCHEMA_FACET = "https://openlineage.io/spec/facets/1-1-1/SchemaDatasetFacet.json"
+
+
+@pytest.fixture
+def sink_env(clients: ClientSettings, tmp_path: Path) -> dict[str, str]:
+    prefix = f"test.sink.{uuid.uuid4().hex[:8]}"
+    return {"LINEAGE_EVENTS_TOPIC": f"{prefix}.events", "LINEAGE_NORMALIZED_TOPIC": f"{prefix}.normalized",
+            "LINEAGE_DLQ_TOPIC": f"{prefix}.dlq", "LINEAGE_DRIFT_TOPIC": f"{prefix}.drift",
+            "LINEAGE_SINK_GROUP": f"{prefix}.sink", "LINEAGE_PARTITIONS": "3", "LINEAGE_SINK_POLL_SECONDS": "0.2"}
+
+
+def _settings(env: dict[str, str]) -> ClientSettings:
+    return ClientSettings.from_env({**os.environ, **env})
+
+
+def _normalized_record(event: dict) -> dict:
+    return {"event": event_to_record(event), "schemaChanges": [], "processing": {
+        "dedupeId": uuid.uuid4().hex, "processedAt": datetime.now(UTC), "late": False, "sourceTopic": None,
+        "sourcePartition": None, "sourceOffset": None, "producedAt": None, "renamedDatasets": []}}
+
+
+def _publish(settings: ClientSettings, events: list[dict], extra: list[bytes] = ()) -> None:
+    client = SchemaRegistryClient(settings.registry_config())
+    schema_id = registry.registered_id(client, settings.normalized_topic, "normalized_event")
+    codec = AvroCodec("normalized_event", registry.schema_fetcher(client))
+    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap_servers})
+    for event in events:
+        producer.produce(settings.normalized_topic, key=b"k", value=codec.encode(_normalized_record(event), schema_id))
+    for value in extra:
+        producer.produce(settings.normalized_topic, key=b"poison", value=value)
+    assert producer.flush(30) == 0
+
+
+def _event(namespace: str, run: str, job: str, event_type: str, second: int, **extra: object) -> dict:
+    return {"eventType": event_type, "eventTime": f"2024-05-01T12:00:{second:02d}Z", "producer": PRODUCER,
+            "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+            "run": {"runId": run}, "job": {"namespace": namespace, "name": job}, **extra}
+
+
+def _wait_for(driver, query: str, parameters: dict, expected, timeout: float = 30):
+    deadline, value = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        with driver.session() as session:
+            value = session.run(query, parameters).single(strict=False)
+            value = value[0] if value is not None else None
+        if value == expected:
+            return value
+        time.sleep(0.3)
+    return value
+
+
+def test_lineage_lands_in_neo4j_order_independent_and_idempotent(clients: ClientSettings, sink_env: dict[str, str]
+                                                                 ) -> None:
+    settings = _settings(sink_env)
+    prepare_pipeline(settings, 3)
+    namespace = f"sink-{uuid.uuid4().hex[:6]}"
+    run, other = str(uuid.uuid4()), str(uuid.uuid4())
+    schema = {"_producer": PRODUCER, "_schemaURL": SCHEMA_FACET,
+              "fields": [{"name": "id", "type": "bigint"}, {"name": "total", "type": "double"}]}
+    lineage = {"_producer": PRODUCER, "_schemaURL": "https://openlineage.io/spec/facets/1-2-0/ColumnLineageDatasetFacet.json",
+               "fields": {"total": {"inputFields": [{"namespace": "postgres://db:5432", "name": "shop.public.orders",
+                                                     "field": "amount"}]}}}
+    io = {"inputs": [{"namespace": "postgres://db:5432", "name": "shop.public.orders"}],
+          "outputs": [{"namespace": "s3://lake", "name": f"{namespace}/totals",
+                       "facets": {"schema": schema, "columnLineage": lineage}}]}
+    events = [_event(namespace, run, "totals", "COMPLETE", 9, **io),  # COMPLETE before START
+              _event(namespace, run, "totals", "START", 1, **io),
+              _event(namespace, other, "downstream", "START", 10,
+                     inputs=[{"namespace": "s3://lake", "name": f"{namespace}/totals"}], outputs=[])]
+    with sink_process(sink_env) as sink:
+        _publish(settings, events, extra=[b"not avro at all"])
+        with driver_for(settings) as driver:
+            assert _wait_for(driver, "MATCH (r:Run {runId: $run}) RETURN r.state", {"run": run}, "COMPLETE") \
+                == "COMPLETE"
+            assert _wait_for(driver, "MATCH (r:Run {runId: $run}) RETURN r.state", {"run": other}, "START") == "START"
+            with driver.session() as session:
+                downstream = session.run(
+                    "MATCH (:Job {namespace: $ns, name: 'totals'})-[:OUTPUTS]->(d:Dataset)-[:INPUT_TO]->(j:Job) "
+                    "RETURN collect(j.name)", {"ns": namespace}).single()[0]
+                derived = session.run(
+                    "MATCH (:Dataset {namespace: 's3://lake', name: $name})-[:HAS_FIELD]->(f:Field {field: 'total'})"
+                    "-[:DERIVES_FROM]->(i:Field) RETURN i.name + '.' + i.field", {"name": f"{namespace}/totals"}
+                ).single()[0]
+            assert downstream == ["downstream"] and derived == "shop.public.orders.amount"
+            before = graph_fingerprint(driver)
+            _publish(settings, events)  # the same events again: nothing changes
+            time.sleep(3)
+            assert graph_fingerprint(driver) == before
+    assert sink.returncode == 0 and "graph sink stopped" in sink.output
+    dead = consume_all(settings.kafka_bootstrap_servers, settings.dlq_topic)
+    assert len(dead) == 1
+    codec = AvroCodec("dead_letter", registry.schema_fetcher(SchemaRegistryClient(settings.registry_config())))
+    letter = codec.decode(dead[0].value())
+    assert letter["stage"] == "graph-sink" and letter["errorClass"] == "bad-magic-byte"
+    assert letter["value"] == b"not avro at all"
