@@ -6,13 +6,16 @@ import argparse
 import dataclasses
 import json
 import logging
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from kafka_lineage.config import (
+    AlertSettings,
     ClientSettings,
     CollectorSettings,
     ConfigError,
@@ -113,16 +116,52 @@ def cmd_processor(args: argparse.Namespace) -> int:
 
 
 def cmd_sink(args: argparse.Namespace) -> int:
-    import signal
-    import threading
-
     from kafka_lineage.sinks.graph_sink import GraphSink
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    GraphSink(ClientSettings.from_env(), SinkSettings.from_env()).run(_stop_on_signals())
+    return 0
+
+
+def _stop_on_signals() -> threading.Event:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):  # finish the batch, commit, leave the group
         signal.signal(signum, lambda *_: stop.set())
-    GraphSink(ClientSettings.from_env(), SinkSettings.from_env()).run(stop)
+    return stop
+
+
+def cmd_alerts(args: argparse.Namespace) -> int:
+    clients = ClientSettings.from_env()
+    if args.action == "run":
+        from kafka_lineage.sinks.alert_sink import AlertSink
+
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+        AlertSink(clients, AlertSettings.from_env()).run(_stop_on_signals())
+        return 0
+    from kafka_lineage.sinks.tail import format_alert, tail
+
+    for alert in tail(clients, clients.drift_topic, "schema_drift_alert", args.lines, args.follow):
+        print(json.dumps(alert, default=str) if args.json else format_alert(alert), flush=True)
+    return 0
+
+
+def cmd_impact(args: argparse.Namespace) -> int:
+    from kafka_lineage.sinks.graph_sink import driver_for
+    from kafka_lineage.sinks.queries import as_rows, impact, upstream
+
+    query = impact if args.command == "impact" else upstream
+    try:
+        with driver_for(ClientSettings.from_env()) as driver:
+            rows = as_rows(query(driver, args.namespace, args.name, args.depth))
+    except ValueError as exc:
+        raise ConfigError(f"--depth: {exc}") from None
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    title = "downstream of" if args.command == "impact" else "upstream of"
+    print(f"{len(rows)} nodes {title} {args.namespace} {args.name} (depth ≤ {args.depth})")
+    for row in rows:
+        print(f"  {row['depth']:>3}  {row['kind']:8} {row['namespace']}  {row['name']}")
     return 0
 
 
@@ -222,6 +261,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     sink = sub.add_parser("sink", help="Neo4j graph sink: normalized events → the lineage graph")
     sink.set_defaults(handler=cmd_sink)
+
+    alerts = sub.add_parser("alerts", help="schema-drift alerts: run the alert sink, or tail the alert topic")
+    alerts.add_argument("action", choices=["run", "tail"])
+    alerts.add_argument("--json", action="store_true", help="tail: one JSON object per alert")
+    alerts.add_argument("-n", "--lines", type=int, default=20, help="tail: how many of the latest alerts")
+    alerts.add_argument("-f", "--follow", action="store_true", help="tail: keep following")
+    alerts.set_defaults(handler=cmd_alerts)
+
+    for name, text in (("impact", "jobs and datasets downstream of a dataset"),
+                       ("upstream", "jobs and datasets a dataset comes from (root cause)")):
+        query = sub.add_parser(name, help=text)
+        query.add_argument("namespace", help="dataset namespace, e.g. s3://lake or postgres://db:5432")
+        query.add_argument("name", help="dataset name, e.g. mart/orders or shop.public.orders")
+        query.add_argument("--depth", type=int, default=5, help="how many jobs deep (default 5)")
+        query.add_argument("--json", action="store_true")
+        query.set_defaults(handler=cmd_impact)
 
     graph = sub.add_parser("graph", help="the lineage graph in Neo4j")
     graph.add_argument("action", choices=["fingerprint"], help="fingerprint: canonical hash of nodes and edges")

@@ -262,3 +262,25 @@ class SinkSettings:
             poll_seconds=_positive(values, "LINEAGE_SINK_POLL_SECONDS", 0.5),
             report_seconds=_positive(values, "LINEAGE_REPORT_SECONDS", 30.0),
         )
+
+
+@dataclass(frozen=True)
+class AlertSettings:
+    """The schema-drift alert sink (``lineage alerts run``)."""
+
+    group_id: str = "lineage-alert-sink"
+    partitions: int = 6
+    depth: int = 5
+    max_impacted: int = 200
+    poll_seconds: float = 0.5
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> AlertSettings:
+        values = merged_environment(env)
+        return cls(
+            group_id=values.get("LINEAGE_ALERT_GROUP", "lineage-alert-sink"),
+            partitions=int(_positive(values, "LINEAGE_PARTITIONS", 6)),
+            depth=int(_positive(values, "LINEAGE_IMPACT_DEPTH", 5)),
+            max_impacted=int(_positive(values, "LINEAGE_IMPACT_MAX", 200)),
+            poll_seconds=_positive(values, "LINEAGE_SINK_POLL_SECONDS", 0.5),
+        )

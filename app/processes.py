@@ -84,3 +84,8 @@ def processor_process(env: dict[str, str] | None = None) -> contextlib.AbstractC
 def sink_process(env: dict[str, str] | None = None) -> contextlib.AbstractContextManager[ChildProcess]:
     """A ``lineage sink`` that has created its constraints and subscribed."""
     return lineage_process(["sink"], lambda _child, output: "graph sink ready" in output, env)
+
+
+def alert_sink_process(env: dict[str, str] | None = None) -> contextlib.AbstractContextManager[ChildProcess]:
+    """A ``lineage alerts run`` sink that has subscribed."""
+    return lineage_process(["alerts", "run"], lambda _child, output: "alert sink ready" in output, env)

@@ -1,0 +1,57 @@
+"""Impact (downstream) and root-cause (upstream) questions over the job-level lineage edges.
+
+``(Dataset)-[:INPUT_TO]->(Job)-[:OUTPUTS]->(Dataset)`` is the traversal graph: one hop from a dataset reaches the
+jobs that read it, the next the datasets those jobs write. Depth counts jobs: depth 1 = the readers of the dataset
+and what they write. A relationship-count bound cannot be a query parameter in Cypher, so the bound is formatted
+from a validated integer — never from data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from neo4j import Driver
+
+MAX_DEPTH = 50
+
+
+@dataclass(frozen=True, order=True)
+class Reached:
+    depth: int
+    kind: str  # "job" | "dataset"
+    namespace: str
+    name: str
+
+
+def _traversal(direction: str, depth: int) -> str:
+    if not isinstance(depth, int) or not 1 <= depth <= MAX_DEPTH:
+        raise ValueError(f"depth must be an integer from 1 to {MAX_DEPTH}, got {depth!r}")
+    hops = 2 * depth
+    pattern = f"-[:INPUT_TO|OUTPUTS*1..{hops}]->" if direction == "down" else f"<-[:INPUT_TO|OUTPUTS*1..{hops}]-"
+    return (
+        f"MATCH path = (start:Dataset {{namespace: $namespace, name: $name}}){pattern}(n) "
+        "WITH n, min(length(path)) AS hops "
+        "RETURN CASE WHEN n:Job THEN 'job' ELSE 'dataset' END AS kind, n.namespace AS namespace, n.name AS name, "
+        "(hops + 1) / 2 AS depth ORDER BY depth, kind, namespace, name LIMIT $limit"
+    )
+
+
+def _reach(driver: Driver, direction: str, namespace: str, name: str, depth: int, limit: int) -> list[Reached]:
+    with driver.session() as session:
+        records = session.run(_traversal(direction, depth), namespace=namespace, name=name, limit=limit)
+        return [Reached(record["depth"], record["kind"], record["namespace"], record["name"]) for record in records]
+
+
+def impact(driver: Driver, namespace: str, name: str, depth: int = 5, limit: int = 1000) -> list[Reached]:
+    """Jobs and datasets downstream of a dataset, nearest first."""
+    return _reach(driver, "down", namespace, name, depth, limit)
+
+
+def upstream(driver: Driver, namespace: str, name: str, depth: int = 5, limit: int = 1000) -> list[Reached]:
+    """Jobs and datasets a dataset derives from (root cause candidates), nearest first."""
+    return _reach(driver, "up", namespace, name, depth, limit)
+
+
+def as_rows(reached: list[Reached]) -> list[dict[str, Any]]:
+    return [{"depth": r.depth, "kind": r.kind, "namespace": r.namespace, "name": r.name} for r in reached]

@@ -1,0 +1,56 @@
+"""Reading an Avro topic's latest records for people (``lineage alerts tail``, ``lineage dlq tail``)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from kafka_lineage.config import ClientSettings
+from kafka_lineage.schemas import registry
+from kafka_lineage.schemas.wire import AvroCodec
+
+
+def tail(clients: ClientSettings, topic: str, schema: str, last: int, follow: bool) -> Iterator[dict[str, Any]]:
+    """The last ``last`` records of every partition, oldest first per partition; then new ones if ``follow``."""
+    codec = AvroCodec(schema, registry.schema_fetcher(SchemaRegistryClient(clients.registry_config())))
+    consumer = Consumer({"bootstrap.servers": clients.kafka_bootstrap_servers, "group.id": f"tail-{uuid.uuid4()}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    try:
+        metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if metadata is None or metadata.error is not None:
+            return
+        partitions, ends = [], {}
+        for partition in metadata.partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+            partitions.append(TopicPartition(topic, partition, max(low, high - last) if high > low else OFFSET_END))
+            ends[partition] = high
+        consumer.assign(partitions)
+        while True:
+            message = consumer.poll(0.5)
+            if message is None:
+                if not follow and all(consumer.position([TopicPartition(topic, p)])[0].offset >= end
+                                      for p, end in ends.items() if end > 0):
+                    return
+                continue
+            if message.error() is None:
+                yield codec.decode(message.value())
+    finally:
+        consumer.close()
+
+
+def format_alert(alert: dict[str, Any]) -> str:
+    dataset = f"{alert['dataset']['namespace']}/{alert['dataset']['name']}"
+    lines = [f"[{alert['severity']}] {dataset} changed by job {alert['job']['namespace']}/{alert['job']['name']} "
+             f"(run {alert['runId']}) at {alert['eventTime']}"]
+    for change in alert["changes"]:
+        kinds = f"{change['oldType'] or '-'} → {change['newType'] or '-'}"
+        lines.append(f"    {change['kind']:20} {change['path']:30} {kinds:30} {change['severity']}")
+    jobs = ", ".join(f"{j['namespace']}/{j['name']} (depth {j['depth']})" for j in alert["impactedJobs"]) or "none"
+    datasets = ", ".join(f"{d['namespace']}/{d['name']}" for d in alert["impactedDatasets"]) or "none"
+    more = " (more not listed)" if alert["impactTruncated"] else ""
+    lines.append(f"    impacted jobs: {jobs}{more}")
+    lines.append(f"    impacted datasets: {datasets}")
+    return "\n".join(lines)

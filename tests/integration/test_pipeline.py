@@ -1,0 +1,83 @@
+"""Emit → processor → graph sink + alert sink, all real processes: a schema change reaches operators with its impact."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from kafka_lineage.config import ClientSettings
+from kafka_lineage.processes import alert_sink_process, processor_process, sink_process
+from kafka_lineage.producers.publisher import EventPublisher
+from kafka_lineage.sinks.graph_sink import driver_for
+
+from tests.openlineage_samples import PRODUCER
+
+from .conftest import consume_all, lineage
+
+pytestmark = pytest.mark.integration
+SCHEMA_FACET = "https://openlineage.io/spec/facets/1-1-1/SchemaDatasetFacet.json"
+
+
+def _run(namespace: str, job: str, second: int, inputs: list[dict], outputs: list[dict]) -> list[dict]:
+    run = str(uuid.uuid4())
+    return [{"eventType": kind, "eventTime": f"2024-05-01T12:{second // 60:02d}:{second % 60 + offset:02d}Z",
+             "producer": PRODUCER, "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+             "run": {"runId": run}, "job": {"namespace": namespace, "name": job}, "inputs": inputs,
+             "outputs": outputs} for kind, offset in (("START", 0), ("COMPLETE", 1))]
+
+
+def _dataset(name: str, fields: list[tuple[str, str]] | None = None) -> dict:
+    facets = {"schema": {"_producer": PRODUCER, "_schemaURL": SCHEMA_FACET,
+                         "fields": [{"name": n, "type": t} for n, t in fields]}} if fields else {}
+    return {"namespace": "s3a://lake", "name": name, "facets": facets}
+
+
+def test_a_schema_change_becomes_an_alert_with_its_downstream_impact(clients: ClientSettings, tmp_path: Path
+                                                                    ) -> None:
+    prefix = f"test.e2e.{uuid.uuid4().hex[:8]}"
+    env = {"LINEAGE_EVENTS_TOPIC": f"{prefix}.events", "LINEAGE_NORMALIZED_TOPIC": f"{prefix}.normalized",
+           "LINEAGE_DLQ_TOPIC": f"{prefix}.dlq", "LINEAGE_DRIFT_TOPIC": f"{prefix}.drift",
+           "LINEAGE_PROCESSOR_GROUP": f"{prefix}.processor", "LINEAGE_SINK_GROUP": f"{prefix}.sink",
+           "LINEAGE_ALERT_GROUP": f"{prefix}.alerts", "LINEAGE_PARTITIONS": "3",
+           "LINEAGE_PROCESSOR_DATA_DIR": str(tmp_path / "processor"), "LINEAGE_SINK_POLL_SECONDS": "0.2"}
+    settings = ClientSettings.from_env({**os.environ, **env})
+    ns = f"e2e-{uuid.uuid4().hex[:6]}"
+    orders, mart = f"{ns}/orders", f"{ns}/orders_by_day"
+    v1 = [("id", "bigint"), ("amount", "decimal(10,2)")]
+    v2 = [("id", "string"), ("amount", "decimal(10,2)")]
+    with processor_process(env), sink_process(env), alert_sink_process(env):
+        publisher = EventPublisher.from_settings(settings)
+        baseline = _run(ns, "ingest_orders", 0, [], [_dataset(orders, v1)])
+        baseline += _run(ns, "daily_mart", 10, [_dataset(orders)], [_dataset(mart, [("day", "date")])])
+        publisher.send([publisher.encode(e) for e in baseline]).result(30)
+        with driver_for(settings) as driver:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:  # the graph knows the downstream job before the change comes
+                with driver.session() as session:
+                    if session.run("MATCH (:Dataset {name: $name})-[:INPUT_TO]->(j:Job) RETURN count(j)",
+                                   name=orders).single()[0]:
+                        break
+                time.sleep(0.3)
+        changed = _run(ns, "ingest_orders", 20, [], [_dataset(orders, v2)])
+        publisher.send([publisher.encode(e) for e in changed]).result(30)
+        publisher.close()
+        deadline = time.monotonic() + 60
+        alerts = []
+        while time.monotonic() < deadline and not alerts:
+            alerts = consume_all(settings.kafka_bootstrap_servers, settings.drift_topic)
+            time.sleep(0.5)
+        time.sleep(2)
+        tail = lineage("alerts", "tail", env=env)
+        as_json = lineage("alerts", "tail", "--json", env=env)
+        impact = lineage("impact", "s3://lake", orders, "--json", env=env)
+        upstream = lineage("upstream", "s3://lake", mart, env=env)
+    assert len(consume_all(settings.kafka_bootstrap_servers, settings.drift_topic)) == 1  # exactly one alert
+    assert alerts[0].key() == f"s3://lake/{orders}".encode()  # normalized namespace (s3a → s3)
+    assert "[BREAKING] s3://lake/" + orders in tail.stdout and "TYPE_CHANGED" in tail.stdout
+    assert f"impacted jobs: {ns}/daily_mart (depth 1)" in tail.stdout
+    assert f'"name": "{mart}"' in as_json.stdout and '"runId"' in as_json.stdout
+    assert '"name": "daily_mart"' in impact.stdout and f'"name": "{mart}"' in impact.stdout
+    assert "ingest_orders" in upstream.stdout and orders in upstream.stdout
