@@ -145,6 +145,19 @@ def cmd_alerts(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dlq(args: argparse.Namespace) -> int:
+    from kafka_lineage.sinks.tail import format_dead_letter, tail
+
+    clients = ClientSettings.from_env()
+    for letter in tail(clients, clients.dlq_topic, "dead_letter", args.lines, args.follow):
+        if args.json:
+            print(json.dumps({k: v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+                              for k, v in letter.items()}, default=str), flush=True)
+        else:
+            print(format_dead_letter(letter), flush=True)
+    return 0
+
+
 def cmd_impact(args: argparse.Namespace) -> int:
     from kafka_lineage.sinks.graph_sink import driver_for
     from kafka_lineage.sinks.queries import as_rows, impact, upstream
@@ -268,6 +281,13 @@ def build_parser() -> argparse.ArgumentParser:
     alerts.add_argument("-n", "--lines", type=int, default=20, help="tail: how many of the latest alerts")
     alerts.add_argument("-f", "--follow", action="store_true", help="tail: keep following")
     alerts.set_defaults(handler=cmd_alerts)
+
+    dlq = sub.add_parser("dlq", help="dead letters: what a stage could not process, and why")
+    dlq.add_argument("action", choices=["tail"])
+    dlq.add_argument("--json", action="store_true", help="one JSON object per dead letter")
+    dlq.add_argument("-n", "--lines", type=int, default=20, help="how many of the latest dead letters")
+    dlq.add_argument("-f", "--follow", action="store_true", help="keep following")
+    dlq.set_defaults(handler=cmd_dlq)
 
     for name, text in (("impact", "jobs and datasets downstream of a dataset"),
                        ("upstream", "jobs and datasets a dataset comes from (root cause)")):

@@ -54,3 +54,11 @@ def format_alert(alert: dict[str, Any]) -> str:
     lines.append(f"    impacted jobs: {jobs}{more}")
     lines.append(f"    impacted datasets: {datasets}")
     return "\n".join(lines)
+
+
+def format_dead_letter(letter: dict[str, Any]) -> str:
+    where = (f"{letter['sourceTopic']}[{letter['sourcePartition']}]@{letter['sourceOffset']}"
+             if letter["sourceTopic"] else letter["origin"] or "?")
+    size = len(letter["value"]) if letter["value"] is not None else 0
+    return (f"{letter['failedAt']:%Y-%m-%d %H:%M:%S} {letter['stage']:11} {letter['errorClass']:20} {where}  "
+            f"({size} bytes)\n    {letter['errorMessage']}")

@@ -21,7 +21,7 @@ from kafka_lineage.sinks.graph_sink import driver_for, graph_fingerprint
 
 from tests.openlineage_samples import PRODUCER
 
-from .conftest import consume_all
+from .conftest import consume_all, lineage
 
 pytestmark = pytest.mark.integration
 SCHEMA_FACET = "https://openlineage.io/spec/facets/1-1-1/SchemaDatasetFacet.json"
@@ -83,12 +83,13 @@ def test_lineage_lands_in_neo4j_order_independent_and_idempotent(clients: Client
     run, other = str(uuid.uuid4()), str(uuid.uuid4())
     schema = {"_producer": PRODUCER, "_schemaURL": SCHEMA_FACET,
               "fields": [{"name": "id", "type": "bigint"}, {"name": "total", "type": "double"}]}
-    lineage = {"_producer": PRODUCER, "_schemaURL": "https://openlineage.io/spec/facets/1-2-0/ColumnLineageDatasetFacet.json",
-               "fields": {"total": {"inputFields": [{"namespace": "postgres://db:5432", "name": "shop.public.orders",
-                                                     "field": "amount"}]}}}
+    column_lineage = {"_producer": PRODUCER,
+                      "_schemaURL": "https://openlineage.io/spec/facets/1-2-0/ColumnLineageDatasetFacet.json",
+                      "fields": {"total": {"inputFields": [
+                          {"namespace": "postgres://db:5432", "name": "shop.public.orders", "field": "amount"}]}}}
     io = {"inputs": [{"namespace": "postgres://db:5432", "name": "shop.public.orders"}],
           "outputs": [{"namespace": "s3://lake", "name": f"{namespace}/totals",
-                       "facets": {"schema": schema, "columnLineage": lineage}}]}
+                       "facets": {"schema": schema, "columnLineage": column_lineage}}]}
     events = [_event(namespace, run, "totals", "COMPLETE", 9, **io),  # COMPLETE before START
               _event(namespace, run, "totals", "START", 1, **io),
               _event(namespace, other, "downstream", "START", 10,
@@ -119,3 +120,5 @@ def test_lineage_lands_in_neo4j_order_independent_and_idempotent(clients: Client
     letter = codec.decode(dead[0].value())
     assert letter["stage"] == "graph-sink" and letter["errorClass"] == "bad-magic-byte"
     assert letter["value"] == b"not avro at all"
+    shown = lineage("dlq", "tail", env=sink_env)
+    assert "graph-sink" in shown.stdout and "bad-magic-byte" in shown.stdout and "first byte is 0x6e" in shown.stdout
