@@ -178,6 +178,20 @@ def cmd_impact(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_replay(args: argparse.Namespace) -> int:
+    from kafka_lineage.sinks.replay import progress_bar, replay
+
+    try:
+        report = replay(ClientSettings.from_env(), start=args.from_, end=args.to, fresh=args.fresh,
+                        window_seconds=ProcessorSettings.from_env().window_seconds, progress=progress_bar())
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    print(f"\nreplayed {report.records} records in {report.seconds:.1f}s "
+          f"({report.records / max(report.seconds, 1e-9):,.0f} events/s): {report.written} events written, "
+          f"{report.duplicates} duplicates dropped, {report.dead_letters} records not processable")
+    return 0
+
+
 def cmd_graph(args: argparse.Namespace) -> int:
     from kafka_lineage.sinks.graph_sink import driver_for, graph_fingerprint
 
@@ -297,6 +311,12 @@ def build_parser() -> argparse.ArgumentParser:
         query.add_argument("--depth", type=int, default=5, help="how many jobs deep (default 5)")
         query.add_argument("--json", action="store_true")
         query.set_defaults(handler=cmd_impact)
+
+    replay = sub.add_parser("replay", help="rebuild the graph (or repair a time window) from openlineage.events")
+    replay.add_argument("--from", dest="from_", default="earliest", help="earliest (default) or an ISO time")
+    replay.add_argument("--to", help="an ISO time (default: the end of the topic when replay starts)")
+    replay.add_argument("--fresh", action="store_true", help="empty the graph first (a full rebuild)")
+    replay.set_defaults(handler=cmd_replay)
 
     graph = sub.add_parser("graph", help="the lineage graph in Neo4j")
     graph.add_argument("action", choices=["fingerprint"], help="fingerprint: canonical hash of nodes and edges")

@@ -11,7 +11,8 @@ import pytest
 from kafka_lineage.config import ClientSettings
 from kafka_lineage.processes import alert_sink_process, processor_process, sink_process
 from kafka_lineage.producers.publisher import EventPublisher
-from kafka_lineage.sinks.graph_sink import driver_for
+from kafka_lineage.sinks.graph_sink import driver_for, graph_fingerprint
+from kafka_lineage.sinks.replay import wipe
 
 from tests.openlineage_samples import PRODUCER
 
@@ -35,8 +36,22 @@ def _dataset(name: str, fields: list[tuple[str, str]] | None = None) -> dict:
     return {"namespace": "s3a://lake", "name": name, "facets": facets}
 
 
-def test_a_schema_change_becomes_an_alert_with_its_downstream_impact(clients: ClientSettings, tmp_path: Path
-                                                                    ) -> None:
+def _settled_fingerprint(driver, quiet: float = 2.0, timeout: float = 30.0) -> str:
+    """The graph's fingerprint once it has stopped changing for ``quiet`` seconds."""
+    deadline, last, since = time.monotonic() + timeout, None, time.monotonic()
+    while time.monotonic() < deadline:
+        current = graph_fingerprint(driver)
+        if current != last:
+            last, since = current, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return current
+        time.sleep(0.3)
+    return last
+
+
+def test_a_schema_change_becomes_an_alert_with_its_impact_and_a_rebuild_matches(
+    clients: ClientSettings, tmp_path: Path
+) -> None:
     prefix = f"test.e2e.{uuid.uuid4().hex[:8]}"
     env = {"LINEAGE_EVENTS_TOPIC": f"{prefix}.events", "LINEAGE_NORMALIZED_TOPIC": f"{prefix}.normalized",
            "LINEAGE_DLQ_TOPIC": f"{prefix}.dlq", "LINEAGE_DRIFT_TOPIC": f"{prefix}.drift",
@@ -48,6 +63,8 @@ def test_a_schema_change_becomes_an_alert_with_its_downstream_impact(clients: Cl
     orders, mart = f"{ns}/orders", f"{ns}/orders_by_day"
     v1 = [("id", "bigint"), ("amount", "decimal(10,2)")]
     v2 = [("id", "string"), ("amount", "decimal(10,2)")]
+    with driver_for(settings) as driver:
+        wipe(driver)  # the graph holds this test's lineage only, so its fingerprint can be compared after a rebuild
     with processor_process(env), sink_process(env), alert_sink_process(env):
         publisher = EventPublisher.from_settings(settings)
         baseline = _run(ns, "ingest_orders", 0, [], [_dataset(orders, v1)])
@@ -74,6 +91,12 @@ def test_a_schema_change_becomes_an_alert_with_its_downstream_impact(clients: Cl
         as_json = lineage("alerts", "tail", "--json", env=env)
         impact = lineage("impact", "s3://lake", orders, "--json", env=env)
         upstream = lineage("upstream", "s3://lake", mart, env=env)
+        with driver_for(settings) as driver:
+            live = _settled_fingerprint(driver)
+    rebuilt = lineage("replay", "--from", "earliest", "--fresh", env=env)
+    assert "replayed 6 records" in rebuilt.stdout and "6 events written" in rebuilt.stdout
+    with driver_for(settings) as driver:
+        assert graph_fingerprint(driver) == live  # the rebuilt graph is the live one
     assert len(consume_all(settings.kafka_bootstrap_servers, settings.drift_topic)) == 1  # exactly one alert
     assert alerts[0].key() == f"s3://lake/{orders}".encode()  # normalized namespace (s3a → s3)
     assert "[BREAKING] s3://lake/" + orders in tail.stdout and "TYPE_CHANGED" in tail.stdout
