@@ -159,22 +159,32 @@ def cmd_dlq(args: argparse.Namespace) -> int:
 
 
 def cmd_impact(args: argparse.Namespace) -> int:
+    from kafka_lineage.sinks import render
     from kafka_lineage.sinks.graph_sink import driver_for
-    from kafka_lineage.sinks.queries import as_rows, impact, upstream
+    from kafka_lineage.sinks.queries import as_rows, neighbourhood
 
-    query = impact if args.command == "impact" else upstream
+    direction = "down" if args.command == "impact" else "up"
     try:
         with driver_for(ClientSettings.from_env()) as driver:
-            rows = as_rows(query(driver, args.namespace, args.name, args.depth))
+            graph = neighbourhood(driver, args.namespace, args.name, args.depth, direction)
     except ValueError as exc:
         raise ConfigError(f"--depth: {exc}") from None
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
-    title = "downstream of" if args.command == "impact" else "upstream of"
-    print(f"{len(rows)} nodes {title} {args.namespace} {args.name} (depth ≤ {args.depth})")
-    for row in rows:
-        print(f"  {row['depth']:>3}  {row['kind']:8} {row['namespace']}  {row['name']}")
+    title = f"{'downstream of' if direction == 'down' else 'upstream of'} {args.namespace} {args.name}"
+    if args.format == "json":
+        print(json.dumps(as_rows(graph.nodes), indent=2))
+    elif args.format == "dot":
+        print(render.to_dot(graph), end="")
+    elif args.format in ("svg", "html"):
+        picture = (render.to_svg(graph, direction == "up") if args.format == "svg"
+                   else render.to_html(graph, title, direction == "up"))
+        output = Path(args.output or f".lineage/pictures/{args.command}.{args.format}")
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(picture)
+        print(f"{len(graph.nodes)} nodes {title}: picture in {output.resolve()}")
+    else:
+        print(f"{len(graph.nodes)} nodes {title} (depth ≤ {args.depth})")
+        for row in as_rows(graph.nodes):
+            print(f"  {row['depth']:>3}  {row['kind']:8} {row['namespace']}  {row['name']}")
     return 0
 
 
@@ -309,7 +319,9 @@ def build_parser() -> argparse.ArgumentParser:
         query.add_argument("namespace", help="dataset namespace, e.g. s3://lake or postgres://db:5432")
         query.add_argument("name", help="dataset name, e.g. mart/orders or shop.public.orders")
         query.add_argument("--depth", type=int, default=5, help="how many jobs deep (default 5)")
-        query.add_argument("--json", action="store_true")
+        query.add_argument("--format", default="table", choices=["table", "json", "dot", "svg", "html"],
+                           help="svg/html: a picture written to --output (default .lineage/pictures/)")
+        query.add_argument("--output", help="where the svg/html picture goes")
         query.set_defaults(handler=cmd_impact)
 
     replay = sub.add_parser("replay", help="rebuild the graph (or repair a time window) from openlineage.events")

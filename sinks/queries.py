@@ -55,3 +55,28 @@ def upstream(driver: Driver, namespace: str, name: str, depth: int = 5, limit: i
 
 def as_rows(reached: list[Reached]) -> list[dict[str, Any]]:
     return [{"depth": r.depth, "kind": r.kind, "namespace": r.namespace, "name": r.name} for r in reached]
+
+
+@dataclass(frozen=True)
+class Neighbourhood:
+    """The nodes reached from a dataset and the lineage edges between them, for pictures (``render``)."""
+
+    start: Reached
+    nodes: list[Reached]
+    edges: list[tuple[tuple[str, str, str], tuple[str, str, str]]]  # ((kind, namespace, name), (kind, ns, name))
+
+
+def _edges_query(direction: str, depth: int) -> str:
+    match = _traversal(direction, depth).split(" WITH ")[0]
+    return (f"{match} UNWIND relationships(path) AS rel WITH DISTINCT startNode(rel) AS a, endNode(rel) AS b "
+            "RETURN CASE WHEN a:Job THEN 'job' ELSE 'dataset' END AS akind, a.namespace AS ans, a.name AS aname, "
+            "CASE WHEN b:Job THEN 'job' ELSE 'dataset' END AS bkind, b.namespace AS bns, b.name AS bname")
+
+
+def neighbourhood(driver: Driver, namespace: str, name: str, depth: int, direction: str = "down",
+                  limit: int = 1000) -> Neighbourhood:
+    nodes = _reach(driver, direction, namespace, name, depth, limit)
+    with driver.session() as session:
+        edges = [((r["akind"], r["ans"], r["aname"]), (r["bkind"], r["bns"], r["bname"]))
+                 for r in session.run(_edges_query(direction, depth), namespace=namespace, name=name, limit=limit)]
+    return Neighbourhood(Reached(0, "dataset", namespace, name), nodes, sorted(set(edges)))

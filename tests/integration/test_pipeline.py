@@ -89,8 +89,11 @@ def test_a_schema_change_becomes_an_alert_with_its_impact_and_a_rebuild_matches(
         time.sleep(2)
         tail = lineage("alerts", "tail", env=env)
         as_json = lineage("alerts", "tail", "--json", env=env)
-        impact = lineage("impact", "s3://lake", orders, "--json", env=env)
+        impact = lineage("impact", "s3://lake", orders, "--format", "json", env=env)
         upstream = lineage("upstream", "s3://lake", mart, env=env)
+        dot = lineage("impact", "s3://lake", orders, "--format", "dot", env=env)
+        page = lineage("impact", "s3://lake", orders, "--format", "html", "--output", str(tmp_path / "i.html"),
+                       env=env)
         with driver_for(settings) as driver:
             live = _settled_fingerprint(driver)
     rebuilt = lineage("replay", "--from", "earliest", "--fresh", env=env)
@@ -104,3 +107,5 @@ def test_a_schema_change_becomes_an_alert_with_its_impact_and_a_rebuild_matches(
     assert f'"name": "{mart}"' in as_json.stdout and '"runId"' in as_json.stdout
     assert '"name": "daily_mart"' in impact.stdout and f'"name": "{mart}"' in impact.stdout
     assert "ingest_orders" in upstream.stdout and orders in upstream.stdout
+    assert dot.stdout.startswith("digraph lineage") and dot.stdout.count("->") == 2  # orders → job → mart
+    assert "picture in" in page.stdout and "daily_mart" in (tmp_path / "i.html").read_text()
