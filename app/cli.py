@@ -255,6 +255,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from kafka_lineage.demo import run_demo
     from kafka_lineage.stack.smoke import prove_stack
 
     settings = StackSettings.from_env()
@@ -262,6 +263,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print("\nproving that each service answers:")
     for line in prove_stack(ClientSettings.from_env()):
         print(f"  ok  {line}")
+    run_demo(ClientSettings.from_env(), settings)
     print("\nThe stack stays up for exploration; stop it with: lineage stack down")
     return 0
 

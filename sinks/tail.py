@@ -42,14 +42,14 @@ def tail(clients: ClientSettings, topic: str, schema: str, last: int, follow: bo
 
 
 def format_alert(alert: dict[str, Any]) -> str:
-    dataset = f"{alert['dataset']['namespace']}/{alert['dataset']['name']}"
-    lines = [f"[{alert['severity']}] {dataset} changed by job {alert['job']['namespace']}/{alert['job']['name']} "
+    dataset = f"{alert['dataset']['namespace']} {alert['dataset']['name']}"
+    lines = [f"[{alert['severity']}] {dataset} changed by job {alert['job']['namespace']} {alert['job']['name']} "
              f"(run {alert['runId']}) at {alert['eventTime']}"]
     for change in alert["changes"]:
         kinds = f"{change['oldType'] or '-'} → {change['newType'] or '-'}"
         lines.append(f"    {change['kind']:20} {change['path']:30} {kinds:30} {change['severity']}")
-    jobs = ", ".join(f"{j['namespace']}/{j['name']} (depth {j['depth']})" for j in alert["impactedJobs"]) or "none"
-    datasets = ", ".join(f"{d['namespace']}/{d['name']}" for d in alert["impactedDatasets"]) or "none"
+    jobs = ", ".join(f"{j['namespace']} {j['name']} (depth {j['depth']})" for j in alert["impactedJobs"]) or "none"
+    datasets = ", ".join(f"{d['namespace']} {d['name']}" for d in alert["impactedDatasets"]) or "none"
     more = " (more not listed)" if alert["impactTruncated"] else ""
     lines.append(f"    impacted jobs: {jobs}{more}")
     lines.append(f"    impacted datasets: {datasets}")
