@@ -175,7 +175,10 @@ class Kafka(Service):
         classpath = _classpath_args(home, _kafka_classpath(s))
         if not (data / "meta.properties").is_file():
             # KRaft needs its storage formatted once, with a cluster id of 16 random bytes in URL-safe base64.
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            # (A leading "-" would be read as an option by the tool: about one id in 64, so draw again.)
+            cluster_id = "-"
+            while cluster_id.startswith("-"):
+                cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             result = subprocess.run(
                 [
                     *_jvm(self.java(s), "256m", log4j),
@@ -191,7 +194,8 @@ class Kafka(Service):
                 text=True,
             )
             if result.returncode != 0:
-                raise ResolutionError(f"kafka: formatting storage in {data} failed: {result.stderr.strip()[-400:]}")
+                detail = " ".join(result.stderr.split())[-400:]  # one line, as every error of the CLI
+                raise ResolutionError(f"kafka: formatting storage in {data} failed: {detail}")
         return Launch([*_jvm(self.java(s), s.kafka_heap, log4j), classpath, "kafka.Kafka", str(config)])
 
     def probe(self, s: StackSettings) -> None:
