@@ -164,6 +164,8 @@ def cmd_impact(args: argparse.Namespace) -> int:
     from kafka_lineage.sinks.queries import as_rows, neighbourhood
 
     direction = "down" if args.command == "impact" else "up"
+    if args.column:
+        return _column_lineage(args, direction)
     try:
         with driver_for(ClientSettings.from_env()) as driver:
             graph = neighbourhood(driver, args.namespace, args.name, args.depth, direction)
@@ -185,6 +187,28 @@ def cmd_impact(args: argparse.Namespace) -> int:
         print(f"{len(graph.nodes)} nodes {title} (depth ≤ {args.depth})")
         for row in as_rows(graph.nodes):
             print(f"  {row['depth']:>3}  {row['kind']:8} {row['namespace']}  {row['name']}")
+    return 0
+
+
+def _column_lineage(args: argparse.Namespace, direction: str) -> int:
+    from kafka_lineage.sinks.graph_sink import driver_for
+    from kafka_lineage.sinks.queries import field_lineage
+
+    try:
+        with driver_for(ClientSettings.from_env()) as driver:
+            fields = field_lineage(driver, args.namespace, args.name, args.column, args.depth, direction)
+    except ValueError as exc:
+        raise ConfigError(f"--depth: {exc}") from None
+    rows = [{"depth": f.depth, "namespace": f.namespace, "name": f.name, "field": f.field} for f in fields]
+    if args.format == "json":
+        print(json.dumps(rows, indent=2))
+        return 0
+    if args.format != "table":
+        raise ConfigError("--column: pictures are table-level; use --format table or json")
+    relation = "derived from" if direction == "down" else "that feed"
+    print(f"{len(rows)} columns {relation} {args.namespace} {args.name}.{args.column} (depth ≤ {args.depth})")
+    for row in rows:
+        print(f"  {row['depth']:>3}  {row['namespace']}  {row['name']}.{row['field']}")
     return 0
 
 
@@ -320,7 +344,8 @@ def build_parser() -> argparse.ArgumentParser:
         query = sub.add_parser(name, help=text)
         query.add_argument("namespace", help="dataset namespace, e.g. s3://lake or postgres://db:5432")
         query.add_argument("name", help="dataset name, e.g. mart/orders or shop.public.orders")
-        query.add_argument("--depth", type=int, default=5, help="how many jobs deep (default 5)")
+        query.add_argument("--depth", type=int, default=5, help="how many jobs (or column hops) deep (default 5)")
+        query.add_argument("--column", help="column-level: follow this field of the dataset")
         query.add_argument("--format", default="table", choices=["table", "json", "dot", "svg", "html"],
                            help="svg/html: a picture written to --output (default .lineage/pictures/)")
         query.add_argument("--output", help="where the svg/html picture goes")

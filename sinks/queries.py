@@ -80,3 +80,25 @@ def neighbourhood(driver: Driver, namespace: str, name: str, depth: int, directi
         edges = [((r["akind"], r["ans"], r["aname"]), (r["bkind"], r["bns"], r["bname"]))
                  for r in session.run(_edges_query(direction, depth), namespace=namespace, name=name, limit=limit)]
     return Neighbourhood(Reached(0, "dataset", namespace, name), nodes, sorted(set(edges)))
+
+
+@dataclass(frozen=True, order=True)
+class ReachedField:
+    depth: int
+    namespace: str
+    name: str
+    field: str
+
+
+def field_lineage(driver: Driver, namespace: str, name: str, field: str, depth: int = 5, direction: str = "down",
+                  limit: int = 1000) -> list[ReachedField]:
+    """Columns derived from a column (``down``), or the columns it derives from (``up``), nearest first."""
+    if not isinstance(depth, int) or not 1 <= depth <= MAX_DEPTH:
+        raise ValueError(f"depth must be an integer from 1 to {MAX_DEPTH}, got {depth!r}")
+    arrow = f"<-[:DERIVES_FROM*1..{depth}]-" if direction == "down" else f"-[:DERIVES_FROM*1..{depth}]->"
+    query = (f"MATCH path = (:Field {{namespace: $namespace, name: $name, field: $field}}){arrow}(f:Field) "
+             "WITH f, min(length(path)) AS depth RETURN depth, f.namespace AS namespace, f.name AS name, "
+             "f.field AS field ORDER BY depth, namespace, name, field LIMIT $limit")
+    with driver.session() as session:
+        return [ReachedField(r["depth"], r["namespace"], r["name"], r["field"])
+                for r in session.run(query, namespace=namespace, name=name, field=field, limit=limit)]

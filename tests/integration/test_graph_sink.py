@@ -18,6 +18,7 @@ from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import event_to_record
 from kafka_lineage.schemas.wire import AvroCodec
 from kafka_lineage.sinks.graph_sink import driver_for, graph_fingerprint
+from kafka_lineage.stack.manager import Stack
 
 from tests.openlineage_samples import PRODUCER
 
@@ -109,6 +110,11 @@ def test_lineage_lands_in_neo4j_order_independent_and_idempotent(clients: Client
                     "-[:DERIVES_FROM]->(i:Field) RETURN i.name + '.' + i.field", {"name": f"{namespace}/totals"}
                 ).single()[0]
             assert downstream == ["downstream"] and derived == "shop.public.orders.amount"
+            feeds = lineage("upstream", "s3://lake", f"{namespace}/totals", "--column", "total", env=sink_env)
+            assert "postgres://db:5432  shop.public.orders.amount" in feeds.stdout
+            derived_from = lineage("impact", "postgres://db:5432", "shop.public.orders", "--column", "amount",
+                                   "--format", "json", env=sink_env)
+            assert f'"name": "{namespace}/totals"' in derived_from.stdout and '"field": "total"' in derived_from.stdout
             before = graph_fingerprint(driver)
             _publish(settings, events)  # the same events again: nothing changes
             time.sleep(3)
@@ -122,3 +128,24 @@ def test_lineage_lands_in_neo4j_order_independent_and_idempotent(clients: Client
     assert letter["value"] == b"not avro at all"
     shown = lineage("dlq", "tail", env=sink_env)
     assert "graph-sink" in shown.stdout and "bad-magic-byte" in shown.stdout and "first byte is 0x6e" in shown.stdout
+
+
+def test_neo4j_outage_is_waited_out_without_loss(clients: ClientSettings, sink_env: dict[str, str],
+                                                 stack_settings) -> None:
+    settings = _settings(sink_env)
+    prepare_pipeline(settings, 3)
+    namespace = f"outage-{uuid.uuid4().hex[:6]}"
+    runs = [str(uuid.uuid4()) for _ in range(20)]
+    stack = Stack(stack_settings)
+    with sink_process(sink_env) as sink:
+        stack.down(["neo4j"])
+        try:
+            _publish(settings, [_event(namespace, run, f"job-{i}", "COMPLETE", i % 60) for i, run in enumerate(runs)])
+            time.sleep(5)  # the sink is retrying against a stopped database
+        finally:
+            stack.up(["neo4j"])
+        with driver_for(settings) as driver:
+            assert _wait_for(driver, "MATCH (r:Run)-[:OF_JOB]->(j:Job {namespace: $ns}) RETURN count(r)",
+                             {"ns": namespace}, len(runs), timeout=90) == len(runs)
+    assert sink.returncode == 0 and ("Neo4j unavailable" in sink.output or "Connection refused" in sink.output)
+    assert consume_all(settings.kafka_bootstrap_servers, settings.dlq_topic) == []
