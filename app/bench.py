@@ -21,11 +21,15 @@ import requests
 from confluent_kafka import Consumer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings
-from kafka_lineage.processes import collector_process, processor_process
+from kafka_lineage.kafka_io import AckingProducer
+from kafka_lineage.processes import collector_process, processor_process, sink_process
 from kafka_lineage.producers.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
 from kafka_lineage.producers.publisher import EventPublisher
 from kafka_lineage.schemas import registry
+from kafka_lineage.schemas.openlineage import event_to_record
 from kafka_lineage.schemas.wire import AvroCodec
+from kafka_lineage.sinks.graph_sink import driver_for
+from kafka_lineage.sinks.queries import impact, upstream
 from kafka_lineage.stack.smoke import ensure_topic
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import schema_dataset
@@ -230,6 +234,89 @@ def format_processor(result: dict[str, Any]) -> str:
         rows.append(f"{run['workers']:>7} {run['events']:>8} {run['events_per_s']:>10,.0f} {latency['p50']:>8.0f} "
                     f"{latency['p99']:>8.0f}  {', '.join(f'{m:.0f}' for m in run['rss_mib'])}")
     return "\n".join(rows)
+
+
+def bench_sink(settings: ClientSettings, count: int) -> dict[str, Any]:
+    """Events/s of one ``lineage sink`` writing a backlog of ``count`` normalized events (START/COMPLETE pairs)."""
+    prefix = f"lineage.bench.sink.{uuid.uuid4().hex[:8]}"
+    env = {"LINEAGE_NORMALIZED_TOPIC": f"{prefix}.normalized", "LINEAGE_DLQ_TOPIC": f"{prefix}.dlq",
+           "LINEAGE_EVENTS_TOPIC": f"{prefix}.events", "LINEAGE_DRIFT_TOPIC": f"{prefix}.drift",
+           "LINEAGE_SINK_GROUP": prefix, "LINEAGE_PARTITIONS": "6"}
+    local = ClientSettings.from_env({**os.environ, **env})
+    namespace = f"bench-sink-{uuid.uuid4().hex[:6]}"
+    events = run_pairs(count)
+    for event in events:
+        event["job"] = {**event["job"], "namespace": namespace}
+    with sink_process(env):
+        client = SchemaRegistryClient(local.registry_config())
+        schema_id = registry.registered_id(client, local.normalized_topic, "normalized_event")
+        codec = AvroCodec("normalized_event", registry.schema_fetcher(client))
+        now = datetime.now(UTC)
+        records = [(f"run:{namespace}".encode(), codec.encode({
+            "event": event_to_record(event), "schemaChanges": [], "processing": {
+                "dedupeId": str(index), "processedAt": now, "late": False, "sourceTopic": None,
+                "sourcePartition": None, "sourceOffset": None, "producedAt": None, "renamedDatasets": []}},
+            schema_id)) for index, event in enumerate(events)]
+        producer = AckingProducer({"bootstrap.servers": local.kafka_bootstrap_servers})
+        started = time.perf_counter()
+        producer.send(local.normalized_topic, records).result(300)
+        producer.close()
+        with driver_for(local) as driver:
+            runs, deadline = 0, time.monotonic() + 1800
+            while runs < count // 2 and time.monotonic() < deadline:
+                time.sleep(0.5)
+                with driver.session() as session:
+                    runs = session.run("MATCH (:Job {namespace: $ns})<-[:OF_JOB]-(r:Run) WHERE r.state = 'COMPLETE' "
+                                       "RETURN count(r)", ns=namespace).single()[0]
+        elapsed = time.perf_counter() - started
+    return {"events": count, "events_per_s": count / elapsed, "seconds": elapsed}
+
+
+def bench_query(settings: ClientSettings, jobs: int, queries: int = 200, depth: int = 10) -> dict[str, Any]:
+    """impact/upstream latency at ``depth`` on a generated layered DAG of ``jobs`` jobs (3 relationships each)."""
+    namespace = f"bench-graph-{uuid.uuid4().hex[:6]}"
+    width = max(10, jobs // 40)  # 40 layers of jobs; each reads two datasets of its layer and writes one below
+    with driver_for(settings) as driver:
+        with driver.session() as session:
+            for start in range(0, jobs, 5000):
+                session.run(
+                    "UNWIND $ids AS i WITH i, i / $width AS layer, i % $width AS slot "
+                    "MERGE (j:Job {namespace: $ns, name: 'job-' + toString(i)}) "
+                    "MERGE (a:Dataset {namespace: $ns, name: 'd-' + toString(layer) + '-' + toString(slot)}) "
+                    "MERGE (b:Dataset {namespace: $ns, name: 'd-' + toString(layer) + '-' + "
+                    "toString((slot + 1) % $width)}) "
+                    "MERGE (o:Dataset {namespace: $ns, name: 'd-' + toString(layer + 1) + '-' + toString(slot)}) "
+                    "MERGE (a)-[:INPUT_TO]->(j) MERGE (b)-[:INPUT_TO]->(j) MERGE (j)-[:OUTPUTS]->(o)",
+                    ids=list(range(start, min(jobs, start + 5000))), width=width, ns=namespace).consume()
+            relationships = session.run("MATCH ()-[r]->() RETURN count(r)").single()[0]
+        timings: dict[str, list[float]] = {"impact": [], "upstream": []}
+        for index in range(queries):
+            slot = (index * 7919) % width
+            for name, query, layer in (("impact", impact, 0), ("upstream", upstream, 39)):
+                started = time.perf_counter()
+                query(driver, namespace, f"d-{layer}-{slot}", depth, 1000)
+                timings[name].append((time.perf_counter() - started) * 1000)
+    return {"jobs": jobs, "relationships_in_database": relationships, "depth": depth, "queries": queries,
+            **{f"{name}_ms": {"p50": _percentile(values, 0.5), "p99": _percentile(values, 0.99)}
+               for name, values in timings.items()}}
+
+
+def run_graph_bench(count: int, jobs: int, output: Path) -> dict[str, Any]:
+    settings = ClientSettings.from_env()
+    result = {"bench": "graph", "at": datetime.now(UTC).isoformat(),
+              "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+              "sink": bench_sink(settings, count), "query": bench_query(settings, jobs)}
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def format_graph(result: dict[str, Any]) -> str:
+    sink, query = result["sink"], result["query"]
+    return (f"graph sink: {sink['events']} events in {sink['seconds']:.1f}s = {sink['events_per_s']:,.0f} events/s\n"
+            f"queries at depth {query['depth']} over {query['relationships_in_database']:,} relationships: "
+            f"impact p50 {query['impact_ms']['p50']:.1f} ms / p99 {query['impact_ms']['p99']:.1f} ms, "
+            f"upstream p50 {query['upstream_ms']['p50']:.1f} ms / p99 {query['upstream_ms']['p99']:.1f} ms")
 
 
 def format_emit(result: dict[str, Any]) -> str:

@@ -274,6 +274,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(bench.format_emit(result))
     elif args.stage == "processor":
         print(bench.format_processor(bench.run_processor_bench(args.events, output)))
+    else:
+        print(bench.format_graph(bench.run_graph_bench(args.events, args.graph_jobs, output)))
     print(f"results: {output}")
     return 0
 
@@ -375,8 +377,11 @@ def build_parser() -> argparse.ArgumentParser:
     connect.set_defaults(handler=cmd_connect)
 
     bench = sub.add_parser("bench", help="measure throughput/latency side by side (writes a JSON result file)")
-    bench.add_argument("stage", choices=["emit", "processor"])
+    bench.add_argument("stage", choices=["emit", "processor", "graph"],
+                       help="graph: sink events/s, then impact/upstream latency on a generated DAG")
     bench.add_argument("--events", type=int, default=20_000, help="events per measurement (default 20000)")
+    bench.add_argument("--graph-jobs", type=int, default=100_000,
+                       help="graph: jobs in the generated DAG (3 relationships each; default 100000)")
     bench.add_argument("--output", help="JSON result file (default .lineage/bench/<stage>.json)")
     bench.set_defaults(handler=cmd_bench)
 
