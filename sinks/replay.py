@@ -94,16 +94,16 @@ def replay(clients: ClientSettings, *, start: str | None = "earliest", end: str 
             while open_partitions:
                 batch = []
                 for message in consumer.consume(batch_size, 1.0):
-                    if message.error() is not None or message.partition() not in open_partitions:
+                    if message.error() is not None or message.offset() >= ends[message.partition()]:
                         continue
-                    if message.offset() >= ends[message.partition()]:
-                        open_partitions.discard(message.partition())
-                        continue
-                    if message.offset() + 1 >= ends[message.partition()]:
-                        open_partitions.discard(message.partition())
                     timestamp = message.timestamp()[1]
                     batch.append(Incoming(message.key(), message.value(), message.partition(), message.offset(),
                                           timestamp if timestamp > 0 else None, topic))
+                # Positions, not the last offset seen: a committed transaction's marker can be a partition's last
+                # offset, and read_committed never returns it as a message.
+                for position in consumer.position([TopicPartition(topic, p) for p in open_partitions]):
+                    if position.offset >= ends[position.partition]:
+                        open_partitions.discard(position.partition)
                 if batch:
                     report.records += len(batch)
                     _write(driver, core.process(batch, time.time()), report)
