@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint stack-down clean
+.PHONY: install demo test faults lint stack-down clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,9 @@ lint: $(STAMP)
 
 test: lint
 	$(VENV)/bin/pytest
+
+faults: $(STAMP)
+	$(VENV)/bin/pytest -m fault
 
 stack-down: $(STAMP)
 	$(VENV)/bin/lineage stack down

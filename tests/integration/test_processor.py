@@ -161,6 +161,7 @@ def test_poison_messages_go_to_the_dlq_while_good_events_flow(clients: ClientSet
     assert any("run.runId" in record["errorMessage"] for _, record, _ in dead)
 
 
+@pytest.mark.fault  # failed once in a full clean-clone run (restarted worker consumed nothing); see the notes
 def test_a_killed_worker_restarts_without_loss_or_duplicates(clients: ClientSettings, pipeline: dict[str, str]
                                                              ) -> None:
     runs = [str(uuid.uuid4()) for _ in range(1500)]
