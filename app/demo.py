@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -97,11 +98,12 @@ def _wait_for_downstream(clients: ClientSettings, dataset: str, timeout: float =
     raise RuntimeError(f"the graph did not show the readers of {dataset} within {timeout:.0f}s")
 
 
-def _wait_for_alert(clients: ClientSettings, dataset: str, timeout: float = 120) -> dict[str, Any]:
+def _wait_for_alert(clients: ClientSettings, dataset: str, since: datetime, timeout: float = 120) -> dict[str, Any]:
+    """This run's alert for ``dataset`` (an earlier demo on the same stack left its own on the topic)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for alert in tail(clients, clients.drift_topic, "schema_drift_alert", 200, follow=False):
-            if alert["dataset"]["name"] == dataset:
+            if alert["dataset"]["name"] == dataset and alert["detectedAt"] >= since:
                 return alert
         time.sleep(1)
     raise RuntimeError(f"no schema-drift alert for {dataset} within {timeout:.0f}s")
@@ -132,8 +134,9 @@ def run_demo(clients: ClientSettings, stack: StackSettings) -> None:
         _wait_for_downstream(clients, cleaned)
 
         _step("the upstream Spark job changes a column: orders_cleaned.amount double → string")
+        changed_at = datetime.now(UTC)
         _spark(workdir, collector.url, "--amount-as-string")
-        alert = _wait_for_alert(clients, cleaned)
+        alert = _wait_for_alert(clients, cleaned, changed_at)
         transport.close()
         requests.delete(f"{clients.connect_url}/connectors/{connector}", timeout=30)
 
