@@ -26,6 +26,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings, ProcessorSettings
 from kafka_lineage.kafka_io import AckingProducer, prepare_pipeline
 from kafka_lineage.processors.core import Incoming, Output, ProcessorCore
+from kafka_lineage.processors.faust_transport import App
 from kafka_lineage.processors.normalize import parse_aliases
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.wire import AvroCodec
@@ -49,7 +50,7 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings) -> faust.App
     dead_letter_id = registry.registered_id(registry_client, clients.dlq_topic, "dead_letter")
     fetch = registry.schema_fetcher(registry_client)
 
-    app = faust.App(
+    app = App(
         settings.group_id,
         broker=f"kafka://{clients.kafka_bootstrap_servers}",
         store="memory://",
