@@ -45,6 +45,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from operator import itemgetter
 from typing import Any
 
 from kafka_lineage.schemas.openlineage import lifecycle_rank
@@ -228,15 +229,22 @@ _KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
+_KEY_OF: dict[str, Callable[[Row], Any]] = {kind: itemgetter(*columns) for kind, columns in _KEYS.items()}
+
+
 class _Builder:
     def __init__(self) -> None:
-        self.rows: dict[str, dict[tuple[str, ...], Row]] = {kind: {} for kind in _KEYS}
+        self.rows: dict[str, dict[Any, Row]] = {kind: {} for kind in _KEYS}
+        # (namespace, name, version) whose field rows are in: every event of a job repeats its output's schema
+        self.schemas_done: set[tuple[str, str, str]] = set()
+        self.versions: dict[str, str] = {}  # fields JSON → schema version: hashing is the costlier step
 
     def add(self, kind: str, row: Row) -> None:
-        key = tuple(row[column] for column in _KEYS[kind])
-        old = self.rows[kind].get(key)
+        key = _KEY_OF[kind](row)
+        rows = self.rows[kind]
+        old = rows.get(key)
         if old is None:
-            self.rows[kind][key] = row
+            rows[key] = row
             return
         for prop, rule in _RULES.get(kind, {}).items():
             old[prop] = rule(old.get(prop), row.get(prop))
@@ -256,8 +264,9 @@ class _Builder:
     def dataset(self, namespace: str, name: str, schema: Row | None = None) -> None:
         self.add("datasets", {"namespace": namespace, "name": name, "schema": schema})
 
-    def field(self, namespace: str, name: str, path: str) -> None:
-        self.dataset(namespace, name)
+    def field(self, namespace: str, name: str, path: str, with_dataset: bool = True) -> None:
+        if with_dataset:
+            self.dataset(namespace, name)
         self.add("fields", {"namespace": namespace, "name": name, "field": path})
         self.add("has_field", {"namespace": namespace, "name": name, "field": path})
 
@@ -277,14 +286,18 @@ def _dataset_facets(b: _Builder, dataset: Any, time: str | None) -> tuple[str, s
     facets = _dict(dataset.get("facets"))
     fields = schema_fields(dataset)
     if fields:
-        version = schema_version(fields)  # the processor's hash, so alerts and graph name versions alike
         fields_json = json.dumps(fields, separators=(",", ":"), ensure_ascii=False)  # as the drift alert writes it
+        version = b.versions.get(fields_json)
+        if version is None:  # the processor's hash, so alerts and graph name versions alike
+            version = b.versions[fields_json] = schema_version(fields)
         b.dataset(namespace, name, _group(time or _NO_TIME_MAX, version=version))
         b.add("schema_versions", {"namespace": namespace, "name": name, "hash": version,
                                   "first": _group(time or _NO_TIME_MIN, fields=fields_json, firstSeen=time)})
         b.add("has_schema", {"namespace": namespace, "name": name, "hash": version})
-        for path in field_paths(fields):
-            b.field(namespace, name, path)
+        if (namespace, name, version) not in b.schemas_done:  # field rows have no merge rules: once is enough
+            b.schemas_done.add((namespace, name, version))
+            for path in field_paths(fields):
+                b.field(namespace, name, path, with_dataset=False)
     else:
         b.dataset(namespace, name)
     for out_field, spec in _dict(_dict(facets.get("columnLineage")).get("fields")).items():
@@ -386,10 +399,6 @@ def _add_event(b: _Builder, event: Mapping[str, Any]) -> None:
                 b.add("run_totals", {"runId": run_id})
 
 
-def _sort_key(row: Row, columns: Sequence[str]) -> tuple[str, ...]:
-    return tuple(row[column] for column in columns)
-
-
 def graph_batch(events: Iterable[Mapping[str, Any]]) -> GraphBatch:
     """Fold events (OpenLineage JSON dicts, names already normalized) into one row per node and relationship.
 
@@ -400,8 +409,7 @@ def graph_batch(events: Iterable[Mapping[str, Any]]) -> GraphBatch:
     for event in events:
         if isinstance(event, Mapping):
             _add_event(b, event)
-    return GraphBatch({kind: tuple(sorted(rows.values(), key=lambda row, k=_KEYS[kind]: _sort_key(row, k)))
-                       for kind, rows in b.rows.items() if rows})
+    return GraphBatch({kind: tuple(rows[key] for key in sorted(rows)) for kind, rows in b.rows.items() if rows})
 
 
 # --- Cypher --------------------------------------------------------------------------------------------------------
