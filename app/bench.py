@@ -21,7 +21,7 @@ import requests
 from confluent_kafka import Consumer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings
-from kafka_lineage.kafka_io import AckingProducer
+from kafka_lineage.kafka_io import AckingProducer, prepare_pipeline
 from kafka_lineage.processes import collector_process, processor_process, sink_process
 from kafka_lineage.producers.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
 from kafka_lineage.producers.publisher import EventPublisher
@@ -30,6 +30,7 @@ from kafka_lineage.schemas.openlineage import event_to_record
 from kafka_lineage.schemas.wire import AvroCodec
 from kafka_lineage.sinks.graph_sink import driver_for
 from kafka_lineage.sinks.queries import impact, upstream
+from kafka_lineage.sinks.replay import replay
 from kafka_lineage.stack.smoke import ensure_topic
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import schema_dataset
@@ -301,22 +302,53 @@ def bench_query(settings: ClientSettings, jobs: int, queries: int = 200, depth: 
                for name, values in timings.items()}}
 
 
-def run_graph_bench(count: int, jobs: int, output: Path) -> dict[str, Any]:
+def bench_replay(settings: ClientSettings, count: int) -> dict[str, Any]:
+    """Events/s of ``lineage replay`` (raw topic → processor core → graph) over ``count`` raw events."""
+    prefix = f"lineage.bench.replay.{uuid.uuid4().hex[:8]}"
+    local = ClientSettings.from_env({**os.environ, "LINEAGE_EVENTS_TOPIC": f"{prefix}.events"})
+    namespace = f"bench-replay-{uuid.uuid4().hex[:6]}"
+    events = run_pairs(count)
+    for event in events:
+        event["job"] = {**event["job"], "namespace": namespace}
+    prepare_pipeline(local, 6)
+    publisher = EventPublisher.from_settings(local, local.events_topic)
+    try:
+        publisher.send([publisher.encode(event) for event in events]).result(300)
+    finally:
+        publisher.close()
+    report = replay(local, start="earliest")
+    return {"events": count, "events_per_s": report.records / report.seconds, "seconds": report.seconds,
+            "written": report.written, "duplicates": report.duplicates, "dead_letters": report.dead_letters}
+
+
+def run_graph_bench(stage: str, count: int, jobs: int, output: Path) -> dict[str, Any]:
+    """``stage``: "sink" (sink backlog + replay), "query", or "graph" (all of them)."""
     settings = ClientSettings.from_env()
-    result = {"bench": "graph", "at": datetime.now(UTC).isoformat(),
-              "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-              "sink": bench_sink(settings, count), "query": bench_query(settings, jobs)}
+    result: dict[str, Any] = {"bench": stage, "at": datetime.now(UTC).isoformat(),
+                              "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
+    if stage in ("sink", "graph"):
+        result["sink"] = bench_sink(settings, count)
+        result["replay"] = bench_replay(settings, count)
+    if stage in ("query", "graph"):
+        result["query"] = bench_query(settings, jobs)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(result, indent=2) + "\n")
     return result
 
 
 def format_graph(result: dict[str, Any]) -> str:
-    sink, query = result["sink"], result["query"]
-    return (f"graph sink: {sink['events']} events in {sink['seconds']:.1f}s = {sink['events_per_s']:,.0f} events/s\n"
-            f"queries at depth {query['depth']} over {query['relationships_in_database']:,} relationships: "
-            f"impact p50 {query['impact_ms']['p50']:.1f} ms / p99 {query['impact_ms']['p99']:.1f} ms, "
-            f"upstream p50 {query['upstream_ms']['p50']:.1f} ms / p99 {query['upstream_ms']['p99']:.1f} ms")
+    lines = []
+    for name in ("sink", "replay"):
+        if name in result:
+            part = result[name]
+            lines.append(f"{'graph sink' if name == 'sink' else 'replay'}: {part['events']} events in "
+                         f"{part['seconds']:.1f}s = {part['events_per_s']:,.0f} events/s")
+    if "query" in result:
+        query = result["query"]
+        lines.append(f"queries at depth {query['depth']} over {query['relationships_in_database']:,} relationships: "
+                     f"impact p50 {query['impact_ms']['p50']:.1f} ms / p99 {query['impact_ms']['p99']:.1f} ms, "
+                     f"upstream p50 {query['upstream_ms']['p50']:.1f} ms / p99 {query['upstream_ms']['p99']:.1f} ms")
+    return "\n".join(lines)
 
 
 def format_emit(result: dict[str, Any]) -> str:

@@ -275,7 +275,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     elif args.stage == "processor":
         print(bench.format_processor(bench.run_processor_bench(args.events, output)))
     else:
-        print(bench.format_graph(bench.run_graph_bench(args.events, args.graph_jobs, output)))
+        print(bench.format_graph(bench.run_graph_bench(args.stage, args.events, args.graph_jobs, output)))
     print(f"results: {output}")
     return 0
 
@@ -377,11 +377,12 @@ def build_parser() -> argparse.ArgumentParser:
     connect.set_defaults(handler=cmd_connect)
 
     bench = sub.add_parser("bench", help="measure throughput/latency side by side (writes a JSON result file)")
-    bench.add_argument("stage", choices=["emit", "processor", "graph"],
-                       help="graph: sink events/s, then impact/upstream latency on a generated DAG")
+    bench.add_argument("stage", choices=["emit", "processor", "sink", "query", "graph"],
+                       help="sink: graph sink backlog and replay events/s; query: impact/upstream latency on a "
+                            "generated DAG; graph: both")
     bench.add_argument("--events", type=int, default=20_000, help="events per measurement (default 20000)")
     bench.add_argument("--graph-jobs", type=int, default=100_000,
-                       help="graph: jobs in the generated DAG (3 relationships each; default 100000)")
+                       help="query/graph: jobs in the generated DAG (3 relationships each; default 100000)")
     bench.add_argument("--output", help="JSON result file (default .lineage/bench/<stage>.json)")
     bench.set_defaults(handler=cmd_bench)
 

@@ -248,7 +248,7 @@ class SinkSettings:
 
     group_id: str = "lineage-graph-sink"
     partitions: int = 6
-    batch_size: int = 500
+    batch_size: int = 2000
     poll_seconds: float = 0.5
     report_seconds: float = 30.0
 
@@ -258,7 +258,7 @@ class SinkSettings:
         return cls(
             group_id=values.get("LINEAGE_SINK_GROUP", "lineage-graph-sink"),
             partitions=int(_positive(values, "LINEAGE_PARTITIONS", 6)),
-            batch_size=int(_positive(values, "LINEAGE_SINK_BATCH", 500)),
+            batch_size=int(_positive(values, "LINEAGE_SINK_BATCH", 2000)),
             poll_seconds=_positive(values, "LINEAGE_SINK_POLL_SECONDS", 0.5),
             report_seconds=_positive(values, "LINEAGE_REPORT_SECONDS", 30.0),
         )

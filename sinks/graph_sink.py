@@ -52,7 +52,12 @@ def graph_fingerprint(driver: Driver) -> str:
 
 def write_events(driver: Driver, events: list[dict[str, Any]]) -> None:
     """All statements of one batch in one write transaction (retried by the driver on transient errors)."""
-    work = statements(graph_batch(events))
+    write_statements(driver, statements(graph_batch(events)))
+
+
+def write_statements(driver: Driver, work: list[tuple[str, dict[str, Any]]]) -> None:
+    """Run prepared ``graph_model.statements`` in one write transaction (a thread may do this while the caller
+    prepares the next batch: the driver waits on the socket without holding the GIL)."""
 
     def transaction(tx: Any) -> None:
         for query, parameters in work:

@@ -14,6 +14,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -24,7 +25,8 @@ from kafka_lineage.processors.core import Incoming, Output, ProcessorCore
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import record_to_event
 from kafka_lineage.schemas.wire import AvroCodec
-from kafka_lineage.sinks.graph_sink import driver_for, ensure_constraints, write_events
+from kafka_lineage.sinks.graph_model import graph_batch, statements
+from kafka_lineage.sinks.graph_sink import driver_for, ensure_constraints, write_statements
 from neo4j import Driver
 
 
@@ -79,7 +81,7 @@ def replay(clients: ClientSettings, *, start: str | None = "earliest", end: str 
     consumer = Consumer({"bootstrap.servers": clients.kafka_bootstrap_servers,
                          "group.id": f"lineage-replay-{uuid.uuid4()}", "enable.auto.commit": False,
                          "isolation.level": "read_committed"})
-    with driver_for(clients) as driver:
+    with driver_for(clients) as driver, _PipelinedWriter(driver) as writer:
         if fresh:
             wipe(driver)
         ensure_constraints(driver)
@@ -106,23 +108,50 @@ def replay(clients: ClientSettings, *, start: str | None = "earliest", end: str 
                         open_partitions.discard(position.partition)
                 if batch:
                     report.records += len(batch)
-                    _write(driver, core.process(batch, time.time()), report)
+                    writer.write(core.process(batch, time.time()), report)
                     if progress:
                         progress(report, total)
-            _write(driver, core.expire(float("inf"), set(ends)), report)  # what the hold-back window still held
+            writer.write(core.expire(float("inf"), set(ends)), report)  # what the hold-back window still held
         finally:
             consumer.close()
     report.seconds = time.monotonic() - started
     return report
 
 
-def _write(driver: Driver, output: Output, report: ReplayReport) -> None:
-    events = [record_to_event(record["event"]) for _, record in output.normalized]
-    if events:
-        write_events(driver, events)
-    report.written += len(events)
-    report.dead_letters += len(output.dead_letters)
-    report.duplicates += output.duplicates
+class _PipelinedWriter:
+    """Writes batch N in a thread while the caller decodes and processes batch N+1: Neo4j and Python overlap.
+
+    At most one batch is in flight; its error surfaces at the next ``write`` or on exit, so nothing fails silently.
+    """
+
+    def __init__(self, driver: Driver) -> None:
+        self.driver = driver
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay-writer")
+        self.pending: Future[None] | None = None
+
+    def write(self, output: Output, report: ReplayReport) -> None:
+        events = [record_to_event(record["event"]) for _, record in output.normalized]
+        work = statements(graph_batch(events)) if events else []
+        self.wait()
+        if work:
+            self.pending = self.executor.submit(write_statements, self.driver, work)
+        report.written += len(events)
+        report.dead_letters += len(output.dead_letters)
+        report.duplicates += output.duplicates
+
+    def wait(self) -> None:
+        if self.pending is not None:
+            pending, self.pending = self.pending, None
+            pending.result()
+
+    def __enter__(self) -> _PipelinedWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            self.wait()
+        finally:
+            self.executor.shutdown(wait=True)
 
 
 def progress_bar(width: int = 30) -> Callable[[ReplayReport, int], None]:
