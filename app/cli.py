@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -215,9 +216,16 @@ def _column_lineage(args: argparse.Namespace, direction: str) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     from kafka_lineage.sinks.replay import progress_bar, replay
 
+    window = ProcessorSettings.from_env().window_seconds
     try:
-        report = replay(ClientSettings.from_env(), start=args.from_, end=args.to, fresh=args.fresh,
-                        window_seconds=ProcessorSettings.from_env().window_seconds, progress=progress_bar())
+        if args.engine == "spark":
+            from kafka_lineage.sinks.spark_replay import replay_on_spark
+
+            report = replay_on_spark(ClientSettings.from_env(), start=args.from_, end=args.to, fresh=args.fresh,
+                                     master=args.spark_master, window_seconds=window)
+        else:
+            report = replay(ClientSettings.from_env(), start=args.from_, end=args.to, fresh=args.fresh,
+                            window_seconds=window, progress=progress_bar())
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     print(f"\nreplayed {report.records} records in {report.seconds:.1f}s "
@@ -357,6 +365,10 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--from", dest="from_", default="earliest", help="earliest (default) or an ISO time")
     replay.add_argument("--to", help="an ISO time (default: the end of the topic when replay starts)")
     replay.add_argument("--fresh", action="store_true", help="empty the graph first (a full rebuild)")
+    replay.add_argument("--engine", choices=["local", "spark"], default="local",
+                        help="local: this process (default); spark: a PySpark job, one task per topic partition")
+    replay.add_argument("--spark-master", default=os.environ.get("LINEAGE_SPARK_MASTER", "local[*]"),
+                        help="Spark master URL for --engine spark (default $LINEAGE_SPARK_MASTER or local[*])")
     replay.set_defaults(handler=cmd_replay)
 
     graph = sub.add_parser("graph", help="the lineage graph in Neo4j")

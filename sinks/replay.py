@@ -13,15 +13,16 @@ from __future__ import annotations
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from kafka_lineage.config import ClientSettings
+from kafka_lineage.config import ClientSettings, ProcessorSettings
 from kafka_lineage.processors.core import Incoming, Output, ProcessorCore
+from kafka_lineage.processors.normalize import parse_aliases
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import record_to_event
 from kafka_lineage.schemas.wire import AvroCodec
@@ -54,10 +55,11 @@ def parse_moment(text: str | None, option: str) -> int | None:
 
 
 def wipe(driver: Driver) -> None:
-    """Delete every node and relationship, in slices so the transaction state stays small."""
+    """Delete every relationship, then every node, in inner transactions of bounded size (a dataset read by many
+    runs has many relationships: deleting nodes with theirs can exceed the transaction memory limit)."""
     with driver.session() as session:
-        while session.run("MATCH (n) WITH n LIMIT 10000 DETACH DELETE n RETURN count(*)").single()[0]:
-            pass
+        session.run("MATCH ()-[r]->() CALL (r) { DELETE r } IN TRANSACTIONS OF 10000 ROWS").consume()
+        session.run("MATCH (n) CALL (n) { DELETE n } IN TRANSACTIONS OF 10000 ROWS").consume()
 
 
 def _offsets(consumer: Consumer, topic: str, moment: int | None, default: Callable[[int], int]) -> dict[int, int]:
@@ -68,57 +70,97 @@ def _offsets(consumer: Consumer, topic: str, moment: int | None, default: Callab
     return {tp.partition: (tp.offset if tp.offset >= 0 else default(tp.partition)) for tp in found}
 
 
+def _consumer(clients: ClientSettings) -> Consumer:
+    """A consumer of its own (a fresh group id, nothing committed): replay never moves a pipeline group's offsets."""
+    return Consumer({"bootstrap.servers": clients.kafka_bootstrap_servers,
+                     "group.id": f"lineage-replay-{uuid.uuid4()}", "enable.auto.commit": False,
+                     "isolation.level": "read_committed"})
+
+
+def offset_range(clients: ClientSettings, start: str | None, end: str | None) -> tuple[dict[int, int], dict[int, int]]:
+    """(first offset, end offset) per partition of the events topic for ``--from``/``--to`` (by record timestamp;
+    ``--to`` defaults to the end offsets now). A first offset may be ``OFFSET_BEGINNING``; partitions with nothing in
+    range are left out."""
+    from_ms, to_ms = parse_moment(start, "--from"), parse_moment(end, "--to")
+    topic = clients.events_topic
+    consumer = _consumer(clients)
+    try:
+        high = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in consumer.list_topics(topic, timeout=10).topics[topic].partitions}
+        ends = _offsets(consumer, topic, to_ms, lambda p: high[p])
+        begins = _offsets(consumer, topic, from_ms, lambda _p: OFFSET_BEGINNING)
+    finally:
+        consumer.close()
+    wanted = {p for p in ends if ends[p] > max(begins[p], 0)}
+    return {p: begins[p] for p in wanted}, {p: ends[p] for p in wanted}
+
+
+def replay_core(clients: ClientSettings, window_seconds: float) -> ProcessorCore:
+    """A processor core with fresh in-memory state, configured like ``lineage processor`` (namespace aliases)."""
+    registry_client = SchemaRegistryClient(clients.registry_config())
+    aliases = ProcessorSettings.from_env().aliases
+    return ProcessorCore(AvroCodec("openlineage_event", registry.schema_fetcher(registry_client)), {}, {},
+                         window_seconds=window_seconds, aliases=parse_aliases(aliases) if aliases else None)
+
+
+def _batches(consumer: Consumer, topic: str, begins: dict[int, int], ends: dict[int, int], batch_size: int
+             ) -> Iterator[list[Incoming]]:
+    consumer.assign([TopicPartition(topic, p, begins[p]) for p in ends])
+    open_partitions = set(ends)
+    while open_partitions:
+        batch = []
+        for message in consumer.consume(batch_size, 1.0):
+            if message.error() is not None or message.offset() >= ends[message.partition()]:
+                continue
+            timestamp = message.timestamp()[1]
+            batch.append(Incoming(message.key(), message.value(), message.partition(), message.offset(),
+                                  timestamp if timestamp > 0 else None, topic))
+        # Positions, not the last offset seen: a committed transaction's marker can be a partition's last offset,
+        # and read_committed never returns it as a message.
+        for position in consumer.position([TopicPartition(topic, p) for p in open_partitions]):
+            if position.offset >= ends[position.partition]:
+                open_partitions.discard(position.partition)
+        if batch:
+            yield batch
+
+
+def replay_ranges(clients: ClientSettings, driver: Driver, begins: dict[int, int], ends: dict[int, int], *,
+                  window_seconds: float, batch_size: int, report: ReplayReport,
+                  progress: Callable[[ReplayReport, int], None] | None = None) -> None:
+    """Partitions' offset ranges → processor core → graph. Partitions are independent (a run's events share a key),
+    so any split of them over processes (Spark tasks) builds the same graph as one pass over all."""
+    core = replay_core(clients, window_seconds)
+    total = sum(ends[p] - max(begins[p], 0) for p in ends)
+    consumer = _consumer(clients)
+    try:
+        with PipelinedWriter(driver) as writer:
+            for batch in _batches(consumer, clients.events_topic, begins, ends, batch_size):
+                report.records += len(batch)
+                writer.write(core.process(batch, time.time()), report)
+                if progress:
+                    progress(report, total)
+            writer.write(core.expire(float("inf"), set(ends)), report)  # what the hold-back window still held
+    finally:
+        consumer.close()
+
+
 def replay(clients: ClientSettings, *, start: str | None = "earliest", end: str | None = None, fresh: bool = False,
            window_seconds: float = 2.0, batch_size: int = 2000,
            progress: Callable[[ReplayReport, int], None] | None = None) -> ReplayReport:
-    from_ms, to_ms = parse_moment(start, "--from"), parse_moment(end, "--to")
-    topic = clients.events_topic
     report = ReplayReport()
     started = time.monotonic()
-    registry_client = SchemaRegistryClient(clients.registry_config())
-    core = ProcessorCore(AvroCodec("openlineage_event", registry.schema_fetcher(registry_client)), {}, {},
-                         window_seconds=window_seconds)
-    consumer = Consumer({"bootstrap.servers": clients.kafka_bootstrap_servers,
-                         "group.id": f"lineage-replay-{uuid.uuid4()}", "enable.auto.commit": False,
-                         "isolation.level": "read_committed"})
-    with driver_for(clients) as driver, _PipelinedWriter(driver) as writer:
+    begins, ends = offset_range(clients, start, end)
+    with driver_for(clients) as driver:
         if fresh:
             wipe(driver)
         ensure_constraints(driver)
-        try:
-            high = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                    for p in consumer.list_topics(topic, timeout=10).topics[topic].partitions}
-            ends = _offsets(consumer, topic, to_ms, lambda p: high[p])
-            begins = _offsets(consumer, topic, from_ms, lambda _p: OFFSET_BEGINNING)
-            total = sum(max(0, ends[p] - (begins[p] if begins[p] >= 0 else 0)) for p in ends)
-            consumer.assign([TopicPartition(topic, p, begins[p]) for p in ends if ends[p] > max(begins[p], 0)])
-            open_partitions = {p for p in ends if ends[p] > max(begins[p], 0)}
-            while open_partitions:
-                batch = []
-                for message in consumer.consume(batch_size, 1.0):
-                    if message.error() is not None or message.offset() >= ends[message.partition()]:
-                        continue
-                    timestamp = message.timestamp()[1]
-                    batch.append(Incoming(message.key(), message.value(), message.partition(), message.offset(),
-                                          timestamp if timestamp > 0 else None, topic))
-                # Positions, not the last offset seen: a committed transaction's marker can be a partition's last
-                # offset, and read_committed never returns it as a message.
-                for position in consumer.position([TopicPartition(topic, p) for p in open_partitions]):
-                    if position.offset >= ends[position.partition]:
-                        open_partitions.discard(position.partition)
-                if batch:
-                    report.records += len(batch)
-                    writer.write(core.process(batch, time.time()), report)
-                    if progress:
-                        progress(report, total)
-            writer.write(core.expire(float("inf"), set(ends)), report)  # what the hold-back window still held
-        finally:
-            consumer.close()
+        replay_ranges(clients, driver, begins, ends, window_seconds=window_seconds, batch_size=batch_size,
+                      report=report, progress=progress)
     report.seconds = time.monotonic() - started
     return report
 
 
-class _PipelinedWriter:
+class PipelinedWriter:
     """Writes batch N in a thread while the caller decodes and processes batch N+1: Neo4j and Python overlap.
 
     At most one batch is in flight; its error surfaces at the next ``write`` or on exit, so nothing fails silently.
@@ -144,7 +186,7 @@ class _PipelinedWriter:
             pending, self.pending = self.pending, None
             pending.result()
 
-    def __enter__(self) -> _PipelinedWriter:
+    def __enter__(self) -> PipelinedWriter:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
