@@ -80,6 +80,7 @@ class StackSettings:
     neo4j_version: str
     kafka_port: int
     kafka_controller_port: int
+    kafka_sasl_port: int
     registry_port: int
     neo4j_bolt_port: int
     neo4j_http_port: int
@@ -103,6 +104,7 @@ class StackSettings:
             neo4j_version=values.get("LINEAGE_NEO4J_VERSION", "5.26.30"),
             kafka_port=_int(values, "LINEAGE_KAFKA_PORT", 9092),
             kafka_controller_port=_int(values, "LINEAGE_KAFKA_CONTROLLER_PORT", 9093),
+            kafka_sasl_port=_int(values, "LINEAGE_KAFKA_SASL_PORT", 9094),
             registry_port=_int(values, "LINEAGE_REGISTRY_PORT", 8081),
             neo4j_bolt_port=_int(values, "LINEAGE_NEO4J_BOLT_PORT", 7687),
             neo4j_http_port=_int(values, "LINEAGE_NEO4J_HTTP_PORT", 7474),
@@ -118,6 +120,11 @@ class StackSettings:
     def neo4j_password_file(self) -> Path:
         return self.state_dir / "neo4j" / "password"
 
+    @property
+    def kafka_sasl_password_file(self) -> Path:
+        """The local broker's SASL/PLAIN listener password for user ``lineage`` (generated on first start)."""
+        return self.state_dir / "kafka" / "sasl-password"
+
 
 @dataclass(frozen=True)
 class ClientSettings:
@@ -129,6 +136,9 @@ class ClientSettings:
     neo4j_user: str
     neo4j_password: str
     connect_url: str
+    kafka_security: tuple[tuple[str, str], ...] = ()  # librdkafka security settings (SASL/SSL), see kafka_config
+    registry_auth: str = ""  # "user:password" (HTTP basic auth)
+    registry_ca_location: str = ""
     events_topic: str = "openlineage.events"
     normalized_topic: str = "lineage.events.normalized"
     drift_topic: str = "lineage.schema-drift"
@@ -146,10 +156,13 @@ class ClientSettings:
             schema_registry_url=values.get(
                 "SCHEMA_REGISTRY_URL", f"http://127.0.0.1:{stack.registry_port}/apis/ccompat/v7"
             ),
-            neo4j_uri=values.get("NEO4J_URI", f"bolt://127.0.0.1:{stack.neo4j_bolt_port}"),
+            neo4j_uri=_neo4j_uri(values, f"bolt://127.0.0.1:{stack.neo4j_bolt_port}"),
             neo4j_user=values.get("NEO4J_USER", "neo4j"),
             neo4j_password=password or "",
             connect_url=values.get("LINEAGE_CONNECT_URL", f"http://127.0.0.1:{stack.connect_port}"),
+            kafka_security=_kafka_security(values),
+            registry_auth=_registry_auth(values),
+            registry_ca_location=_existing_file(values, "SCHEMA_REGISTRY_CA_LOCATION"),
             events_topic=values.get("LINEAGE_EVENTS_TOPIC", cls.events_topic),
             normalized_topic=values.get("LINEAGE_NORMALIZED_TOPIC", cls.normalized_topic),
             drift_topic=values.get("LINEAGE_DRIFT_TOPIC", cls.drift_topic),
@@ -159,7 +172,22 @@ class ClientSettings:
     def registry_config(self) -> dict[str, object]:
         """SchemaRegistryClient settings. Always a timeout: without one a registry that stops answering mid-request
         hangs the caller forever."""
-        return {"url": self.schema_registry_url, "timeout": REGISTRY_TIMEOUT_SECONDS}
+        config: dict[str, object] = {"url": self.schema_registry_url, "timeout": REGISTRY_TIMEOUT_SECONDS}
+        if self.registry_auth:
+            config["basic.auth.user.info"] = self.registry_auth
+        if self.registry_ca_location:
+            config["ssl.ca.location"] = self.registry_ca_location
+        return config
+
+    def kafka_config(self, extra: Mapping[str, object] | None = None) -> dict[str, object]:
+        """A confluent-kafka (librdkafka) client config: bootstrap servers, the security settings, then ``extra``."""
+        return {"bootstrap.servers": self.kafka_bootstrap_servers, **dict(self.kafka_security), **(extra or {})}
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Configured secret values, for the log redactor."""
+        kafka_secrets = tuple(value for key, value in self.kafka_security if "password" in key)
+        return (self.neo4j_password, self.registry_auth.partition(":")[2], *kafka_secrets)
 
     def value_schemas(self) -> dict[str, str]:
         """Topic -> name of its value schema in schemas/avro."""
@@ -169,6 +197,63 @@ class ClientSettings:
             self.drift_topic: "schema_drift_alert",
             self.dlq_topic: "dead_letter",
         }
+
+
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def _existing_file(values: Mapping[str, str], key: str) -> str:
+    raw = values.get(key, "")
+    if raw and not Path(raw).expanduser().is_file():
+        raise ConfigError(f"{key}: no such file: {raw}")
+    return str(Path(raw).expanduser()) if raw else ""
+
+
+def _kafka_security(values: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """KAFKA_SECURITY_PROTOCOL, KAFKA_SASL_* and KAFKA_SSL_* → librdkafka settings, checked together at start."""
+    protocol = values.get("KAFKA_SECURITY_PROTOCOL", "PLAINTEXT").upper()
+    if protocol not in _PROTOCOLS:
+        raise ConfigError(f"KAFKA_SECURITY_PROTOCOL: one of {', '.join(_PROTOCOLS)}; got {protocol!r}")
+    settings = {"security.protocol": protocol} if protocol != "PLAINTEXT" else {}
+    if protocol.startswith("SASL_"):
+        mechanism = values.get("KAFKA_SASL_MECHANISM", "PLAIN").upper()
+        if mechanism not in _MECHANISMS:
+            raise ConfigError(f"KAFKA_SASL_MECHANISM: one of {', '.join(_MECHANISMS)}; got {mechanism!r}")
+        for key in ("KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD"):
+            if not values.get(key):
+                raise ConfigError(f"{key}: required with KAFKA_SECURITY_PROTOCOL={protocol}")
+        settings |= {"sasl.mechanism": mechanism, "sasl.username": values["KAFKA_SASL_USERNAME"],
+                     "sasl.password": values["KAFKA_SASL_PASSWORD"]}
+    elif values.get("KAFKA_SASL_USERNAME") or values.get("KAFKA_SASL_MECHANISM"):
+        raise ConfigError(f"KAFKA_SASL_*: set, but KAFKA_SECURITY_PROTOCOL={protocol} uses no SASL "
+                          "(SASL_PLAINTEXT or SASL_SSL)")
+    for key, setting in (("KAFKA_SSL_CA_LOCATION", "ssl.ca.location"),
+                         ("KAFKA_SSL_CERTIFICATE_LOCATION", "ssl.certificate.location"),
+                         ("KAFKA_SSL_KEY_LOCATION", "ssl.key.location")):
+        if path := _existing_file(values, key):
+            if not protocol.endswith("SSL"):
+                raise ConfigError(f"{key}: set, but KAFKA_SECURITY_PROTOCOL={protocol} uses no TLS")
+            settings[setting] = path
+    if values.get("KAFKA_SSL_KEY_PASSWORD"):
+        settings["ssl.key.password"] = values["KAFKA_SSL_KEY_PASSWORD"]
+    return tuple(settings.items())
+
+
+def _neo4j_uri(values: Mapping[str, str], default: str) -> str:
+    """bolt/neo4j, with +s (TLS, verified) or +ssc (TLS, self-signed) — the driver's URI schemes."""
+    uri = values.get("NEO4J_URI", default)
+    scheme = uri.partition("://")[0]
+    if scheme not in ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc") or "://" not in uri:
+        raise ConfigError(f"NEO4J_URI: expected bolt[+s|+ssc]:// or neo4j[+s|+ssc]://host:port, got {uri!r}")
+    return uri
+
+
+def _registry_auth(values: Mapping[str, str]) -> str:
+    raw = values.get("SCHEMA_REGISTRY_BASIC_AUTH", "")
+    if raw and ":" not in raw:
+        raise ConfigError("SCHEMA_REGISTRY_BASIC_AUTH: expected user:password")
+    return raw
 
 
 def _positive(values: Mapping[str, str], key: str, default: float) -> float:

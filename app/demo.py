@@ -152,7 +152,7 @@ def run_demo(clients: ClientSettings, stack: StackSettings) -> None:
     _step("explore")
     print(f"  picture of the impact:  {picture}")
     print(f"  Neo4j Browser:          http://127.0.0.1:{stack.neo4j_http_port}  (user {clients.neo4j_user}, "
-          f"password {clients.neo4j_password})")
+          f"password: cat {stack.neo4j_password_file})")
     print("      MATCH p=(:Dataset)-[:INPUT_TO|OUTPUTS*1..6]->() RETURN p LIMIT 100")
     print("  questions:              lineage impact file <path> | lineage upstream … | lineage alerts tail | "
           "lineage dlq tail")

@@ -28,7 +28,7 @@ def prepare_pipeline(clients: ClientSettings, partitions: int) -> None:
     from kafka_lineage.stack.smoke import ensure_topic
 
     for topic in clients.value_schemas():
-        ensure_topic(clients.kafka_bootstrap_servers, topic, partitions=partitions)
+        ensure_topic(clients.kafka_config(), topic, partitions=partitions)
     reports = registry.register(SchemaRegistryClient(clients.registry_config()), clients.value_schemas())
     if not all(report.ok for report in reports):
         raise PublishError("; ".join(f"{r.subject}: {r.detail}" for r in reports if not r.ok))
@@ -42,7 +42,10 @@ class AckingProducer:
     """An idempotent librdkafka producer with a background poll thread serving delivery callbacks."""
 
     def __init__(self, config: dict[str, str]) -> None:
-        self.producer = Producer({**PRODUCER_DEFAULTS, **config})
+        self.producer = Producer({**PRODUCER_DEFAULTS, **config, "error_cb": self._on_error})
+        self.failure: PublishError | None = None  # set once Kafka refuses this client for good
+        self._pending: set[Future[int]] = set()
+        self._lock = threading.Lock()
         self._closed = threading.Event()
         self._poller = threading.Thread(target=self._poll_forever, name="kafka-delivery-poll", daemon=True)
         self._poller.start()
@@ -57,9 +60,14 @@ class AckingProducer:
 
     def send(self, topic: str, records: Sequence[tuple[bytes | None, bytes | None]]) -> Future[int]:
         """Produce every record; the future gives their count once all are acknowledged, or a PublishError."""
+        if self.failure is not None:
+            raise self.failure
         done: Future[int] = Future()
         pending = [len(records)]
         lock = threading.Lock()
+        with self._lock:
+            self._pending.add(done)
+        done.add_done_callback(self._forget)
 
         def on_delivery(error: KafkaError | None, _message: Message) -> None:
             with lock:
@@ -76,11 +84,30 @@ class AckingProducer:
             self.produce(topic, key, value, on_delivery)
         return done
 
+    def _forget(self, done: Future[int]) -> None:
+        with self._lock:
+            self._pending.discard(done)
+
+    def _on_error(self, error: KafkaError) -> None:
+        """librdkafka retries most errors by itself; wrong credentials and fatal errors it would retry forever."""
+        if error.code() not in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED) \
+                and not error.fatal():
+            return
+        self.failure = PublishError(f"Kafka refused this client: {error.str()} (check KAFKA_SECURITY_PROTOCOL, "
+                                    "KAFKA_SASL_MECHANISM, KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD)")
+        with self._lock:
+            pending, self._pending = list(self._pending), set()
+        for done in pending:
+            if not done.done():
+                done.set_exception(self.failure)
+
     def flush(self, timeout: float) -> int:
         """Wait for outstanding deliveries; the number still unacknowledged."""
         return self.producer.flush(timeout)
 
     def close(self, timeout: float = 30.0) -> int:
+        if self.failure is not None:  # nothing queued can be delivered: do not wait for it
+            self.producer.purge()
         remaining = self.flush(timeout)
         self._closed.set()
         self._poller.join(timeout)

@@ -1,4 +1,5 @@
-"""Faust's Kafka transport with one fix: a partition without a committed offset restarts from its beginning.
+"""Faust's Kafka transport with one fix (a partition without a committed offset restarts from its beginning), and the
+pipeline's Kafka security settings as Faust credentials.
 
 During table recovery Faust resumes the stream partitions early, discards what the consumer fetches for them, and
 afterwards seeks every partition back to its committed offset. aiokafka only seeks when that offset is above 0, so a
@@ -10,11 +11,12 @@ which is what ``consumer_auto_offset_reset="earliest"`` promises; dedupe state a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import faust
 from aiokafka import TopicPartition
+from aiokafka.helpers import create_ssl_context
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 
@@ -41,6 +43,22 @@ class _Consumer(faust_aiokafka.Consumer):
 
 class _Transport(faust_aiokafka.Transport):
     Consumer = _Consumer
+
+
+def broker_credentials(kafka_security: Iterable[tuple[str, str]]) -> faust.types.auth.CredentialsT | None:
+    """The pipeline's librdkafka security settings (``ClientSettings.kafka_security``) as Faust credentials."""
+    settings = dict(kafka_security)
+    protocol = settings.get("security.protocol", "PLAINTEXT")
+    context = None
+    if protocol.endswith("SSL"):
+        context = create_ssl_context(cafile=settings.get("ssl.ca.location"),
+                                     certfile=settings.get("ssl.certificate.location"),
+                                     keyfile=settings.get("ssl.key.location"),
+                                     password=settings.get("ssl.key.password"))
+    if protocol.startswith("SASL_"):
+        return faust.SASLCredentials(username=settings["sasl.username"], password=settings["sasl.password"],
+                                     mechanism=settings["sasl.mechanism"], ssl_context=context)
+    return faust.SSLCredentials(context) if context is not None else None
 
 
 class App(faust.App):

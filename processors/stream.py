@@ -26,7 +26,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings, ProcessorSettings
 from kafka_lineage.kafka_io import AckingProducer, prepare_pipeline
 from kafka_lineage.processors.core import Incoming, Output, ProcessorCore
-from kafka_lineage.processors.faust_transport import App
+from kafka_lineage.processors.faust_transport import App, broker_credentials
 from kafka_lineage.processors.normalize import parse_aliases
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.wire import AvroCodec
@@ -68,10 +68,11 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings) -> faust.App
         # A worker that died holds its partitions until its session times out: keep that short so a restarted or
         # surviving worker takes over within seconds, not Faust's default minute.
         broker_session_timeout=10.0,
+        broker_credentials=broker_credentials(clients.kafka_security),
         broker_heartbeat_interval=2.0,
     )
     events = app.topic(clients.events_topic, value_serializer="raw", key_serializer="raw")
-    outputs = AckingProducer({"bootstrap.servers": clients.kafka_bootstrap_servers, "linger.ms": "5"})
+    outputs = AckingProducer(clients.kafka_config({"linger.ms": "5"}))
     runs = app.tables.add(PartitionedTable(app, name="runs", default=None, beacon=app.tables.beacon,
                                            partitions=settings.partitions))
     schemas = app.GlobalTable("dataset-schemas", default=None, partitions=settings.partitions,

@@ -43,7 +43,8 @@ def kafka_topic_names(bootstrap_servers: str, timeout: float = 10.0) -> Collecti
     from confluent_kafka.admin import AdminClient  # only needed when some sink subscribes by pattern
 
     try:
-        return set(AdminClient({"bootstrap.servers": bootstrap_servers}).list_topics(timeout=timeout).topics)
+        config = {**ClientSettings.from_env().kafka_config(), "bootstrap.servers": bootstrap_servers}
+        return set(AdminClient(config).list_topics(timeout=timeout).topics)
     except Exception as error:  # KafkaException on timeouts; lineage then records the pattern only
         log.warning("could not list Kafka topics to expand topics.regex: %s", error)
         return None

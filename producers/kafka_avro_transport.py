@@ -56,10 +56,13 @@ class KafkaAvroConfig(Config):
     def from_dict(cls, params: dict[str, Any]) -> KafkaAvroConfig:
         """Unset connection settings fall back to the pipeline's environment (KAFKA_BOOTSTRAP_SERVERS, …)."""
         settings = ClientSettings.from_env()
-        config = {str(k): str(v) for k, v in (params.get("config") or {}).items()}
-        config.setdefault("bootstrap.servers", settings.kafka_bootstrap_servers)
+        given = {str(k): str(v) for k, v in (params.get("config") or {}).items()}
+        # the environment's security settings apply only to the environment's cluster
+        config = given if "bootstrap.servers" in given else {
+            str(k): str(v) for k, v in settings.kafka_config(given).items()}
         registry = {str(k): str(v) for k, v in (params.get("schema_registry") or {}).items()}
-        registry.setdefault("url", settings.schema_registry_url)
+        if "url" not in registry:
+            registry = {**{k: str(v) for k, v in settings.registry_config().items() if k != "timeout"}, **registry}
         return cls(
             config=config,
             schema_registry=registry,

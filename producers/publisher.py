@@ -44,7 +44,7 @@ class EventPublisher:
     @classmethod
     def from_settings(cls, settings: ClientSettings, topic: str | None = None) -> EventPublisher:
         return cls(
-            {"bootstrap.servers": settings.kafka_bootstrap_servers},
+            settings.kafka_config(),
             settings.registry_config(),
             topic or settings.events_topic,
         )

@@ -67,12 +67,12 @@ class AlertSink:
         self.alerts = AvroCodec("schema_drift_alert", registry.schema_fetcher(client))
         self.alert_schema_id = registry.registered_id(client, clients.drift_topic, "schema_drift_alert")
         self.driver = driver_for(clients)
-        self.producer = AckingProducer({"bootstrap.servers": clients.kafka_bootstrap_servers})
-        self.consumer = Consumer({
-            "bootstrap.servers": clients.kafka_bootstrap_servers, "group.id": settings.group_id,
+        self.producer = AckingProducer(clients.kafka_config())
+        self.consumer = Consumer(clients.kafka_config({
+            "group.id": settings.group_id,
             "enable.auto.commit": False, "auto.offset.reset": "earliest", "isolation.level": "read_committed",
             "session.timeout.ms": "10000",
-        })
+        }))
         self.recent: OrderedDict[str, None] = OrderedDict()  # alert ids published lately, to drop repeats
         self.published = 0
 

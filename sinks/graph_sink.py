@@ -78,12 +78,12 @@ class GraphSink:
         self.codec = AvroCodec("normalized_event", registry.schema_fetcher(registry_client))
         self.dead_codec = AvroCodec("dead_letter", registry.schema_fetcher(registry_client))
         self.dead_letter_id = registry.registered_id(registry_client, clients.dlq_topic, "dead_letter")
-        self.dlq = AckingProducer({"bootstrap.servers": clients.kafka_bootstrap_servers})
-        self.consumer = Consumer({
-            "bootstrap.servers": clients.kafka_bootstrap_servers, "group.id": settings.group_id,
+        self.dlq = AckingProducer(clients.kafka_config())
+        self.consumer = Consumer(clients.kafka_config({
+            "group.id": settings.group_id,
             "enable.auto.commit": False, "auto.offset.reset": "earliest", "isolation.level": "read_committed",
             "session.timeout.ms": "10000",
-        })
+        }))
         self.sleep = sleep
         self.written = self.dead = 0
 

@@ -72,9 +72,8 @@ def _offsets(consumer: Consumer, topic: str, moment: int | None, default: Callab
 
 def _consumer(clients: ClientSettings) -> Consumer:
     """A consumer of its own (a fresh group id, nothing committed): replay never moves a pipeline group's offsets."""
-    return Consumer({"bootstrap.servers": clients.kafka_bootstrap_servers,
-                     "group.id": f"lineage-replay-{uuid.uuid4()}", "enable.auto.commit": False,
-                     "isolation.level": "read_committed"})
+    return Consumer(clients.kafka_config({"group.id": f"lineage-replay-{uuid.uuid4()}", "enable.auto.commit": False,
+                                          "isolation.level": "read_committed"}))
 
 
 def offset_range(clients: ClientSettings, start: str | None, end: str | None) -> tuple[dict[int, int], dict[int, int]]:

@@ -16,8 +16,8 @@ from kafka_lineage.schemas.wire import AvroCodec
 def tail(clients: ClientSettings, topic: str, schema: str, last: int, follow: bool) -> Iterator[dict[str, Any]]:
     """The last ``last`` records of every partition, oldest first per partition; then new ones if ``follow``."""
     codec = AvroCodec(schema, registry.schema_fetcher(SchemaRegistryClient(clients.registry_config())))
-    consumer = Consumer({"bootstrap.servers": clients.kafka_bootstrap_servers, "group.id": f"tail-{uuid.uuid4()}",
-                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    consumer = Consumer(clients.kafka_config({"group.id": f"tail-{uuid.uuid4()}", "enable.auto.commit": False,
+                                              "isolation.level": "read_committed"}))
     try:
         metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
         if metadata is None or metadata.error is not None:

@@ -134,25 +134,43 @@ class Kafka(Service):
     name = "kafka"
 
     def ports(self, s: StackSettings) -> list[int]:
-        return [s.kafka_port, s.kafka_controller_port]
+        return [s.kafka_port, s.kafka_controller_port, s.kafka_sasl_port]
 
     def endpoint(self, s: StackSettings) -> str:
-        return f"127.0.0.1:{s.kafka_port} (KRaft controller 127.0.0.1:{s.kafka_controller_port})"
+        return (f"127.0.0.1:{s.kafka_port} (SASL/PLAIN: 127.0.0.1:{s.kafka_sasl_port}, user lineage, password in "
+                f"{s.kafka_sasl_password_file}; KRaft controller 127.0.0.1:{s.kafka_controller_port})")
+
+    def sasl_password(self, s: StackSettings) -> str:
+        """The SASL listener's password for user ``lineage``: generated once, kept in the state directory."""
+        path = s.kafka_sasl_password_file
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(secrets.token_urlsafe(18))
+            path.chmod(0o600)
+        return path.read_text().strip()
 
     def fetch(self, s: StackSettings) -> None:
         _kafka_classpath(s)
 
     def server_properties(self, s: StackSettings) -> dict[str, object]:
-        """Single-node KRaft (broker and controller in one process), listening on 127.0.0.1 only."""
+        """Single-node KRaft (broker and controller in one process), listening on 127.0.0.1 only: plaintext for the
+        pipeline, plus a SASL/PLAIN listener (user ``lineage``) so secured connections are tested for real."""
+        password = self.sasl_password(s)
         return {
             "process.roles": "broker,controller",
             "node.id": 1,
             "controller.quorum.voters": f"1@127.0.0.1:{s.kafka_controller_port}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{s.kafka_port},CONTROLLER://127.0.0.1:{s.kafka_controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{s.kafka_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{s.kafka_port},CONTROLLER://127.0.0.1:{s.kafka_controller_port},"
+                         f"SASL_PLAINTEXT://127.0.0.1:{s.kafka_sasl_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{s.kafka_port},"
+                                    f"SASL_PLAINTEXT://127.0.0.1:{s.kafka_sasl_port}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                f'username="lineage" password="{password}" user_lineage="{password}";',
             "log.dirs": self.home(s) / "data",
             "num.partitions": 3,
             "offsets.topic.replication.factor": 1,
@@ -269,11 +287,10 @@ class Neo4j(Service):
 
     def endpoint(self, s: StackSettings) -> str:
         # A local development stack: showing the generated password is the point (`lineage stack status`).
-        password_file = s.neo4j_password_file
-        password = password_file.read_text().strip() if password_file.is_file() else "(set on first start)"
+        # The password itself is never printed (status output ends up in logs): only where to read it.
         return (
             f"bolt://127.0.0.1:{s.neo4j_bolt_port} (http://127.0.0.1:{s.neo4j_http_port}), "
-            f"user neo4j, password {password} (in {password_file})"
+            f"user neo4j, password in {s.neo4j_password_file}"
         )
 
     def _classpath(self, s: StackSettings) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import requests
 from confluent_kafka import Consumer, Producer
@@ -20,8 +20,9 @@ SMOKE_SCHEMA = """{"type": "record", "name": "Smoke", "namespace": "kafka_lineag
  "fields": [{"name": "id", "type": "string"}]}"""
 
 
-def ensure_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def ensure_topic(bootstrap: str | Mapping[str, object], topic: str, partitions: int = 1) -> None:
+    """``bootstrap``: servers, or a whole client config (security settings included)."""
+    admin = AdminClient(dict(bootstrap) if isinstance(bootstrap, Mapping) else {"bootstrap.servers": bootstrap})
     if topic in admin.list_topics(timeout=10).topics:
         return
     futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])

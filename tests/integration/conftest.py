@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -87,9 +87,11 @@ def events_topic(clients: ClientSettings) -> str:
     return name
 
 
-def consume(bootstrap: str, topic: str, count: int, timeout: float = 30.0) -> list[Message]:
-    """Up to ``count`` messages of ``topic`` from the beginning, waiting at most ``timeout`` seconds."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"test-{uuid.uuid4()}",
+def consume(bootstrap: str | Mapping[str, object], topic: str, count: int, timeout: float = 30.0) -> list[Message]:
+    """Up to ``count`` messages of ``topic`` from the beginning, waiting at most ``timeout`` seconds. ``bootstrap``:
+    servers or a whole client config (security settings included)."""
+    connection = dict(bootstrap) if isinstance(bootstrap, Mapping) else {"bootstrap.servers": bootstrap}
+    consumer = Consumer({**connection, "group.id": f"test-{uuid.uuid4()}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
                          "isolation.level": "read_committed"})
     consumer.subscribe([topic])

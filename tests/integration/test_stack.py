@@ -35,7 +35,8 @@ def test_stack_started_from_a_clean_state_dir(stack_settings: StackSettings) -> 
     assert password_file.stat().st_mode & 0o777 == 0o600
     password = password_file.read_text().strip()
     assert len(password) >= 20
-    assert password in lineage("stack", "status").stdout  # shown to the developer by `stack status`
+    status = lineage("stack", "status").stdout
+    assert password not in status and str(password_file) in status  # where to read it, never the secret itself
     assert "kafka.Kafka" in (stack_settings.state_dir / "logs" / "kafka.log").read_text()  # it logs to a file
 
 

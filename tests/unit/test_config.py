@@ -50,3 +50,50 @@ def test_unreadable_yaml_is_a_config_error(tmp_path: Path) -> None:
     config.write_text("- just\n- a list\n")
     with pytest.raises(ConfigError, match="must hold a mapping"):
         StackSettings.from_env({"LINEAGE_CONFIG": str(config)})
+
+
+def test_sasl_settings_reach_every_kafka_client_config(tmp_path: Path) -> None:
+    env = {"LINEAGE_STATE_DIR": str(tmp_path), "KAFKA_SECURITY_PROTOCOL": "sasl_plaintext",
+           "KAFKA_SASL_USERNAME": "lineage", "KAFKA_SASL_PASSWORD": "s3cret", "SCHEMA_REGISTRY_BASIC_AUTH": "u:p4ss"}
+    client = ClientSettings.from_env(env)
+    assert client.kafka_config({"group.id": "g"}) == {
+        "bootstrap.servers": client.kafka_bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN", "sasl.username": "lineage", "sasl.password": "s3cret", "group.id": "g"}
+    assert client.registry_config()["basic.auth.user.info"] == "u:p4ss"
+    assert {"s3cret", "p4ss"} <= set(client.secrets)
+
+
+def test_plaintext_is_the_default_and_adds_nothing(tmp_path: Path) -> None:
+    client = ClientSettings.from_env({"LINEAGE_STATE_DIR": str(tmp_path)})
+    assert client.kafka_config() == {"bootstrap.servers": client.kafka_bootstrap_servers}
+    assert "basic.auth.user.info" not in client.registry_config()
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"KAFKA_SECURITY_PROTOCOL": "TLS"}, "KAFKA_SECURITY_PROTOCOL: one of PLAINTEXT, SSL"),
+        ({"KAFKA_SECURITY_PROTOCOL": "SASL_SSL", "KAFKA_SASL_USERNAME": "u"}, "KAFKA_SASL_PASSWORD: required"),
+        ({"KAFKA_SECURITY_PROTOCOL": "SASL_SSL", "KAFKA_SASL_MECHANISM": "KERBEROS", "KAFKA_SASL_USERNAME": "u",
+          "KAFKA_SASL_PASSWORD": "p"}, "KAFKA_SASL_MECHANISM: one of PLAIN"),
+        ({"KAFKA_SASL_USERNAME": "u"}, "KAFKA_SASL_\\*: set, but KAFKA_SECURITY_PROTOCOL=PLAINTEXT"),
+        ({"KAFKA_SECURITY_PROTOCOL": "SSL", "KAFKA_SSL_CA_LOCATION": "/nonexistent/ca.pem"},
+         "KAFKA_SSL_CA_LOCATION: no such file"),
+        ({"SCHEMA_REGISTRY_BASIC_AUTH": "no-colon"}, "SCHEMA_REGISTRY_BASIC_AUTH: expected user:password"),
+        ({"NEO4J_URI": "http://127.0.0.1:7474"}, "NEO4J_URI: expected bolt"),
+    ],
+)
+def test_bad_security_settings_name_the_setting(env: dict[str, str], message: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=message):
+        ClientSettings.from_env({"LINEAGE_STATE_DIR": str(tmp_path), **env})
+
+
+def test_tls_settings_need_a_tls_protocol(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("pem")
+    with pytest.raises(ConfigError, match="KAFKA_SSL_CA_LOCATION: set, but KAFKA_SECURITY_PROTOCOL=PLAINTEXT"):
+        ClientSettings.from_env({"LINEAGE_STATE_DIR": str(tmp_path), "KAFKA_SSL_CA_LOCATION": str(ca)})
+    client = ClientSettings.from_env({"LINEAGE_STATE_DIR": str(tmp_path), "KAFKA_SECURITY_PROTOCOL": "SSL",
+                                      "KAFKA_SSL_CA_LOCATION": str(ca), "NEO4J_URI": "neo4j+s://db.example:7687"})
+    assert client.kafka_config()["ssl.ca.location"] == str(ca)
+    assert client.neo4j_uri == "neo4j+s://db.example:7687"
