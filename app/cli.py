@@ -12,14 +12,16 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kafka_lineage.config import (
     AlertSettings,
     ClientSettings,
     CollectorSettings,
     ConfigError,
+    OperationsSettings,
     ProcessorSettings,
     SinkSettings,
     StackSettings,
@@ -29,6 +31,9 @@ from kafka_lineage.stack.manager import ServiceStatus, Stack, StackError
 from kafka_lineage.stack.maven import ResolutionError
 from kafka_lineage.stack.services import SERVICES_BY_NAME
 from neo4j.exceptions import DriverError, Neo4jError
+
+if TYPE_CHECKING:
+    from kafka_lineage.metrics import Metrics
 
 
 def _print_status(rows: list[ServiceStatus]) -> None:
@@ -112,16 +117,44 @@ def cmd_processor(args: argparse.Namespace) -> int:
             parse_aliases(settings.aliases)
         except ValueError as exc:
             raise ConfigError(f"LINEAGE_NAMESPACE_ALIASES: {exc}") from None
-    run_worker(ClientSettings.from_env(), settings)
+    run_worker(ClientSettings.from_env(), settings, OperationsSettings.from_env())
     return 0
 
 
 def cmd_sink(args: argparse.Namespace) -> int:
+    from kafka_lineage.metrics import Metrics, kafka_check, registry_check
     from kafka_lineage.sinks.graph_sink import GraphSink
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    GraphSink(ClientSettings.from_env(), SinkSettings.from_env()).run(_stop_on_signals())
+    clients, operations = ClientSettings.from_env(), OperationsSettings.from_env()
+    _configure_logging(clients, operations)
+    metrics = Metrics()
+    sink = GraphSink(clients, SinkSettings.from_env(), metrics=metrics)
+    checks = {"kafka": kafka_check(clients.kafka_config()), "registry": registry_check(clients.registry_config()),
+              "neo4j": sink.driver.verify_connectivity}
+    _run_with_endpoint("graph sink", "LINEAGE_SINK_METRICS_PORT", operations.sink_metrics_port, operations, metrics,
+                       checks, sink.run)
     return 0
+
+
+def _configure_logging(clients: ClientSettings, operations: OperationsSettings) -> None:
+    from kafka_lineage.logs import LOG_LEVELS, configure_logging
+
+    level = os.environ.get("LINEAGE_LOG_LEVEL", "info").lower()
+    if level not in LOG_LEVELS:
+        raise ConfigError(f"LINEAGE_LOG_LEVEL: one of {', '.join(LOG_LEVELS)}; got {level!r}")
+    configure_logging(LOG_LEVELS[level], operations.log_format == "json", secrets=clients.secrets)
+
+
+def _run_with_endpoint(component: str, setting: str, port: int, operations: OperationsSettings, metrics: Metrics,
+                       checks: dict[str, Callable[[], None]], run: Callable[[threading.Event], None]) -> None:
+    """A long-running component with its metrics/health endpoint, stopped gracefully by SIGTERM/SIGINT."""
+    from kafka_lineage.metrics import start_endpoint
+
+    endpoint = start_endpoint(component, setting, operations.metrics_host, port, metrics, checks)
+    try:
+        run(_stop_on_signals())
+    finally:
+        endpoint.close()
 
 
 def _stop_on_signals() -> threading.Event:
@@ -134,10 +167,17 @@ def _stop_on_signals() -> threading.Event:
 def cmd_alerts(args: argparse.Namespace) -> int:
     clients = ClientSettings.from_env()
     if args.action == "run":
+        from kafka_lineage.metrics import Metrics, kafka_check, registry_check
         from kafka_lineage.sinks.alert_sink import AlertSink
 
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-        AlertSink(clients, AlertSettings.from_env()).run(_stop_on_signals())
+        operations = OperationsSettings.from_env()
+        _configure_logging(clients, operations)
+        metrics = Metrics()
+        sink = AlertSink(clients, AlertSettings.from_env(), metrics=metrics)
+        checks = {"kafka": kafka_check(clients.kafka_config()),
+                  "registry": registry_check(clients.registry_config()), "neo4j": sink.driver.verify_connectivity}
+        _run_with_endpoint("alert sink", "LINEAGE_ALERT_METRICS_PORT", operations.alert_metrics_port, operations,
+                           metrics, checks, sink.run)
         return 0
     from kafka_lineage.sinks.tail import format_alert, tail
 
@@ -232,6 +272,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
           f"({report.records / max(report.seconds, 1e-9):,.0f} events/s): {report.written} events written, "
           f"{report.duplicates} duplicates dropped, {report.dead_letters} records not processable")
     return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from kafka_lineage import status
+
+    report = status.collect_status(StackSettings.from_env(), ClientSettings.from_env(), status.default_groups(),
+                                   lag_threshold=args.lag_threshold)
+    print(json.dumps(status.status_json(report), indent=2, default=str) if args.json else status.format_status(report))
+    return status.exit_code(report)
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
@@ -370,6 +419,13 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--spark-master", default=os.environ.get("LINEAGE_SPARK_MASTER", "local[*]"),
                         help="Spark master URL for --engine spark (default $LINEAGE_SPARK_MASTER or local[*])")
     replay.set_defaults(handler=cmd_replay)
+
+    status_cmd = sub.add_parser("status", help="pipeline health: services, consumer lag and last event per stage, "
+                                               "dead letters, alerts in the last hour (exit 1 degraded, 2 no Kafka)")
+    status_cmd.add_argument("--json", action="store_true", help="machine-readable output")
+    status_cmd.add_argument("--lag-threshold", type=int, default=1000,
+                            help="lag above which a stage counts as behind (default 1000 records)")
+    status_cmd.set_defaults(handler=cmd_status)
 
     graph = sub.add_parser("graph", help="the lineage graph in Neo4j")
     graph.add_argument("action", choices=["fingerprint"], help="fingerprint: canonical hash of nodes and edges")

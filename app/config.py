@@ -328,6 +328,36 @@ class ProcessorSettings:
 
 
 @dataclass(frozen=True)
+class OperationsSettings:
+    """What operators see: each long-running component's metrics/health endpoint and the log format."""
+
+    metrics_host: str = "127.0.0.1"
+    processor_metrics_port: int = 9101
+    sink_metrics_port: int = 9102
+    alert_metrics_port: int = 9103
+    log_format: str = "text"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> OperationsSettings:
+        values = merged_environment(env)
+        log_format = values.get("LINEAGE_LOG_FORMAT", "text").lower()
+        if log_format not in ("text", "json"):
+            raise ConfigError(f"LINEAGE_LOG_FORMAT: text or json, got {log_format!r}")
+        return cls(
+            metrics_host=values.get("LINEAGE_METRICS_HOST", "127.0.0.1"),
+            processor_metrics_port=_listen_port(values, "LINEAGE_PROCESSOR_METRICS_PORT", 9101),
+            sink_metrics_port=_listen_port(values, "LINEAGE_SINK_METRICS_PORT", 9102),
+            alert_metrics_port=_listen_port(values, "LINEAGE_ALERT_METRICS_PORT", 9103),
+            log_format=log_format,
+        )
+
+
+def _listen_port(values: Mapping[str, str], key: str, default: int) -> int:
+    """A port to listen on; 0 = any free port (the component prints the one it got)."""
+    return 0 if values.get(key) == "0" else _int(values, key, default)
+
+
+@dataclass(frozen=True)
 class SinkSettings:
     """The Neo4j graph sink (``lineage sink``)."""
 

@@ -237,6 +237,10 @@ class TextFormatter(logging.Formatter):
         return (self.redactor or _active).redact(text)
 
 
+# The pipeline's LINEAGE_LOG_LEVEL names (Faust's) → logging's.
+LOG_LEVELS = {"crit": "CRITICAL", "error": "ERROR", "warn": "WARNING", "info": "INFO", "debug": "DEBUG"}
+
+
 def configure_logging(level: str | int = "INFO", json_format: bool = False, *, secrets: Iterable[str | None] = (),
                       stream: IO[str] | None = None, logger: str = "") -> Redactor:
     """Replace the handlers of the root logger (or ``logger``) with one writing JSON lines or readable text to

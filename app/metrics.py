@@ -421,3 +421,41 @@ def aiohttp_handlers(metrics: Metrics, health: Readiness | Mapping[str, Check] |
         return web.json_response(report.body(), status=report.status)
 
     return AiohttpHandlers(metrics_handler, ready_handler)
+
+
+# --- the pipeline's own readiness checks and endpoint --------------------------------------------------------------
+def kafka_check(kafka_config: Mapping[str, object]) -> Check:
+    """Ready when the cluster answers a metadata request (with the component's own security settings)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(dict(kafka_config))
+
+    def check() -> None:
+        admin.list_topics(timeout=2)
+
+    return check
+
+
+def registry_check(registry_config: Mapping[str, object]) -> Check:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    client = SchemaRegistryClient(dict(registry_config))
+
+    def check() -> None:
+        client.get_subjects()
+
+    return check
+
+
+def start_endpoint(component: str, setting: str, host: str, port: int, metrics: Metrics,
+                   checks: Mapping[str, Check]) -> MetricsServer:
+    """``serve_http`` for a component, announced on stdout; a taken port is a configuration error naming ``setting``."""
+    from kafka_lineage.config import ConfigError
+
+    try:
+        server = serve_http(host, port, metrics, checks)
+    except OSError as exc:
+        raise ConfigError(f"{setting}: cannot listen on {host}:{port} ({exc.strerror or exc}); choose another port "
+                          "(0 = any free port)") from None
+    print(f"{component} metrics: {server.url}/metrics  health: {server.url}/health/ready", flush=True)
+    return server

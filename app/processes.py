@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -28,6 +29,13 @@ class ChildProcess:
     process: subprocess.Popen
     returncode: int | None = None
     output: str = field(default="", repr=False)
+    metrics_url: str = ""  # the component's metrics/health endpoint, as it announced it
+
+
+# Children listen on any free port unless the caller chose one: tests and the demo run several at once.
+_ANY_FREE_PORT = {"LINEAGE_PROCESSOR_METRICS_PORT": "0", "LINEAGE_SINK_METRICS_PORT": "0",
+                  "LINEAGE_ALERT_METRICS_PORT": "0"}
+_ENDPOINT = re.compile(r"metrics: (http://\S+)/metrics")
 
 
 @contextlib.contextmanager
@@ -38,7 +46,8 @@ def lineage_process(args: list[str], is_ready: Callable[[ChildProcess, str], boo
     # Output goes to a file, not a pipe: a chatty child can never block on a full pipe.
     with tempfile.TemporaryFile(mode="w+") as log:
         process = subprocess.Popen([sys.executable, "-m", "kafka_lineage.cli", *args],
-                                   env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT, text=True)
+                                   env={**_ANY_FREE_PORT, **os.environ, **(env or {})}, stdout=log,
+                                   stderr=subprocess.STDOUT, text=True)
         child = ChildProcess(url, process)
         try:
             deadline = time.monotonic() + ready_timeout
@@ -46,6 +55,8 @@ def lineage_process(args: list[str], is_ready: Callable[[ChildProcess, str], boo
                 log.seek(0)
                 output = log.read()
                 if is_ready(child, output):
+                    if endpoint := _ENDPOINT.search(output):
+                        child.metrics_url = endpoint.group(1)
                     break
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"lineage {args[0]} did not start: {output[-3000:]}")

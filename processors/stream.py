@@ -17,15 +17,19 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import sys
 import time
 from typing import Any
 
 import faust
 import mode
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from kafka_lineage.config import ClientSettings, ProcessorSettings
+from kafka_lineage.config import ClientSettings, OperationsSettings, ProcessorSettings
 from kafka_lineage.kafka_io import AckingProducer, prepare_pipeline
-from kafka_lineage.processors.core import Incoming, Output, ProcessorCore
+from kafka_lineage.logs import LOG_LEVELS, configure_logging
+from kafka_lineage.metrics import Metrics, kafka_check, registry_check, start_endpoint
+from kafka_lineage.processors.core import STAGE, Incoming, Output, ProcessorCore
 from kafka_lineage.processors.faust_transport import App, broker_credentials
 from kafka_lineage.processors.normalize import parse_aliases
 from kafka_lineage.schemas import registry
@@ -43,7 +47,7 @@ class PartitionedTable(faust.Table):
         return _PARTITION.get()
 
 
-def build_app(clients: ClientSettings, settings: ProcessorSettings) -> faust.App:
+def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Metrics | None = None) -> faust.App:
     prepare_pipeline(clients, settings.partitions)
     registry_client = SchemaRegistryClient(clients.registry_config())
     normalized_id = registry.registered_id(registry_client, clients.normalized_topic, "normalized_event")
@@ -83,6 +87,8 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings) -> faust.App
     normalized_codec = AvroCodec("normalized_event", fetch)
     dead_letter_codec = AvroCodec("dead_letter", fetch)
     stats = {"in": 0, "out": 0, "dead": 0, "duplicates": 0, "late": 0, "drift": 0}
+    metrics = metrics or Metrics(process_metrics=False)
+    lag_reader = Consumer(clients.kafka_config({"group.id": settings.group_id}))  # reads the group's commits only
 
     async def publish(output: Output) -> None:
         # Outputs first, acknowledged; only then the state that marks their inputs as done. A crash in between
@@ -114,6 +120,12 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings) -> faust.App
         stats["duplicates"] += output.duplicates
         stats["late"] += output.late
         stats["drift"] += output.drift_findings
+        metrics.events_out(STAGE, len(output.normalized))
+        metrics.duplicate(STAGE, output.duplicates)
+        metrics.late(STAGE, output.late)
+        metrics.schema_change(STAGE, output.drift_findings)
+        for _key, record in output.dead_letters:
+            metrics.dead_letter(STAGE, record["errorClass"])
 
     @app.agent(events)
     async def process(stream: faust.Stream) -> None:
@@ -122,12 +134,22 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings) -> faust.App
                                  int(e.message.timestamp * 1000) if e.message.timestamp else None,
                                  e.message.topic) for e in batch]
             stats["in"] += len(incoming)
+            metrics.events_in(STAGE, len(incoming))
+            metrics.batch(STAGE, len(incoming))
             await publish(core.process(incoming, time.time()))
+            metrics.seen(STAGE)
 
     @app.timer(min(0.25, settings.window_seconds / 4 or 0.25))
     async def release() -> None:
         assigned = {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == clients.events_topic}
         await publish(core.expire(time.time(), assigned))
+
+    @app.timer(5.0)
+    async def measure_lag() -> None:  # end offset - the group's committed offset, per partition of the events topic
+        assigned = [TopicPartition(tp.topic, tp.partition) for tp in app.assignor.assigned_actives()
+                    if tp.topic == clients.events_topic]
+        if assigned:
+            await asyncio.to_thread(metrics.update_lag, STAGE, lag_reader, assigned, committed=True)
 
     @app.timer(settings.report_seconds)
     async def report() -> None:
@@ -145,8 +167,23 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings) -> faust.App
     return app
 
 
-def run_worker(clients: ClientSettings, settings: ProcessorSettings) -> None:
-    """Run one worker until SIGTERM/SIGINT (Faust stops consuming, flushes the producer, commits, leaves)."""
-    app = build_app(clients, settings)
-    worker = faust.Worker(app, loglevel=settings.log_level, quiet=True)
-    worker.execute_from_commandline()
+def run_worker(clients: ClientSettings, settings: ProcessorSettings, operations: OperationsSettings) -> None:
+    """Run one worker until SIGTERM/SIGINT (Faust stops consuming, flushes the producer, commits, leaves), with its
+    metrics/health endpoint."""
+    metrics = Metrics()
+    app = build_app(clients, settings, metrics)
+
+    @app.task
+    async def use_pipeline_logging() -> None:  # after Faust set up its own handlers: ours (format, redaction) instead
+        # sys.__stderr__: the worker redirected sys.stderr into logging itself
+        configure_logging(LOG_LEVELS[settings.log_level], operations.log_format == "json", secrets=clients.secrets,
+                          stream=sys.__stderr__)
+
+    endpoint = start_endpoint("processor", "LINEAGE_PROCESSOR_METRICS_PORT", operations.metrics_host,
+                              operations.processor_metrics_port, metrics,
+                              {"kafka": kafka_check(clients.kafka_config()),
+                               "registry": registry_check(clients.registry_config())})
+    try:
+        faust.Worker(app, loglevel=settings.log_level, quiet=True).execute_from_commandline()
+    finally:
+        endpoint.close()

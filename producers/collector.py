@@ -20,10 +20,12 @@ from typing import Any
 
 from aiohttp import web
 from kafka_lineage.config import CollectorSettings
+from kafka_lineage.metrics import Metrics, aiohttp_handlers
 from kafka_lineage.producers.publisher import EventPublisher, PublishError
 from kafka_lineage.schemas.openlineage import InvalidEvent
 
 log = logging.getLogger(__name__)
+STAGE = "collector"
 LINEAGE_PATH = "/api/v1/lineage"
 
 
@@ -75,9 +77,11 @@ def bearer_token_ok(header: str | None, token: str) -> bool:
 
 
 class Collector:
-    def __init__(self, publisher: EventPublisher, settings: CollectorSettings) -> None:
+    def __init__(self, publisher: EventPublisher, settings: CollectorSettings, metrics: Metrics | None = None
+                 ) -> None:
         self.publisher = publisher
         self.settings = settings
+        self.metrics = metrics or Metrics(process_metrics=False)
         self.accepted = self.rejected = 0
 
     def app(self) -> web.Application:
@@ -88,6 +92,7 @@ class Collector:
         app.router.add_post(LINEAGE_PATH, self.post_lineage)
         app.router.add_get("/health/live", self.live)
         app.router.add_get("/health/ready", self.ready)
+        app.router.add_get("/metrics", aiohttp_handlers(self.metrics).metrics)
         return app
 
     async def post_lineage(self, request: web.Request) -> web.Response:
@@ -96,6 +101,7 @@ class Collector:
                 raise Rejection(401, "missing or wrong bearer token")
             events = decode_body(await request.read(), request.headers.get("Content-Encoding"),
                                  self.settings.max_body_bytes)
+            self.metrics.events_in(STAGE, len(events))
             records = self._encode_all(events)
             count = await asyncio.wait_for(asyncio.wrap_future(self.publisher.send(records)),
                                            self.settings.ack_timeout)
@@ -108,6 +114,8 @@ class Collector:
             reason = str(exc) or f"Kafka did not acknowledge within {self.settings.ack_timeout:.0f}s"
             return self._reject(request, Rejection(503, reason), headers={"Retry-After": "5"})
         self.accepted += count
+        self.metrics.events_out(STAGE, count)
+        self.metrics.seen(STAGE)
         return web.json_response({"accepted": count})
 
     def _encode_all(self, events: list[Any]) -> list[tuple[bytes, bytes]]:
@@ -128,6 +136,7 @@ class Collector:
     def _reject(self, request: web.Request, rejection: Rejection, headers: dict[str, str] | None = None
                 ) -> web.Response:
         self.rejected += 1
+        self.metrics.dead_letter(STAGE, f"http-{rejection.status}")  # refused to the sender, who keeps the event
         log.warning("%s %s from %s: %d %s", request.method, request.path, request.remote, rejection.status,
                     rejection.reason)
         extra = {"WWW-Authenticate": "Bearer"} if rejection.status == 401 else {}
@@ -146,7 +155,7 @@ class Collector:
 
 def serve(publisher: EventPublisher, settings: CollectorSettings) -> None:
     """Run until SIGINT/SIGTERM; aiohttp stops accepting, finishes in-flight requests, then the producer flushes."""
-    collector = Collector(publisher, settings)
+    collector = Collector(publisher, settings, Metrics())
     print(f"OpenLineage collector on http://{settings.host}:{settings.port}{LINEAGE_PATH} → topic {publisher.topic}"
           + (" (bearer token required)" if settings.token else ""), flush=True)
     try:

@@ -21,6 +21,7 @@ from confluent_kafka import Consumer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import AlertSettings, ClientSettings
 from kafka_lineage.kafka_io import AckingProducer, prepare_pipeline
+from kafka_lineage.metrics import Metrics
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, WireFormatError
@@ -29,6 +30,7 @@ from kafka_lineage.sinks.queries import Reached, impact
 from neo4j.exceptions import DriverError, TransientError
 
 log = logging.getLogger(__name__)
+STAGE = "alert-sink"
 
 
 def alert_id(change: dict[str, Any]) -> str:
@@ -59,9 +61,10 @@ def build_alert(change: dict[str, Any], event: dict[str, Any], impacted: list[Re
 
 
 class AlertSink:
-    def __init__(self, clients: ClientSettings, settings: AlertSettings) -> None:
+    def __init__(self, clients: ClientSettings, settings: AlertSettings, metrics: Metrics | None = None) -> None:
         prepare_pipeline(clients, settings.partitions)
         self.clients, self.settings = clients, settings
+        self.metrics = metrics or Metrics(process_metrics=False)
         client = SchemaRegistryClient(clients.registry_config())
         self.normalized = AvroCodec("normalized_event", registry.schema_fetcher(client))
         self.alerts = AvroCodec("schema_drift_alert", registry.schema_fetcher(client))
@@ -79,22 +82,34 @@ class AlertSink:
     def run(self, stop: threading.Event) -> None:
         self.consumer.subscribe([self.clients.normalized_topic])
         print(f"alert sink ready: {self.clients.normalized_topic} → {self.clients.drift_topic}", flush=True)
+        last_lag = time.monotonic()
         try:
             while not stop.is_set():
+                if time.monotonic() - last_lag >= 5.0:
+                    last_lag = time.monotonic()
+                    self.metrics.update_lag(STAGE, self.consumer)
                 messages = [m for m in self.consumer.consume(500, self.settings.poll_seconds) if m.error() is None]
                 if not messages:
                     continue
-                alerts = []
+                self.metrics.events_in(STAGE, len(messages))
+                alerts, produced = [], []
                 for message in messages:
                     try:
                         record = self.normalized.decode(message.value())
                     except WireFormatError:
                         continue  # the graph sink dead-letters undecodable records; one DLQ record is enough
-                    if record["schemaChanges"]:
-                        alerts += self._alerts(record)
+                    if record["schemaChanges"] and (found := self._alerts(record)):
+                        alerts += found
+                        produced += [record["processing"]["producedAt"]] * len(found)
                 if alerts:
                     self.producer.send(self.clients.drift_topic, alerts).result(60)
                     self.published += len(alerts)
+                    self.metrics.events_out(STAGE, len(alerts))
+                    published = time.time()
+                    for moment in produced:  # event produced (raw topic timestamp) → its alert acknowledged
+                        if moment is not None:
+                            self.metrics.latency_since("alert", moment.timestamp(), published)
+                self.metrics.seen(STAGE)
                 self.consumer.commit(asynchronous=False)
         finally:
             self.consumer.close()

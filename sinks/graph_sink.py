@@ -13,12 +13,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from confluent_kafka import Consumer, Message
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings, SinkSettings
 from kafka_lineage.kafka_io import AckingProducer, prepare_pipeline
+from kafka_lineage.metrics import Metrics
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.openlineage import record_to_event
@@ -69,9 +71,10 @@ def write_statements(driver: Driver, work: list[tuple[str, dict[str, Any]]]) -> 
 
 class GraphSink:
     def __init__(self, clients: ClientSettings, settings: SinkSettings,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, metrics: Metrics | None = None) -> None:
         self.clients = clients
         self.settings = settings
+        self.metrics = metrics or Metrics(process_metrics=False)
         prepare_pipeline(clients, settings.partitions)
         self.driver = driver_for(clients)
         registry_client = SchemaRegistryClient(clients.registry_config())
@@ -91,7 +94,7 @@ class GraphSink:
         ensure_constraints(self.driver)
         self.consumer.subscribe([self.clients.normalized_topic])
         print(f"graph sink ready: {self.clients.normalized_topic} → {self.clients.neo4j_uri}", flush=True)
-        last_report = time.monotonic()
+        last_report = last_lag = time.monotonic()
         try:
             while not stop.is_set():
                 messages = [m for m in self.consumer.consume(self.settings.batch_size, self.settings.poll_seconds)
@@ -99,6 +102,9 @@ class GraphSink:
                 if messages:
                     self._write_batch(messages, stop)
                     self.consumer.commit(asynchronous=False)  # only after the graph transaction committed
+                if time.monotonic() - last_lag >= 5.0:  # lag needs broker round trips: not every batch
+                    last_lag = time.monotonic()
+                    self.metrics.update_lag(STAGE, self.consumer)
                 if time.monotonic() - last_report >= self.settings.report_seconds:
                     last_report = time.monotonic()
                     log.info("graph sink: %d events written, %d dead letters", self.written, self.dead)
@@ -109,24 +115,37 @@ class GraphSink:
             print(f"graph sink stopped: {self.written} events written, {self.dead} dead letters", flush=True)
 
     def _write_batch(self, messages: list[Message], stop: threading.Event) -> None:
+        self.metrics.events_in(STAGE, len(messages))
+        self.metrics.batch(STAGE, len(messages))
         decoded: list[tuple[Message, dict[str, Any]]] = []
+        produced: list[datetime] = []
         for message in messages:
             try:
-                decoded.append((message, record_to_event(self._decode(message, stop)["event"])))
+                record = self._decode(message, stop)
+                decoded.append((message, record_to_event(record["event"])))
+                if record["processing"].get("producedAt") is not None:
+                    produced.append(record["processing"]["producedAt"])
             except (WireFormatError, ValueError, TypeError, KeyError) as exc:
                 reason = exc.error_class if isinstance(exc, WireFormatError) else "undecodable"
                 self._dead([(message, reason, str(exc))])
         if not decoded:
             return
         try:
-            self._with_retry(lambda: write_events(self.driver, [event for _, event in decoded]), stop)
+            with self.metrics.neo4j_timer():
+                self._with_retry(lambda: write_events(self.driver, [event for _, event in decoded]), stop)
             self.written += len(decoded)
+            self.metrics.events_out(STAGE, len(decoded))
+            committed = time.time()
+            for moment in produced:  # event produced (raw topic timestamp) → in the graph
+                self.metrics.latency_since("graph", moment.timestamp(), committed)
+            self.metrics.seen(STAGE)
         except (ClientError, DatabaseError) as exc:  # the database refuses the batch: find the record(s) it refuses
             log.warning("batch of %d rejected by Neo4j (%s); writing its records one by one", len(decoded), exc)
             for message, event in decoded:
                 try:
                     self._with_retry(lambda event=event: write_events(self.driver, [event]), stop)
                     self.written += 1
+                    self.metrics.events_out(STAGE)
                 except (ClientError, DatabaseError) as single:
                     self._dead([(message, "neo4j-rejected", f"{single.code}: {single.message}")])
 
@@ -161,6 +180,7 @@ class GraphSink:
     def _dead(self, failures: list[tuple[Message, str, str]]) -> None:
         records = []
         for message, error_class, reason in failures:
+            self.metrics.dead_letter(STAGE, error_class)
             log.warning("dead letter %s (%s partition %d offset %d): %s", error_class, message.topic(),
                         message.partition(), message.offset(), reason)
             records.append((message.key(), self.dead_codec.encode(dead_letter(

@@ -152,10 +152,10 @@ class Kafka(Service):
     def fetch(self, s: StackSettings) -> None:
         _kafka_classpath(s)
 
-    def server_properties(self, s: StackSettings) -> dict[str, object]:
+    def server_properties(self, s: StackSettings, sasl_password: str = "") -> dict[str, object]:
         """Single-node KRaft (broker and controller in one process), listening on 127.0.0.1 only: plaintext for the
         pipeline, plus a SASL/PLAIN listener (user ``lineage``) so secured connections are tested for real."""
-        password = self.sasl_password(s)
+        password = sasl_password
         return {
             "process.roles": "broker,controller",
             "node.id": 1,
@@ -187,7 +187,7 @@ class Kafka(Service):
         home = self.home(s)
         data = home / "data"
         config = home / "server.properties"
-        _write_properties(config, self.server_properties(s))
+        _write_properties(config, self.server_properties(s, self.sasl_password(s)))
         log4j = home / "log4j2.properties"
         log4j.write_text(LOG4J2_CONSOLE)
         classpath = _classpath_args(home, _kafka_classpath(s))

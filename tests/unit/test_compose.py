@@ -33,7 +33,7 @@ def test_same_versions(compose: dict, settings: StackSettings) -> None:
 
 
 def test_same_host_ports_on_loopback(compose: dict, settings: StackSettings) -> None:
-    assert _host_ports(compose["kafka"]) == {settings.kafka_port}
+    assert _host_ports(compose["kafka"]) == {settings.kafka_port, settings.kafka_sasl_port}
     assert _host_ports(compose["registry"]) == {settings.registry_port}
     assert _host_ports(compose["neo4j"]) == {settings.neo4j_bolt_port, settings.neo4j_http_port}
     assert _host_ports(compose["connect"]) == {settings.connect_port}
@@ -50,6 +50,7 @@ def test_same_broker_settings(compose: dict, settings: StackSettings) -> None:
         "inter.broker.listener.name",
         "listener.security.protocol.map",
         "log.dirs",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config",  # holds the generated password (compose: from env)
     }
     for key, value in Kafka().server_properties(settings).items():
         if key not in networking:
