@@ -27,6 +27,7 @@ from typing import Any
 import attr
 from confluent_kafka import KafkaError, Message
 from kafka_lineage.config import ClientSettings
+from kafka_lineage.metrics import Metrics, serve_http
 from kafka_lineage.producers.client_events import event_dict
 from kafka_lineage.producers.publisher import EventPublisher
 from kafka_lineage.schemas.openlineage import InvalidEvent
@@ -51,6 +52,7 @@ class KafkaAvroConfig(Config):
     topic: str = "openlineage.events"
     queue_size: int = 10_000
     flush_timeout: float = 30.0
+    metrics_port: int | None = None  # serve /metrics (queue depth, undelivered events) on 127.0.0.1; 0 = any port
 
     @classmethod
     def from_dict(cls, params: dict[str, Any]) -> KafkaAvroConfig:
@@ -69,6 +71,7 @@ class KafkaAvroConfig(Config):
             topic=str(params.get("topic") or settings.events_topic),
             queue_size=int(params.get("queue_size", 10_000)),
             flush_timeout=float(params.get("flush_timeout", 30.0)),
+            metrics_port=int(params["metrics_port"]) if params.get("metrics_port") is not None else None,
         )
 
 
@@ -81,6 +84,10 @@ class KafkaAvroTransport(Transport):
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=config.queue_size)
         self._publisher = EventPublisher(config.config, config.schema_registry, config.topic)
         self.delivered = self.undelivered = self.dropped = self.invalid = 0
+        self.metrics = Metrics(process_metrics=False)
+        # The job's own process: an endpoint only when asked for (a Spark driver or Airflow worker has its own).
+        self.endpoint = (serve_http("127.0.0.1", config.metrics_port, self.metrics)
+                         if config.metrics_port is not None else None)
         self._lock = threading.Lock()
         self._closed = False
         self._worker = threading.Thread(target=self._run, name="openlineage-kafka-avro", daemon=True)
@@ -111,6 +118,8 @@ class KafkaAvroTransport(Transport):
             self._worker.join(wait)
             remaining = self._publisher.close(wait)
             self._count("undelivered", remaining + self._take_unsent())
+            if self.endpoint is not None:
+                self.endpoint.close()
             if self.undelivered or self.dropped or self.invalid:
                 log.warning("OpenLineage transport closed: %d delivered, %d undelivered, %d dropped, %d invalid",
                             self.delivered, self.undelivered, self.dropped, self.invalid)
@@ -135,6 +144,7 @@ class KafkaAvroTransport(Transport):
             log.exception("OpenLineage transport could not prepare its Avro serializer")
         while True:
             item = self._queue.get()
+            self.metrics.emitter_queue(self._queue.qsize())  # here, not on the job's thread: emit stays ~1 µs
             if item is _STOP:
                 return
             try:
@@ -177,3 +187,5 @@ class KafkaAvroTransport(Transport):
     def _count(self, name: str, amount: int = 1) -> None:
         with self._lock:
             setattr(self, name, getattr(self, name) + amount)
+        if name != "delivered" and amount:
+            self.metrics.emitter_undelivered(amount)

@@ -21,6 +21,7 @@ from confluent_kafka import Consumer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import AlertSettings, ClientSettings
 from kafka_lineage.kafka_io import AckingProducer, prepare_pipeline
+from kafka_lineage.logs import problem
 from kafka_lineage.metrics import Metrics
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import record_to_event
@@ -134,7 +135,10 @@ class AlertSink:
                 self.recent.popitem(last=False)
             log.warning("schema drift (%s) on %s/%s by %s: %d changes, %d jobs downstream", change["severity"],
                         change["namespace"], change["name"], (event.get("job") or {}).get("name"),
-                        len(change["changes"]), len(alert["impactedJobs"]))
+                        len(change["changes"]), len(alert["impactedJobs"]),
+                        extra={"stage": STAGE, "dataset": f"{change['namespace']}/{change['name']}",
+                               "job": (event.get("job") or {}).get("name"),
+                               "run_id": (event.get("run") or {}).get("runId")})
         return out
 
     def _impact(self, change: dict[str, Any]) -> list[Reached]:
@@ -144,6 +148,8 @@ class AlertSink:
                 return impact(self.driver, change["namespace"], change["name"], self.settings.depth,
                               self.settings.max_impacted + 1)
             except (DriverError, TransientError, OSError) as exc:  # Neo4j unreachable: the alert waits for its impact
-                log.warning("impact query failed (%s); retrying in %.1fs", exc, delay)
+                problem(log, "impact query failed, the alert waits for its downstream list",
+                        "check NEO4J_URI and that Neo4j runs", error=exc, retry_in=delay, stage=STAGE,
+                        dataset=f"{change['namespace']}/{change['name']}")
                 time.sleep(delay)
                 delay = min(delay * 2, 30.0)

@@ -20,6 +20,7 @@ from confluent_kafka import Consumer, Message
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings, SinkSettings
 from kafka_lineage.kafka_io import AckingProducer, prepare_pipeline
+from kafka_lineage.logs import problem
 from kafka_lineage.metrics import Metrics
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.dead_letters import dead_letter
@@ -157,7 +158,8 @@ class GraphSink:
             except RegistryUnavailable as exc:  # not the record's fault: wait for the registry
                 if stop.is_set():
                     raise
-                log.warning("schema registry unavailable (%s); retrying in %.1fs", exc, delay)
+                problem(log, "schema registry unavailable", "check SCHEMA_REGISTRY_URL and that the registry runs",
+                        error=exc, retry_in=delay, stage=STAGE)
                 self.sleep(delay)
                 delay = min(delay * 2, 30.0)
 
@@ -173,7 +175,8 @@ class GraphSink:
             except (Neo4jError, DriverError, OSError) as exc:  # ServiceUnavailable, SessionExpired, reset …
                 if stop.is_set():
                     raise
-                log.warning("Neo4j unavailable (%s); retrying the batch in %.1fs", exc, delay)
+                problem(log, "Neo4j unavailable, the batch waits", "check NEO4J_URI and that Neo4j runs "
+                        "(`lineage stack status`); nothing is skipped", error=exc, retry_in=delay, stage=STAGE)
                 self.sleep(delay)
                 delay = min(delay * 2, 30.0)
 
@@ -181,8 +184,8 @@ class GraphSink:
         records = []
         for message, error_class, reason in failures:
             self.metrics.dead_letter(STAGE, error_class)
-            log.warning("dead letter %s (%s partition %d offset %d): %s", error_class, message.topic(),
-                        message.partition(), message.offset(), reason)
+            problem(log, f"dead letter {error_class}: {reason}", "the record is on the DLQ: `lineage dlq tail`",
+                    stage=STAGE, topic=message.topic(), partition=message.partition(), offset=message.offset())
             records.append((message.key(), self.dead_codec.encode(dead_letter(
                 stage=STAGE, error_class=error_class, error_message=reason, key=message.key(), value=message.value(),
                 headers=message.headers() or (), source_topic=message.topic(), source_partition=message.partition(),

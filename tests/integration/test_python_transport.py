@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import requests
 from kafka_lineage.config import ClientSettings
 from kafka_lineage.producers.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
 from kafka_lineage.schemas.openlineage import partition_key
@@ -72,15 +73,21 @@ def test_selected_by_class_path_in_openlineage_yml(clients: ClientSettings, even
 
 def test_broker_outage_never_blocks_or_raises_and_is_reported(clients: ClientSettings, events_topic: str) -> None:
     transport = KafkaAvroTransport(KafkaAvroConfig.from_dict({
-        "topic": events_topic, "queue_size": 5,
+        "topic": events_topic, "queue_size": 5, "metrics_port": 0,
         "config": {"bootstrap.servers": "127.0.0.1:1", "message.timeout.ms": "2000"}}))
+    metrics_url = transport.endpoint.url
     started = time.perf_counter()
     for i in range(50):
         transport.emit(_run_event(f"outage-{i}"))
     assert time.perf_counter() - started < 1.0
+    assert "lineage_emitter_queue_depth" in requests.get(f"{metrics_url}/metrics", timeout=5).text
     transport.emit({"eventTime": "2024-05-01T12:00:00Z", "producer": PRODUCER, "schemaURL": "x",
                     "run": {"runId": "not-a-uuid"}, "job": {"namespace": "a", "name": "b"}})
     assert transport.close(timeout=10) is False
     assert transport.delivered == 0
     assert transport.dropped > 0
     assert transport.dropped + transport.undelivered + transport.invalid == 51
+    exposed = transport.metrics.exposition()[0].decode()  # what the endpoint served until close
+    assert "lineage_emitter_undelivered_total 51.0" in exposed and "lineage_emitter_queue_depth" in exposed
+    with pytest.raises(requests.ConnectionError):  # closed with the transport
+        requests.get(f"{metrics_url}/metrics", timeout=2)
