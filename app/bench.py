@@ -22,7 +22,7 @@ from confluent_kafka import Consumer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings
 from kafka_lineage.kafka_io import AckingProducer, prepare_pipeline
-from kafka_lineage.processes import collector_process, processor_process, sink_process
+from kafka_lineage.processes import alert_sink_process, collector_process, processor_process, sink_process
 from kafka_lineage.producers.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
 from kafka_lineage.producers.publisher import EventPublisher
 from kafka_lineage.schemas import registry
@@ -355,6 +355,142 @@ def format_graph(result: dict[str, Any]) -> str:
                      f"impact p50 {query['impact_ms']['p50']:.1f} ms / p99 {query['impact_ms']['p99']:.1f} ms, "
                      f"upstream p50 {query['upstream_ms']['p50']:.1f} ms / p99 {query['upstream_ms']['p99']:.1f} ms")
     return "\n".join(lines)
+
+
+def _histogram(url: str, name: str, **labels: str) -> dict[float, float]:
+    """Cumulative bucket counts (upper bound → count) of one Prometheus histogram series."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    buckets: dict[float, float] = {}
+    for family in text_string_to_metric_families(requests.get(f"{url}/metrics", timeout=10).text):
+        for sample in family.samples:
+            if sample.name == f"{name}_bucket" and all(sample.labels.get(k) == v for k, v in labels.items()):
+                buckets[float(sample.labels["le"])] = sample.value
+    return buckets
+
+
+def histogram_quantile(before: dict[float, float], after: dict[float, float], q: float) -> float | None:
+    """The ``q`` quantile of the observations between two snapshots, as the upper bound of the bucket holding it
+    (Prometheus buckets: an honest "at most"); None without observations."""
+    bounds = sorted(after)
+    counts = [after[b] - before.get(b, 0.0) for b in bounds]
+    if not counts or counts[-1] <= 0:
+        return None
+    for bound, count in zip(bounds, counts, strict=True):
+        if count >= q * counts[-1]:
+            return bound
+    return bounds[-1]
+
+
+def _counter(url: str, name: str, **labels: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return sum(sample.value for family in text_string_to_metric_families(requests.get(f"{url}/metrics",
+                                                                                      timeout=10).text)
+               for sample in family.samples
+               if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()))
+
+
+def _schema_change(namespace: str, index: int) -> list[dict[str, Any]]:
+    """A START/COMPLETE pair whose output's ``amount`` column flips type: one drift alert each time."""
+    run, kind = str(uuid.uuid4()), "double" if index % 2 else "string"
+    output = {"namespace": "s3://lake", "name": f"{namespace}/drifting", "facets": {"schema": {
+        "_producer": PRODUCER, "_schemaURL": "https://openlineage.io/spec/facets/1-1-1/SchemaDatasetFacet.json",
+        "fields": [{"name": "id", "type": "bigint"}, {"name": "amount", "type": kind}]}}}
+    return [{"eventType": state, "eventTime": datetime.now(UTC).isoformat(), "producer": PRODUCER,
+             "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+             "run": {"runId": run}, "job": {"namespace": namespace, "name": "drifting-job"},
+             "inputs": [], "outputs": [output]} for state in ("START", "COMPLETE")]
+
+
+def bench_end_to_end(settings: ClientSettings, count: int, rate: int = 1000, seconds: float = 20.0
+                     ) -> dict[str, Any]:
+    """The whole pipeline as deployed (processor, graph sink, alert sink as processes): events/s on a backlog of
+    ``count`` events, then produce→graph and produce→alert latency at a steady ``rate`` events/s."""
+    prefix = f"lineage.bench.e2e.{uuid.uuid4().hex[:8]}"
+    env = {"LINEAGE_EVENTS_TOPIC": f"{prefix}.events", "LINEAGE_NORMALIZED_TOPIC": f"{prefix}.normalized",
+           "LINEAGE_DLQ_TOPIC": f"{prefix}.dlq", "LINEAGE_DRIFT_TOPIC": f"{prefix}.drift",
+           "LINEAGE_PROCESSOR_GROUP": f"{prefix}.processor", "LINEAGE_SINK_GROUP": f"{prefix}.sink",
+           "LINEAGE_ALERT_GROUP": f"{prefix}.alerts", "LINEAGE_PARTITIONS": "6",
+           "LINEAGE_PROCESSOR_DATA_DIR": str(Path(".lineage/bench") / prefix), "LINEAGE_SINK_POLL_SECONDS": "0.1"}
+    local = ClientSettings.from_env({**os.environ, **env})
+    namespace = f"bench-e2e-{uuid.uuid4().hex[:6]}"
+    backlog = run_pairs(count)
+    for event in backlog:
+        event["job"] = {**event["job"], "namespace": namespace}
+    with processor_process(env), sink_process(env) as sink, alert_sink_process(env) as alerts:
+        publisher = EventPublisher.from_settings(local)
+        records = [publisher.encode(event) for event in backlog]
+        started = time.perf_counter()
+        publisher.send(records).result(600)
+        deadline = time.monotonic() + 1800
+        while _counter(sink.metrics_url, "lineage_events_out_total", stage="graph-sink") < count:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the graph sink did not catch up within 30 minutes")
+            time.sleep(0.2)
+        elapsed = time.perf_counter() - started
+        graph_before = _histogram(sink.metrics_url, "lineage_end_to_end_latency_seconds", path="graph")
+        alert_before = _histogram(alerts.metrics_url, "lineage_end_to_end_latency_seconds", path="alert")
+        steady, tick, changes = run_pairs(int(rate * seconds)), 0.1, 0
+        per_tick = max(1, int(rate * tick))
+        for event in steady:
+            event["job"] = {**event["job"], "namespace": namespace}
+        next_tick = time.monotonic()
+        for index in range(0, len(steady), per_tick):
+            batch = steady[index:index + per_tick]
+            if index % (per_tick * 20) == 0:  # a schema change every 2 s
+                batch = batch + _schema_change(namespace, changes)
+                changes += 1
+            publisher.send([publisher.encode(event) for event in batch])
+            next_tick += tick
+            time.sleep(max(0.0, next_tick - time.monotonic()))
+        publisher.close()
+        expected = count + len(steady) + 2 * changes
+        deadline = time.monotonic() + 120
+        while (_counter(sink.metrics_url, "lineage_events_out_total", stage="graph-sink") < expected
+               or _counter(alerts.metrics_url, "lineage_events_out_total", stage="alert-sink") < changes - 1):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        graph_after = _histogram(sink.metrics_url, "lineage_end_to_end_latency_seconds", path="graph")
+        alert_after = _histogram(alerts.metrics_url, "lineage_end_to_end_latency_seconds", path="alert")
+    return {"events": count, "events_per_s": count / elapsed, "seconds": elapsed, "steady_rate": rate,
+            "graph_latency_s_at_most": {q: histogram_quantile(graph_before, graph_after, p)
+                                        for q, p in (("p50", 0.5), ("p99", 0.99))},
+            "alert_latency_s_at_most": {q: histogram_quantile(alert_before, alert_after, p)
+                                        for q, p in (("p50", 0.5), ("p99", 0.99))},
+            "schema_changes": changes}
+
+
+def run_suite(count: int, jobs: int, output: Path) -> dict[str, Any]:
+    """Every bench in one run, one JSON file: end to end first (the targets), then each stage."""
+    settings = ClientSettings.from_env()
+    topic = bench_topic(settings)
+    result: dict[str, Any] = {"bench": "all", "at": datetime.now(UTC).isoformat(),
+                              "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+                              "end_to_end": bench_end_to_end(settings, count),
+                              "emit": {"transports": bench_emit_transports(settings, topic, count),
+                                       "collector": bench_collector(topic, count)},
+                              "processor": {"runs": [bench_processor_workers(settings, workers, count)
+                                                     for workers in (1, 2)]},
+                              "sink": bench_sink(settings, count), "replay": bench_replay(settings, count),
+                              "query": bench_query(settings, jobs)}
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def format_suite(result: dict[str, Any]) -> str:
+    e2e = result["end_to_end"]
+    graph, alert = e2e["graph_latency_s_at_most"], e2e["alert_latency_s_at_most"]
+    graph_text = f"{graph['p50']} / {graph['p99']}"
+    rows = [f"{'measure':52} {'figure':>16}  target",
+            f"{'end to end, backlog (events/s)':52} {e2e['events_per_s']:>16,.0f}  >= 10,000",
+            f"{'produce -> graph p50 / p99 at 1,000 events/s (s, at most)':52} {graph_text:>16}  p99 <= 1",
+            f"{'produce -> drift alert p99 (s, at most)':52} {alert['p99']!s:>16}  <= 1",
+            format_emit(result["emit"]), format_processor(result["processor"]),
+            format_graph({"sink": result["sink"], "replay": result["replay"], "query": result["query"]})]
+    return "\n".join(rows)
 
 
 def format_emit(result: dict[str, Any]) -> str:

@@ -329,6 +329,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.stage == "emit":
         result = bench.run_emit_bench(args.events, output)
         print(bench.format_emit(result))
+    elif args.stage == "all":
+        print(bench.format_suite(bench.run_suite(args.events, args.graph_jobs, output)))
     elif args.stage == "processor":
         print(bench.format_processor(bench.run_processor_bench(args.events, output)))
     else:
@@ -445,9 +447,10 @@ def build_parser() -> argparse.ArgumentParser:
     connect.set_defaults(handler=cmd_connect)
 
     bench = sub.add_parser("bench", help="measure throughput/latency side by side (writes a JSON result file)")
-    bench.add_argument("stage", choices=["emit", "processor", "sink", "query", "graph"],
-                       help="sink: graph sink backlog and replay events/s; query: impact/upstream latency on a "
-                            "generated DAG; graph: both")
+    bench.add_argument("stage", choices=["all", "emit", "processor", "sink", "query", "graph"],
+                       help="all: every bench below plus the whole pipeline end to end, in one JSON file; sink: "
+                            "graph sink backlog and replay events/s; query: impact/upstream latency on a generated "
+                            "DAG; graph: both")
     bench.add_argument("--events", type=int, default=20_000, help="events per measurement (default 20000)")
     bench.add_argument("--graph-jobs", type=int, default=100_000,
                        help="query/graph: jobs in the generated DAG (3 relationships each; default 100000)")
