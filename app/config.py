@@ -82,6 +82,7 @@ class StackSettings:
     kafka_controller_port: int
     kafka_sasl_port: int
     registry_port: int
+    registry_management_port: int
     neo4j_bolt_port: int
     neo4j_http_port: int
     connect_port: int
@@ -106,6 +107,7 @@ class StackSettings:
             kafka_controller_port=_int(values, "LINEAGE_KAFKA_CONTROLLER_PORT", 9093),
             kafka_sasl_port=_int(values, "LINEAGE_KAFKA_SASL_PORT", 9094),
             registry_port=_int(values, "LINEAGE_REGISTRY_PORT", 8081),
+            registry_management_port=_int(values, "LINEAGE_REGISTRY_MANAGEMENT_PORT", 8091),
             neo4j_bolt_port=_int(values, "LINEAGE_NEO4J_BOLT_PORT", 7687),
             neo4j_http_port=_int(values, "LINEAGE_NEO4J_HTTP_PORT", 7474),
             connect_port=_int(values, "LINEAGE_CONNECT_PORT", 8083),

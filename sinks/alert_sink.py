@@ -28,10 +28,12 @@ from kafka_lineage.schemas.openlineage import record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, WireFormatError
 from kafka_lineage.sinks.graph_sink import driver_for
 from kafka_lineage.sinks.queries import Reached, impact
+from kafka_lineage.sinks.tail import tail
 from neo4j.exceptions import DriverError, TransientError
 
 log = logging.getLogger(__name__)
 STAGE = "alert-sink"
+RECENT_ALERTS = 100_000  # alert ids remembered to drop repeats (also read back from the topic at start)
 
 
 def alert_id(change: dict[str, Any]) -> str:
@@ -81,6 +83,10 @@ class AlertSink:
         self.published = 0
 
     def run(self, stop: threading.Event) -> None:
+        # Alerts this sink (or its predecessor) already published: a finding repeated after a restart — records
+        # redelivered past the last commit, a processor's repeated batch — must not alert twice.
+        for alert in tail(self.clients, self.clients.drift_topic, "schema_drift_alert", RECENT_ALERTS, False):
+            self.recent[alert["alertId"]] = None
         self.consumer.subscribe([self.clients.normalized_topic])
         print(f"alert sink ready: {self.clients.normalized_topic} → {self.clients.drift_topic}", flush=True)
         last_lag = time.monotonic()
@@ -131,7 +137,7 @@ class AlertSink:
             out.append((f"{change['namespace']}/{change['name']}".encode(), self.alerts.encode(alert,
                                                                                               self.alert_schema_id)))
             self.recent[identity] = None
-            if len(self.recent) > 100_000:
+            if len(self.recent) > RECENT_ALERTS:
                 self.recent.popitem(last=False)
             log.warning("schema drift (%s) on %s/%s by %s: %d changes, %d jobs downstream", change["severity"],
                         change["namespace"], change["name"], (event.get("job") or {}).get("name"),

@@ -238,7 +238,7 @@ class SchemaRegistry(Service):
     java_range = (21, None)  # Apicurio 3.3 is compiled for Java 21
 
     def ports(self, s: StackSettings) -> list[int]:
-        return [s.registry_port]
+        return [s.registry_port, s.registry_management_port]
 
     def url(self, s: StackSettings) -> str:
         return f"http://127.0.0.1:{s.registry_port}/apis/ccompat/v7"
@@ -265,7 +265,10 @@ class SchemaRegistry(Service):
             env={
                 "QUARKUS_HTTP_HOST": "127.0.0.1",
                 "QUARKUS_HTTP_PORT": str(s.registry_port),
-                "QUARKUS_MANAGEMENT_ENABLED": "false",
+                # Health on a loopback management port of its own (Quarkus binds it to every interface otherwise).
+                "QUARKUS_MANAGEMENT_ENABLED": "true",
+                "QUARKUS_MANAGEMENT_HOST": "127.0.0.1",
+                "QUARKUS_MANAGEMENT_PORT": str(s.registry_management_port),
                 "APICURIO_STORAGE_KIND": "kafkasql",
                 "APICURIO_KAFKASQL_BOOTSTRAP_SERVERS": f"127.0.0.1:{s.kafka_port}",
                 "APICURIO_REST_DELETION_ARTIFACT_ENABLED": "true",
@@ -275,6 +278,9 @@ class SchemaRegistry(Service):
         )
 
     def probe(self, s: StackSettings) -> None:
+        # Ready = its KafkaSQL store has replayed the journal (a restarted registry answers /subjects before that,
+        # without the schemas registered earlier), then the Confluent API answers.
+        _http_probe(f"http://127.0.0.1:{s.registry_management_port}/health/ready")
         _http_probe(f"{self.url(s)}/subjects")
 
 

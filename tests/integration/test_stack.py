@@ -193,6 +193,7 @@ def test_a_service_that_cannot_start_is_named_with_its_log(tmp_path: Path) -> No
         "LINEAGE_STATE_DIR": str(tmp_path / "broken"),
         "LINEAGE_KAFKA_PORT": "19092",
         "LINEAGE_KAFKA_CONTROLLER_PORT": "19093",
+        "LINEAGE_KAFKA_SASL_PORT": "19094",
         "LINEAGE_KAFKA_HEAP": "1m",
     }
     result = lineage("stack", "up", "kafka", check=False, env=env)
