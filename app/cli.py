@@ -283,6 +283,20 @@ def cmd_status(args: argparse.Namespace) -> int:
     return status.exit_code(report)
 
 
+def cmd_faults(args: argparse.Namespace) -> int:
+    from kafka_lineage.checker import format_report
+    from kafka_lineage.faults import run_faults
+
+    report = run_faults(StackSettings.from_env(), ClientSettings.from_env(), jobs=args.jobs,
+                        runs_per_job=args.runs_per_job, seed=args.seed, rate=args.rate,
+                        neo4j_outage=args.neo4j_outage, inject=args.inject)
+    assert report.check is not None
+    print(format_report(report.check))
+    print(f"{report.events} events; faults: {'; '.join(report.faults)}; converged after "
+          f"{report.converge_seconds:.0f}s: {'OK' if report.ok else 'NOT OK'}")
+    return 0 if report.ok else 1
+
+
 def cmd_graph(args: argparse.Namespace) -> int:
     from kafka_lineage.sinks.graph_sink import driver_for, graph_fingerprint
 
@@ -421,6 +435,23 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--spark-master", default=os.environ.get("LINEAGE_SPARK_MASTER", "local[*]"),
                         help="Spark master URL for --engine spark (default $LINEAGE_SPARK_MASTER or local[*])")
     replay.set_defaults(handler=cmd_replay)
+
+    faults = sub.add_parser("faults", help="fault suite: a ground-truth workload through the pipeline while "
+                                           "processor and sink are killed, Kafka restarted and Neo4j stopped; "
+                                           "then an exact check of graph and alerts")
+    faults.add_argument("--jobs", type=int, default=2000, help="jobs in the workload (default 2000)")
+    faults.add_argument("--runs-per-job", type=int, default=20, help="runs per job (default 20: ~100k events)")
+    faults.add_argument("--seed", type=int, default=7)
+    faults.add_argument("--rate", type=float, default=2000.0, help="events/s published (default 2000)")
+    faults.add_argument("--neo4j-outage", type=float, default=30.0, help="seconds Neo4j is down (default 30)")
+    faults.set_defaults(handler=cmd_faults, inject=True)
+    workload = sub.add_parser("workload", help="the fault suite's ground-truth workload without faults: publish, "
+                                               "let the pipeline run, check graph and alerts exactly")
+    workload.add_argument("--jobs", type=int, default=200)
+    workload.add_argument("--runs-per-job", type=int, default=10)
+    workload.add_argument("--seed", type=int, default=7)
+    workload.add_argument("--rate", type=float, default=2000.0, help="events/s published (default 2000)")
+    workload.set_defaults(handler=cmd_faults, inject=False, neo4j_outage=0.0)
 
     status_cmd = sub.add_parser("status", help="pipeline health: services, consumer lag and last event per stage, "
                                                "dead letters, alerts in the last hour (exit 1 degraded, 2 no Kafka)")

@@ -49,6 +49,7 @@ class PartitionedTable(faust.Table):
 
 def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Metrics | None = None) -> faust.App:
     prepare_pipeline(clients, settings.partitions)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)  # Faust creates only the last level
     registry_client = SchemaRegistryClient(clients.registry_config())
     normalized_id = registry.registered_id(registry_client, clients.normalized_topic, "normalized_event")
     dead_letter_id = registry.registered_id(registry_client, clients.dlq_topic, "dead_letter")

@@ -1,0 +1,161 @@
+"""``lineage faults``: a ground-truth workload through the real pipeline while it is being broken, then an exact
+check (``lineage workload``: the same without the faults).
+
+The workload (``workload.generate``: duplicates, late STARTs, retries, schema changes) is published at a steady
+rate while the processor and the graph sink are killed with SIGKILL at random points and restarted, the Kafka broker
+is restarted and Neo4j is stopped for a while. Then the graph and the alert topic are compared with the ground truth
+(``checker.check``): every element present, nothing extra, nothing wrong, no alert twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafka_lineage.checker import GRAPH_QUERIES, CheckReport, check, query_parameters
+from kafka_lineage.config import ClientSettings, StackSettings
+from kafka_lineage.kafka_io import prepare_pipeline
+from kafka_lineage.processes import ChildProcess, alert_sink_process, processor_process, sink_process
+from kafka_lineage.producers.publisher import EventPublisher
+from kafka_lineage.sinks.graph_sink import driver_for
+from kafka_lineage.sinks.tail import tail
+from kafka_lineage.stack.manager import Stack
+from kafka_lineage.workload import Workload, generate
+
+
+@dataclass
+class FaultReport:
+    events: int
+    faults: list[str] = field(default_factory=list)
+    publish_seconds: float = 0.0
+    converge_seconds: float = 0.0
+    check: CheckReport | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.check is not None and self.check.ok
+
+
+class _Component:
+    """A pipeline component as a child process that can be killed and started again."""
+
+    def __init__(self, name: str, start: Callable[[], contextlib.AbstractContextManager[ChildProcess]]) -> None:
+        self.name, self._start = name, start
+        self._stack = contextlib.ExitStack()
+        self.child: ChildProcess | None = None
+
+    def start(self) -> None:
+        self.child = self._stack.enter_context(self._start())
+
+    def kill_and_restart(self) -> None:
+        assert self.child is not None
+        self.child.process.kill()  # SIGKILL: no shutdown, no commit
+        self.child.process.wait(30)
+        self._stack.close()
+        self._stack = contextlib.ExitStack()
+        self.start()
+
+    def stop(self) -> None:
+        self._stack.close()
+
+
+def graph_rows(clients: ClientSettings, workload: Workload) -> dict[str, list[dict[str, Any]]]:
+    parameters = query_parameters(workload.truth)
+    with driver_for(clients) as driver, driver.session() as session:
+        return {kind: [record.data() for record in session.run(query, parameters)]
+                for kind, query in GRAPH_QUERIES.items()}
+
+
+def drift_alerts(clients: ClientSettings) -> list[dict[str, Any]]:
+    return list(tail(clients, clients.drift_topic, "schema_drift_alert", 1_000_000, False))
+
+
+def _publish(clients: ClientSettings, events: list[dict[str, Any]], rate: float, stop: threading.Event) -> None:
+    publisher = EventPublisher.from_settings(clients)
+    try:
+        pending, batch, started = [], max(1, int(rate / 10)), time.monotonic()
+        for index in range(0, len(events), batch):
+            if stop.is_set():
+                return
+            pending.append(publisher.send([publisher.encode(event) for event in events[index:index + batch]]))
+            time.sleep(max(0.0, started + (index + batch) / rate - time.monotonic()))
+        for delivery in pending:
+            delivery.result(600)  # librdkafka keeps retrying through the broker restart
+    finally:
+        publisher.close(600)
+
+
+def run_faults(stack_settings: StackSettings, base: ClientSettings, *, jobs: int = 2000, runs_per_job: int = 20,
+               seed: int = 7, rate: float = 2000.0, neo4j_outage: float = 30.0, timeout: float = 900.0,
+               inject: bool = True,
+               workdir: Path = Path(".lineage/faults"), say: Callable[[str], None] = print) -> FaultReport:
+    tag = f"f{seed}-{uuid.uuid4().hex[:6]}"
+    workload = generate(jobs, runs_per_job, seed, schema_changes=4, tag=tag)
+    prefix = f"lineage.faults.{tag}"
+    env = {"LINEAGE_EVENTS_TOPIC": f"{prefix}.events", "LINEAGE_NORMALIZED_TOPIC": f"{prefix}.normalized",
+           "LINEAGE_DLQ_TOPIC": f"{prefix}.dlq", "LINEAGE_DRIFT_TOPIC": f"{prefix}.drift",
+           "LINEAGE_PROCESSOR_GROUP": f"{prefix}.processor", "LINEAGE_SINK_GROUP": f"{prefix}.sink",
+           "LINEAGE_ALERT_GROUP": f"{prefix}.alerts", "LINEAGE_PARTITIONS": "6",
+           "LINEAGE_PROCESSOR_DATA_DIR": str(workdir / prefix)}
+    clients = ClientSettings.from_env({**os.environ, **env})
+    prepare_pipeline(clients, 6)
+    report = FaultReport(events=len(workload.events))
+    say(f"workload {tag}: {len(workload.events)} events ({workload.summary()['delivery']})")
+    components = {name: _Component(name, lambda start=start: start(env)) for name, start in
+                  (("processor", processor_process), ("graph sink", sink_process),
+                   ("alert sink", alert_sink_process))}
+    stack = Stack(stack_settings)
+    rng = random.Random(seed)
+    stop = threading.Event()
+    try:
+        for component in components.values():
+            component.start()
+        started = time.monotonic()
+        publisher = threading.Thread(target=_publish, args=(clients, workload.events, rate, stop), daemon=True)
+        publisher.start()
+        publish_span = len(workload.events) / rate
+
+        def at(share: float) -> None:  # wait until ``share`` of the publishing time (± jitter) has passed
+            time.sleep(max(0.0, started + publish_span * (share + rng.uniform(-0.05, 0.05)) - time.monotonic()))
+
+        def fault(text: str, action: Callable[[], Any]) -> None:
+            say(f"  {time.monotonic() - started:6.1f}s  {text}")
+            report.faults.append(text)
+            action()
+
+        if inject:
+            at(0.15)
+            fault("SIGKILL processor, restart", components["processor"].kill_and_restart)
+            at(0.30)
+            fault("SIGKILL graph sink, restart", components["graph sink"].kill_and_restart)
+            at(0.45)
+            fault("restart the Kafka broker", lambda: (stack.down(["kafka"]), stack.up(["kafka"])))
+            at(0.60)
+            fault(f"stop Neo4j for {neo4j_outage:.0f}s", lambda: (stack.down(["neo4j"]), time.sleep(neo4j_outage),
+                                                                 stack.up(["neo4j"])))
+            at(0.80)
+            fault("SIGKILL processor, restart", components["processor"].kill_and_restart)
+            fault("SIGKILL graph sink, restart", components["graph sink"].kill_and_restart)
+        publisher.join(timeout)
+        report.publish_seconds = time.monotonic() - started
+        say(f"  {report.publish_seconds:6.1f}s  all {len(workload.events)} events acknowledged by Kafka")
+        deadline = time.monotonic() + timeout
+        while True:  # converged when the check passes; otherwise the last check is the report
+            report.check = check(workload.truth, graph_rows(clients, workload), drift_alerts(clients))
+            if report.check.ok or time.monotonic() > deadline:
+                break
+            time.sleep(10)
+        report.converge_seconds = time.monotonic() - started
+    finally:
+        stop.set()
+        for component in components.values():
+            component.stop()
+    return report
