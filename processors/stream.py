@@ -17,8 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import os
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import faust
@@ -33,9 +35,13 @@ from kafka_lineage.processors.core import STAGE, Incoming, Output, ProcessorCore
 from kafka_lineage.processors.faust_transport import App, broker_credentials
 from kafka_lineage.processors.normalize import parse_aliases
 from kafka_lineage.schemas import registry
+from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.wire import AvroCodec
 
 log = logging.getLogger(__name__)
+# Records larger than this go to the DLQ instead of the normalized topic (brokers refuse ~1 MB compressed batches by
+# default; this is the uncompressed size, JSON lineage compresses well).
+MAX_OUTPUT_BYTES = 8 * 1024 * 1024
 _PARTITION: contextvars.ContextVar[int] = contextvars.ContextVar("changelog_partition")
 
 
@@ -97,12 +103,18 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
         # order could lose outputs whose inputs the restored state already counts as seen.
         # librdkafka (C) produces the outputs: Faust's per-message send path costs several times more.
         deliveries = []
-        if output.normalized:
-            deliveries.append(outputs.send(clients.normalized_topic, [
-                (key, normalized_codec.encode(record, normalized_id)) for key, record in output.normalized]))
-        if output.dead_letters:
+        normalized, letters = [], list(output.dead_letters)
+        for key, record in output.normalized:
+            value = normalized_codec.encode(record, normalized_id)
+            if len(value) <= MAX_OUTPUT_BYTES:
+                normalized.append((key, value))
+            else:
+                letters.append((key, _too_large(record, len(value))))
+        if normalized:
+            deliveries.append(outputs.send(clients.normalized_topic, normalized))
+        if letters:
             deliveries.append(outputs.send(clients.dlq_topic, [
-                (key, dead_letter_codec.encode(record, dead_letter_id)) for key, record in output.dead_letters]))
+                (key, dead_letter_codec.encode(record, dead_letter_id)) for key, record in letters]))
         if deliveries:
             await asyncio.gather(*(asyncio.wrap_future(delivery) for delivery in deliveries))
         for key, (partition, value) in output.run_writes.items():
@@ -116,16 +128,16 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
                 _PARTITION.reset(token)
         if output.run_writes:  # the state reaches Kafka now, not at the next commit: a crash repeats one batch at most
             await app.producer.flush()
-        stats["out"] += len(output.normalized)
-        stats["dead"] += len(output.dead_letters)
+        stats["out"] += len(normalized)
+        stats["dead"] += len(letters)
         stats["duplicates"] += output.duplicates
         stats["late"] += output.late
         stats["drift"] += output.drift_findings
-        metrics.events_out(STAGE, len(output.normalized))
+        metrics.events_out(STAGE, len(normalized))
         metrics.duplicate(STAGE, output.duplicates)
         metrics.late(STAGE, output.late)
         metrics.schema_change(STAGE, output.drift_findings)
-        for _key, record in output.dead_letters:
+        for _key, record in letters:
             metrics.dead_letter(STAGE, record["errorClass"])
 
     @app.agent(events)
@@ -137,13 +149,13 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
             stats["in"] += len(incoming)
             metrics.events_in(STAGE, len(incoming))
             metrics.batch(STAGE, len(incoming))
-            await publish(core.process(incoming, time.time()))
+            await _completed_or_exit(lambda batch=incoming: publish(core.process(batch, time.time())))
             metrics.seen(STAGE)
 
     @app.timer(min(0.25, settings.window_seconds / 4 or 0.25))
     async def release() -> None:
         assigned = {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == clients.events_topic}
-        await publish(core.expire(time.time(), assigned))
+        await _completed_or_exit(lambda: publish(core.expire(time.time(), assigned)))
 
     @app.timer(5.0)
     async def measure_lag() -> None:  # end offset - the group's committed offset, per partition of the events topic
@@ -166,6 +178,37 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
         core.on_assigned()
 
     return app
+
+
+def _too_large(record: dict[str, Any], size: int) -> dict[str, Any]:
+    """A dead letter for a normalized record too large to publish; the raw event stays where the DLQ record says."""
+    processing = record["processing"]
+    return dead_letter(stage=STAGE, error_class="too-large",
+                       error_message=f"the normalized event is {size} bytes, over the {MAX_OUTPUT_BYTES}-byte limit "
+                                     "of the pipeline's topics; the raw event is kept at its source offset",
+                       source_topic=processing["sourceTopic"], source_partition=processing["sourcePartition"],
+                       source_offset=processing["sourceOffset"])
+
+
+async def _completed_or_exit(work: Callable[[], Awaitable[None]]) -> None:
+    """Run one batch's work to its end, or end the process without letting Faust commit the batch.
+
+    Faust acknowledges a ``take_events`` batch on the way out of the loop whatever happened inside, and commits it
+    while stopping, so a batch that failed (or was cancelled half-published by a shutdown) would be skipped by the
+    next worker. Cancellation waits for the batch to finish; any other failure ends the process at once with code
+    70: the next worker starts from the last batch that was really done (at-least-once, never a silent skip).
+    """
+    try:
+        task = asyncio.ensure_future(work())  # inside: the batch's synchronous part runs in this call
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await task  # a shutdown: finish publishing before the batch is acknowledged
+        raise
+    except Exception:
+        log.critical("processor: a batch failed; exiting without committing it (the next worker repeats it)",
+                     exc_info=True)
+        logging.shutdown()
+        os._exit(70)
 
 
 def run_worker(clients: ClientSettings, settings: ProcessorSettings, operations: OperationsSettings) -> None:

@@ -8,17 +8,19 @@ on it. A background thread serves librdkafka's delivery callbacks so callers nev
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
+import requests
 from confluent_kafka.schema_registry import SchemaRegistryClient, topic_subject_name_strategy
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from kafka_lineage.config import REGISTRY_TIMEOUT_SECONDS, ClientSettings
 from kafka_lineage.kafka_io import AckingProducer, DeliveryCallback, PublishError
 from kafka_lineage.schemas.avro_schemas import schema_text
-from kafka_lineage.schemas.openlineage import event_to_record, partition_key, validate_event
+from kafka_lineage.schemas.openlineage import InvalidEvent, event_to_record, partition_key, validate_event
 from kafka_lineage.schemas.registry import value_subject
 
 
@@ -54,6 +56,11 @@ class EventPublisher:
         validate_event(event)
         try:
             value = self._serialize(event, self._context)
+        except (TypeError, ValueError, RecursionError, UnicodeError) as exc:
+            if isinstance(exc, (requests.RequestException, json.JSONDecodeError)):  # the registry's answer
+                raise PublishError(f"cannot serialize with the registered schema of {self.topic}: {exc}") from exc
+            raise InvalidEvent(f"event cannot be written as OpenLineage JSON: {type(exc).__name__}: "
+                               f"{str(exc)[:300]}") from None
         except Exception as exc:  # the registry lookup (cached after the first event) failed
             raise PublishError(f"cannot serialize with the registered schema of {self.topic}: {exc}") from exc
         return partition_key(event).encode(), value
