@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
 from kafka_lineage.config import ClientSettings
 
 PRODUCER_DEFAULTS = {
@@ -121,3 +122,31 @@ class AckingProducer:
                 self.producer.poll(0.1)
             except KafkaException:  # a fatal producer error surfaces through the delivery callbacks too
                 self._closed.wait(0.5)
+
+
+# Commit errors after which the offsets cannot be committed by this member: its partitions moved (or there was
+# nothing to commit). The next owner repeats the batch, which the idempotent sinks absorb.
+_PARTITIONS_MOVED = (KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID,
+                     KafkaError._NO_OFFSET)
+
+
+def commit_offsets(consumer: Consumer, stop: threading.Event, log: logging.Logger, stage: str) -> None:
+    """Commit the consumer's positions synchronously, waiting out a broker or coordinator that is away (a broker
+    restart answers NOT_COORDINATOR for a while) instead of crashing the component."""
+    delay = 0.5
+    while True:
+        try:
+            consumer.commit(asynchronous=False)
+            return
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.code() in _PARTITIONS_MOVED:
+                log.warning("%s: offsets not committed (%s); the partitions' next owner repeats the batch", stage,
+                            error.str())
+                return
+            if stop.is_set() or error.fatal():
+                raise
+            log.warning("%s: offset commit failed (%s); retrying in %.1fs — check that Kafka is up", stage,
+                        error.str(), delay)
+            stop.wait(delay)
+            delay = min(delay * 2, 10.0)

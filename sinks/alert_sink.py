@@ -20,7 +20,7 @@ from typing import Any
 from confluent_kafka import Consumer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import AlertSettings, ClientSettings
-from kafka_lineage.kafka_io import AckingProducer, prepare_pipeline
+from kafka_lineage.kafka_io import AckingProducer, commit_offsets, prepare_pipeline
 from kafka_lineage.logs import problem
 from kafka_lineage.metrics import Metrics
 from kafka_lineage.schemas import registry
@@ -109,7 +109,8 @@ class AlertSink:
                         alerts += found
                         produced += [record["processing"]["producedAt"]] * len(found)
                 if alerts:
-                    self.producer.send(self.clients.drift_topic, alerts).result(60)
+                    # librdkafka retries through a broker restart (message.timeout.ms): wait as long
+                    self.producer.send(self.clients.drift_topic, alerts).result(600)
                     self.published += len(alerts)
                     self.metrics.events_out(STAGE, len(alerts))
                     published = time.time()
@@ -117,7 +118,7 @@ class AlertSink:
                         if moment is not None:
                             self.metrics.latency_since("alert", moment.timestamp(), published)
                 self.metrics.seen(STAGE)
-                self.consumer.commit(asynchronous=False)
+                commit_offsets(self.consumer, stop, log, STAGE)
         finally:
             self.consumer.close()
             self.producer.close()

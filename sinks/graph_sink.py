@@ -19,7 +19,7 @@ from typing import Any
 from confluent_kafka import Consumer, Message
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings, SinkSettings
-from kafka_lineage.kafka_io import AckingProducer, prepare_pipeline
+from kafka_lineage.kafka_io import AckingProducer, commit_offsets, prepare_pipeline
 from kafka_lineage.logs import problem
 from kafka_lineage.metrics import Metrics
 from kafka_lineage.schemas import registry
@@ -102,7 +102,7 @@ class GraphSink:
                             if m.error() is None]
                 if messages:
                     self._write_batch(messages, stop)
-                    self.consumer.commit(asynchronous=False)  # only after the graph transaction committed
+                    commit_offsets(self.consumer, stop, log, STAGE)  # only after the graph transaction committed
                 if time.monotonic() - last_lag >= 5.0:  # lag needs broker round trips: not every batch
                     last_lag = time.monotonic()
                     self.metrics.update_lag(STAGE, self.consumer)
@@ -190,5 +190,5 @@ class GraphSink:
                 stage=STAGE, error_class=error_class, error_message=reason, key=message.key(), value=message.value(),
                 headers=message.headers() or (), source_topic=message.topic(), source_partition=message.partition(),
                 source_offset=message.offset()), self.dead_letter_id)))
-        self.dlq.send(self.clients.dlq_topic, records).result(60)  # acknowledged before the offset is committed
+        self.dlq.send(self.clients.dlq_topic, records).result(600)  # acknowledged before the offset is committed
         self.dead += len(failures)
