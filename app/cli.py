@@ -25,6 +25,7 @@ from kafka_lineage.config import (
     ProcessorSettings,
     SinkSettings,
     StackSettings,
+    port_number,
 )
 from kafka_lineage.producers.publisher import EventPublisher, PublishError
 from kafka_lineage.stack.manager import ServiceStatus, Stack, StackError
@@ -102,6 +103,8 @@ def cmd_collector(args: argparse.Namespace) -> int:
 
     settings = CollectorSettings.from_env()
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+    if args.port is not None:  # argparse takes any int, and replace() skips the check from_env does
+        port_number("--port", args.port)
     settings = dataclasses.replace(settings, **overrides)
     serve(EventPublisher.from_settings(ClientSettings.from_env()), settings)
     return 0
@@ -181,7 +184,8 @@ def cmd_alerts(args: argparse.Namespace) -> int:
         return 0
     from kafka_lineage.sinks.tail import format_alert, tail
 
-    for alert in tail(clients, clients.drift_topic, "schema_drift_alert", args.lines, args.follow):
+    for alert in tail(clients, clients.drift_topic, "schema_drift_alert", args.lines, args.follow,
+                      _report_unreadable("a schema-drift alert")):
         print(json.dumps(alert, default=str) if args.json else format_alert(alert), flush=True)
     return 0
 
@@ -190,13 +194,24 @@ def cmd_dlq(args: argparse.Namespace) -> int:
     from kafka_lineage.sinks.tail import format_dead_letter, tail
 
     clients = ClientSettings.from_env()
-    for letter in tail(clients, clients.dlq_topic, "dead_letter", args.lines, args.follow):
+    for letter in tail(clients, clients.dlq_topic, "dead_letter", args.lines, args.follow,
+                       _report_unreadable("a dead letter")):
         if args.json:
             print(json.dumps({k: v.decode("utf-8", "replace") if isinstance(v, bytes) else v
                               for k, v in letter.items()}, default=str), flush=True)
         else:
             print(format_dead_letter(letter), flush=True)
     return 0
+
+
+def _report_unreadable(what: str) -> Callable[[int, int, Exception], None]:
+    """tail's handler of a record that does not decode: one line on stderr (stdout may be JSON), then go on."""
+
+    def report(partition: int, offset: int, error: Exception) -> None:
+        print(f"lineage: record at partition {partition} offset {offset} is not {what}: {error}", file=sys.stderr,
+              flush=True)
+
+    return report
 
 
 def cmd_impact(args: argparse.Namespace) -> int:
@@ -321,6 +336,8 @@ def cmd_emit(args: argparse.Namespace) -> int:
         print(f"  {problem}", file=sys.stderr)
     if len(report.problems) > 50:
         print(f"  ... and {len(report.problems) - 50} more", file=sys.stderr)
+    if report.failure is not None:  # the lines read before it are published (and counted) all the same
+        print(f"lineage: {args.file}: {report.failure}", file=sys.stderr)
     elapsed = time.monotonic() - started
     print(f"published {report.published} events to {publisher.topic} in {elapsed:.1f}s; "
           f"{len(report.problems)} problems")

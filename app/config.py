@@ -6,6 +6,7 @@ e.g. ``KAFKA_BOOTSTRAP_SERVERS: 127.0.0.1:9092``. A bad value fails at start wit
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,11 +24,21 @@ class ConfigError(ValueError):
 def _load_yaml(path: Path) -> dict[str, str]:
     try:
         data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"LINEAGE_CONFIG: cannot read {path}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"LINEAGE_CONFIG: {path} is not valid YAML: {_yaml_problem(exc)}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"LINEAGE_CONFIG: {path} must hold a mapping of setting names to values")
     return {str(k): str(v) for k, v in data.items()}
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's error on one line: its str() is several lines quoting the document around the problem."""
+    problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc)
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return " ".join(f"{problem}{where}".split())
 
 
 def merged_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -51,6 +62,11 @@ def _int(values: Mapping[str, str], key: str, default: int) -> int:
         value = int(raw)
     except ValueError:
         raise ConfigError(f"{key}: expected an integer, got {raw!r}") from None
+    return port_number(key, value)
+
+
+def port_number(key: str, value: int) -> int:
+    """``value`` if it is a TCP port (1-65535), else a ConfigError naming ``key`` (a setting or an option)."""
     if not 0 < value < 65536:
         raise ConfigError(f"{key}: {value} is not a valid TCP port")
     return value
@@ -266,6 +282,23 @@ def _positive(values: Mapping[str, str], key: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise ConfigError(f"{key}: expected a number, got {raw!r}") from None
+    if not math.isfinite(value):  # float() takes "nan" and "inf", and nan <= 0 is False
+        raise ConfigError(f"{key}: expected a finite number, got {raw!r}")
+    if value <= 0:
+        raise ConfigError(f"{key}: must be positive, got {raw!r}")
+    return value
+
+
+def _count(values: Mapping[str, str], key: str, default: int) -> int:
+    """A positive integer setting (partitions, batch sizes, byte limits): "0.5", "nan" or "1e3" are refused rather
+    than truncated by int() or failing later."""
+    raw = values.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{key}: expected a number (a positive integer), got {raw!r}") from None
     if value <= 0:
         raise ConfigError(f"{key}: must be positive, got {raw!r}")
     return value
@@ -288,7 +321,7 @@ class CollectorSettings:
             host=values.get("LINEAGE_COLLECTOR_HOST", "127.0.0.1"),
             port=_int(values, "LINEAGE_COLLECTOR_PORT", 5000),
             token=values.get("LINEAGE_COLLECTOR_TOKEN", ""),
-            max_body_bytes=int(_positive(values, "LINEAGE_COLLECTOR_MAX_BYTES", 16 * 1024 * 1024)),
+            max_body_bytes=_count(values, "LINEAGE_COLLECTOR_MAX_BYTES", 16 * 1024 * 1024),
             ack_timeout=_positive(values, "LINEAGE_COLLECTOR_ACK_TIMEOUT", 30.0),
         )
 
@@ -317,11 +350,11 @@ class ProcessorSettings:
             raise ConfigError(f"LINEAGE_LOG_LEVEL: one of crit, error, warn, info, debug; got {level!r}")
         return cls(
             group_id=values.get("LINEAGE_PROCESSOR_GROUP", "lineage-processor"),
-            partitions=int(_positive(values, "LINEAGE_PARTITIONS", 6)),
+            partitions=_count(values, "LINEAGE_PARTITIONS", 6),
             window_seconds=_positive(values, "LINEAGE_REORDER_WINDOW", 2.0),
             dedupe_ttl_seconds=_positive(values, "LINEAGE_DEDUPE_TTL", 86_400.0),
             aliases=values.get("LINEAGE_NAMESPACE_ALIASES", ""),
-            batch_size=int(_positive(values, "LINEAGE_PROCESSOR_BATCH", 1000)),
+            batch_size=_count(values, "LINEAGE_PROCESSOR_BATCH", 1000),
             batch_seconds=_positive(values, "LINEAGE_PROCESSOR_BATCH_SECONDS", 0.05),
             data_dir=_path(values, "LINEAGE_PROCESSOR_DATA_DIR", stack.state_dir / "processor"),
             log_level=level,
@@ -374,8 +407,8 @@ class SinkSettings:
         values = merged_environment(env)
         return cls(
             group_id=values.get("LINEAGE_SINK_GROUP", "lineage-graph-sink"),
-            partitions=int(_positive(values, "LINEAGE_PARTITIONS", 6)),
-            batch_size=int(_positive(values, "LINEAGE_SINK_BATCH", 2000)),
+            partitions=_count(values, "LINEAGE_PARTITIONS", 6),
+            batch_size=_count(values, "LINEAGE_SINK_BATCH", 2000),
             poll_seconds=_positive(values, "LINEAGE_SINK_POLL_SECONDS", 0.5),
             report_seconds=_positive(values, "LINEAGE_REPORT_SECONDS", 30.0),
         )
@@ -396,8 +429,8 @@ class AlertSettings:
         values = merged_environment(env)
         return cls(
             group_id=values.get("LINEAGE_ALERT_GROUP", "lineage-alert-sink"),
-            partitions=int(_positive(values, "LINEAGE_PARTITIONS", 6)),
-            depth=int(_positive(values, "LINEAGE_IMPACT_DEPTH", 5)),
-            max_impacted=int(_positive(values, "LINEAGE_IMPACT_MAX", 200)),
+            partitions=_count(values, "LINEAGE_PARTITIONS", 6),
+            depth=_count(values, "LINEAGE_IMPACT_DEPTH", 5),
+            max_impacted=_count(values, "LINEAGE_IMPACT_MAX", 200),
             poll_seconds=_positive(values, "LINEAGE_SINK_POLL_SECONDS", 0.5),
         )

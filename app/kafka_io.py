@@ -16,9 +16,9 @@ PRODUCER_DEFAULTS = {
     "linger.ms": "20",
     "compression.type": "zstd",
     "message.timeout.ms": "300000",  # librdkafka keeps retrying through a broker outage for five minutes
-    "partitioner": "murmur2_random",
+    "partitioner": "murmur2_random",  # the Java clients' partitioner: Spark, Connect and Faust put a key where we do
     # librdkafka checks the uncompressed size against this; the broker then judges the compressed batch.
-    "message.max.bytes": "16777216",  # the Java clients' partitioner: Spark, Connect and Faust put a key where we do
+    "message.max.bytes": "16777216",
 }
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]

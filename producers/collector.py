@@ -3,8 +3,9 @@
 Any OpenLineage producer (the Spark agent, Flink, Airflow, dbt, Trino, openlineage-python's HttpTransport) can point
 its HTTP transport here. The body is one event or a JSON array of events (a batch), optionally gzip-compressed.
 The answer is 200 only once Kafka has acknowledged every event of the request; an invalid event makes the whole
-request 400 with a reason per event (nothing of it is published, so the client can fix and resend it as a unit);
-an unreachable Kafka or registry is 503 with Retry-After, so clients retry (duplicates are removed downstream).
+request 400 with a reason per event, and an event too large for a Kafka record 413 (nothing of it is published, so
+the client can fix and resend it as a unit); an unreachable Kafka or registry is 503 with Retry-After, so clients
+retry (duplicates are removed downstream).
 """
 
 from __future__ import annotations
@@ -12,15 +13,17 @@ from __future__ import annotations
 import asyncio
 import gzip
 import hmac
-import json
 import logging
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from confluent_kafka import KafkaException
 from kafka_lineage.config import CollectorSettings
 from kafka_lineage.metrics import Metrics, aiohttp_handlers
+from kafka_lineage.producers.backfill import message_max_bytes, oversize, strict_json
 from kafka_lineage.producers.publisher import EventPublisher, PublishError
 from kafka_lineage.schemas.openlineage import InvalidEvent
 
@@ -45,14 +48,14 @@ def decode_body(body: bytes, content_encoding: str | None, max_bytes: int) -> li
     """The events of a request body: one JSON object or an array of them, identity or gzip/deflate encoded."""
     encoding = (content_encoding or "identity").strip().lower()
     if encoding == "gzip":
-        body = _bounded_decompress(zlib.decompressobj(16 + zlib.MAX_WBITS), body, max_bytes, "gzip")
+        body = _bounded_decompress(lambda: zlib.decompressobj(16 + zlib.MAX_WBITS), body, max_bytes, "gzip")
     elif encoding == "deflate":
-        body = _bounded_decompress(zlib.decompressobj(), body, max_bytes, "deflate")
+        body = _bounded_decompress(zlib.decompressobj, body, max_bytes, "deflate")
     elif encoding != "identity":
         raise Rejection(415, f"unsupported Content-Encoding {encoding!r}; use gzip, deflate or none")
-    try:
-        payload = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    try:  # strict: no NaN/Infinity, and a body nested too deeply is refused rather than a RecursionError (500)
+        payload = strict_json(body)
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, NotJSON
         raise Rejection(400, f"body is not valid JSON: {exc}") from None
     events = payload if isinstance(payload, list) else [payload]
     if not events:
@@ -60,15 +63,29 @@ def decode_body(body: bytes, content_encoding: str | None, max_bytes: int) -> li
     return events
 
 
-def _bounded_decompress(decompressor: Any, body: bytes, max_bytes: int, name: str) -> bytes:
-    """Decompress at most ``max_bytes`` so that a small compressed body cannot expand without limit."""
-    try:
-        data = decompressor.decompress(body, max_bytes + 1)
-    except (zlib.error, gzip.BadGzipFile) as exc:
-        raise Rejection(400, f"body is not valid {name}: {exc}") from None
-    if len(data) > max_bytes or decompressor.unconsumed_tail:
-        raise Rejection(413, f"decompressed body exceeds the limit of {max_bytes} bytes")
-    return data
+def _bounded_decompress(new_decompressor: Callable[[], Any], body: bytes, max_bytes: int, name: str) -> bytes:
+    """Decompress at most ``max_bytes`` so that a small compressed body cannot expand without limit.
+
+    The stream must be complete: a body cut anywhere before its end (for gzip, before the CRC-32 and length trailer,
+    which zlib checks only once it reaches them) is refused, as are bytes after it. A gzip body may hold several
+    members (RFC 1952; ``gzip.decompress`` reads them all): each is decompressed in turn, within the same limit."""
+    data, rest = b"", body
+    while True:
+        decompressor = new_decompressor()
+        try:  # max_length is at least 1 here (0 would mean no limit)
+            data += decompressor.decompress(rest, max_bytes + 1 - len(data))
+        except (zlib.error, gzip.BadGzipFile) as exc:
+            raise Rejection(400, f"body is not valid {name}: {exc}") from None
+        if len(data) > max_bytes or decompressor.unconsumed_tail:
+            raise Rejection(413, f"decompressed body exceeds the limit of {max_bytes} bytes")
+        if not decompressor.eof:
+            raise Rejection(400, f"truncated {name} body: the compressed stream ends before its end marker")
+        rest = decompressor.unused_data
+        if not rest:
+            return data
+        if name != "gzip" or not rest.startswith(b"\x1f\x8b"):  # not another gzip member: garbage
+            raise Rejection(400, f"body is not valid {name}: {len(rest)} bytes after the end of the compressed "
+                                 "stream")
 
 
 def bearer_token_ok(header: str | None, token: str) -> bool:
@@ -83,6 +100,7 @@ class Collector:
         self.settings = settings
         self.metrics = metrics or Metrics(process_metrics=False)
         self.accepted = self.rejected = 0
+        self.max_record_bytes = message_max_bytes()
 
     def app(self) -> web.Application:
         # aiohttp enforces the raw body limit itself (413) while reading; decompression is ours (decode_body), so
@@ -113,24 +131,40 @@ class Collector:
         except (PublishError, TimeoutError) as exc:
             reason = str(exc) or f"Kafka did not acknowledge within {self.settings.ack_timeout:.0f}s"
             return self._reject(request, Rejection(503, reason), headers={"Retry-After": "5"})
+        except KafkaException as exc:  # produce refused a record outright (sizes are checked before: not those)
+            return self._reject(request, Rejection(503, f"Kafka refused the records: {exc}"),
+                                headers={"Retry-After": "5"})
         self.accepted += count
         self.metrics.events_out(STAGE, count)
         self.metrics.seen(STAGE)
         return web.json_response({"accepted": count})
 
     def _encode_all(self, events: list[Any]) -> list[tuple[bytes, bytes]]:
-        records, errors = [], []
+        """Every event's record, or a Rejection before anything is produced: 400 if any is invalid, 413 if any is
+        too large for a Kafka record (librdkafka would raise on it after producing the records before it)."""
+        records, errors, too_large = [], [], []
         for index, event in enumerate(events):
             try:
-                records.append(self.publisher.encode(event))
+                record = self.publisher.encode(event)
             except InvalidEvent as exc:
                 errors.append({"index": index, "error": str(exc)})
+                continue
+            except RecursionError:  # parsed, but too deep to validate or encode
+                errors.append({"index": index, "error": "event: nested too deeply"})
+                continue
             except PublishError as exc:  # the registry could not be reached: the client should retry later
                 raise Rejection(503, str(exc)) from None
+            if (reason := oversize(record, self.max_record_bytes)) is not None:
+                too_large.append({"index": index, "error": reason})
+            records.append(record)
         if errors:
             noun = "event is" if len(errors) == 1 else "events are"
             raise Rejection(400, f"{len(errors)} of {len(events)} {noun} invalid; nothing was published",
                             tuple(errors))
+        if too_large:
+            noun = "event is" if len(too_large) == 1 else "events are"
+            raise Rejection(413, f"{len(too_large)} of {len(events)} {noun} too large for Kafka "
+                                 f"({too_large[0]['error']}); nothing was published", tuple(too_large))
         return records
 
     def _reject(self, request: web.Request, rejection: Rejection, headers: dict[str, str] | None = None

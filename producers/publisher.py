@@ -24,6 +24,29 @@ from kafka_lineage.schemas.openlineage import InvalidEvent, event_to_record, par
 from kafka_lineage.schemas.registry import value_subject
 
 
+def unwritable_path(event: Any, max_depth: int = 200) -> str:
+    """The dotted path of the first value in ``event`` that JSON cannot write (not a JSON type, a string that is not
+    UTF-8-encodable, a container that contains itself, or nesting deeper than ``max_depth``). Only called once an
+    encode failed, so it walks the whole event without hurry; iterative, so deep nesting cannot overflow it."""
+    todo: list[tuple[Any, str, tuple[int, ...]]] = [(event, "", ())]
+    while todo:
+        value, path, ancestors = todo.pop()
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return path or "event"
+        elif isinstance(value, (dict, list)):
+            if id(value) in ancestors or len(ancestors) >= max_depth:
+                return path or "event"
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            todo.extend((item, f"{path}.{key}" if path else str(key), (*ancestors, id(value)))
+                        for key, item in items)
+        elif not (value is None or isinstance(value, (bool, int, float))):
+            return path or "event"
+    return "event"
+
+
 class EventPublisher:
     def __init__(self, producer_config: dict[str, str], registry_config: dict[str, str], topic: str) -> None:
         self.topic = topic
@@ -59,8 +82,8 @@ class EventPublisher:
         except (TypeError, ValueError, RecursionError, UnicodeError) as exc:
             if isinstance(exc, (requests.RequestException, json.JSONDecodeError)):  # the registry's answer
                 raise PublishError(f"cannot serialize with the registered schema of {self.topic}: {exc}") from exc
-            raise InvalidEvent(f"event cannot be written as OpenLineage JSON: {type(exc).__name__}: "
-                               f"{str(exc)[:300]}") from None
+            raise InvalidEvent(f"{unwritable_path(event)}: cannot be written as JSON ({type(exc).__name__}: "
+                               f"{str(exc)[:200]})") from None
         except Exception as exc:  # the registry lookup (cached after the first event) failed
             raise PublishError(f"cannot serialize with the registered schema of {self.topic}: {exc}") from exc
         return partition_key(event).encode(), value

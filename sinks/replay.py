@@ -41,7 +41,11 @@ class ReplayReport:
 
 
 def parse_moment(text: str | None, option: str) -> int | None:
-    """``earliest``/None → None; an ISO-8601 time → epoch milliseconds (no offset = UTC)."""
+    """``earliest``/None → None; an ISO-8601 time → epoch milliseconds (no offset = UTC), at least 0.
+
+    Kafka record timestamps are not negative and brokers refuse a negative time in a ListOffsets request (a negative
+    value there is a special offset, or UNSUPPORTED_VERSION): a time before the epoch is the epoch, which is before
+    every record. (For ``--from`` that is the same as ``earliest``.)"""
     if text is None or text == "earliest":
         return None
     try:
@@ -51,7 +55,7 @@ def parse_moment(text: str | None, option: str) -> int | None:
                          f"got {text!r}") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
+    return max(int(moment.timestamp() * 1000), 0)
 
 
 def wipe(driver: Driver) -> None:
@@ -62,12 +66,16 @@ def wipe(driver: Driver) -> None:
         session.run("MATCH (n) CALL (n) { DELETE n } IN TRANSACTIONS OF 10000 ROWS").consume()
 
 
-def _offsets(consumer: Consumer, topic: str, moment: int | None, default: Callable[[int], int]) -> dict[int, int]:
+def _offsets(consumer: Consumer, topic: str, moment: int | None, default: Callable[[int], int],
+             high: dict[int, int]) -> dict[int, int]:
+    """Per partition: the offset of the first record at or after ``moment`` (``default`` when there is none)."""
     partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
     if moment is None:
         return {p: default(p) for p in partitions}
     found = consumer.offsets_for_times([TopicPartition(topic, p, moment) for p in partitions], timeout=10)
-    return {tp.partition: (tp.offset if tp.offset >= 0 else default(tp.partition)) for tp in found}
+    # No record at or after the moment: the answer is -1 (OFFSET_END), which means the partition's end — for --from,
+    # nothing to replay; for --to, everything up to now — never its beginning.
+    return {tp.partition: (tp.offset if tp.offset >= 0 else high[tp.partition]) for tp in found}
 
 
 def _consumer(clients: ClientSettings) -> Consumer:
@@ -86,8 +94,8 @@ def offset_range(clients: ClientSettings, start: str | None, end: str | None) ->
     try:
         high = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
                 for p in consumer.list_topics(topic, timeout=10).topics[topic].partitions}
-        ends = _offsets(consumer, topic, to_ms, lambda p: high[p])
-        begins = _offsets(consumer, topic, from_ms, lambda _p: OFFSET_BEGINNING)
+        ends = _offsets(consumer, topic, to_ms, lambda p: high[p], high)
+        begins = _offsets(consumer, topic, from_ms, lambda _p: OFFSET_BEGINNING, high)
     finally:
         consumer.close()
     wanted = {p for p in ends if ends[p] > max(begins[p], 0)}

@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings
 from kafka_lineage.schemas import registry
-from kafka_lineage.schemas.wire import AvroCodec
+from kafka_lineage.schemas.wire import AvroCodec, WireFormatError
+
+# (partition, offset, why it does not decode)
+UnreadableHandler = Callable[[int, int, WireFormatError], None]
 
 
-def tail(clients: ClientSettings, topic: str, schema: str, last: int, follow: bool) -> Iterator[dict[str, Any]]:
-    """The last ``last`` records of every partition, oldest first per partition; then new ones if ``follow``."""
+def tail(clients: ClientSettings, topic: str, schema: str, last: int, follow: bool,
+         on_unreadable: UnreadableHandler | None = None) -> Iterator[dict[str, Any]]:
+    """The last ``last`` records of every partition, oldest first per partition; then new ones if ``follow``.
+
+    A record that is not framed Avro of ``schema`` raises WireFormatError, unless ``on_unreadable`` is given: then
+    it is told about the record, and the records after it are read on (a topic anyone can produce to may hold
+    anything)."""
     codec = AvroCodec(schema, registry.schema_fetcher(SchemaRegistryClient(clients.registry_config())))
     consumer = Consumer(clients.kafka_config({"group.id": f"tail-{uuid.uuid4()}", "enable.auto.commit": False,
                                               "isolation.level": "read_committed"}))
@@ -36,7 +44,14 @@ def tail(clients: ClientSettings, topic: str, schema: str, last: int, follow: bo
                     return
                 continue
             if message.error() is None:
-                yield codec.decode(message.value())
+                try:
+                    record = codec.decode(message.value())
+                except WireFormatError as exc:
+                    if on_unreadable is None:
+                        raise
+                    on_unreadable(message.partition(), message.offset(), exc)
+                    continue
+                yield record
     finally:
         consumer.close()
 

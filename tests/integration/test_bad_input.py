@@ -203,24 +203,6 @@ def _nan_facet(ns: str, name: str) -> Body:
     return Body(dumps(payload).replace(b'"v": 1', b'"v": NaN'))
 
 
-COLLECTOR_BUG_DEEP = ("collector: a JSON body nested 1000+ levels makes json.loads raise RecursionError, which "
-                      "decode_body does not catch (only UnicodeDecodeError/JSONDecodeError): aiohttp answers "
-                      "500 Internal Server Error instead of 400")
-COLLECTOR_BUG_SURROGATE = ("collector: a lone surrogate escape in a facet string (\"\\udc80\", valid JSON) passes "
-                           "validation, then fails UTF-8 encoding in the Avro serializer; EventPublisher.encode "
-                           "turns that into PublishError and the collector answers 503 + Retry-After (clients retry "
-                           "a permanently bad event forever) instead of 400 naming the field")
-COLLECTOR_BUG_BIG = ("collector: an event of 1 MB+ (Avro above librdkafka's message.max.bytes, 1,000,000) makes "
-                     "Producer.produce raise KafkaException(MSG_SIZE_TOO_LARGE) synchronously in "
-                     "AckingProducer.send; post_lineage catches only PublishError/TimeoutError, so the answer is "
-                     "500 Internal Server Error (and the records of the batch before it were already produced) "
-                     "instead of acceptance or a 413 naming the size")
-COLLECTOR_BUG_NAN = ("collector: json.loads accepts the non-JSON literals NaN/Infinity; the event is published with "
-                     "the facet text '{…\"v\":NaN}', which no strict JSON reader (Jackson, JSON.parse) can read, "
-                     "instead of a 400")
-COLLECTOR_BUG_GZIP_TRAILER = ("collector: a gzip body cut before its 8-byte trailer (CRC-32 + length) is accepted: "
-                              "_bounded_decompress never checks decompressor.eof, so a truncated stream passes as "
-                              "complete and its CRC is never checked")
 
 COLLECTOR_SPECIFIC = [
     # bodies that are not JSON
@@ -237,11 +219,11 @@ COLLECTOR_SPECIFIC = [
          Status(400, "not valid JSON")),
     Case("collector", "invalid-utf8", lambda ns, n: Body(_good_bytes(n).replace(b'"START"', b'"ST\xff\xfeRT"')),
          Status(400, "not valid JSON")),
-    Case("collector", "nan-literal", _nan_facet, Status(400), COLLECTOR_BUG_NAN),
+    Case("collector", "nan-literal", _nan_facet, Status(400, "NaN is not a JSON number")),
     Case("collector", "deep-nesting-1000-levels", lambda ns, n: Body(
-        b'{"eventType": "START", "x": ' + nested_text(1000).encode() + b"}"), Status(400), COLLECTOR_BUG_DEEP),
+        b'{"eventType": "START", "x": ' + nested_text(1000).encode() + b"}"), Status(400, "nested too deeply")),
     Case("collector", "deep-nesting-100k-levels", lambda ns, n: Body(b"[" * 100_000 + b"]" * 100_000),
-         Status(400), COLLECTOR_BUG_DEEP),
+         Status(400, "nested too deeply")),
     # JSON that is neither an event nor a batch of events
     Case("collector", "number-body", lambda ns, n: Body(b"42"), Status(400, "expected a JSON object, got int")),
     Case("collector", "string-body", lambda ns, n: Body(b'"START"'), Status(400, "expected a JSON object, got str")),
@@ -267,7 +249,10 @@ COLLECTOR_SPECIFIC = [
     Case("collector", "truncated-gzip", lambda ns, n: _cut_gzip(_good_bytes(n), lambda size: size // 2),
          Status(400)),
     Case("collector", "gzip-cut-before-trailer", lambda ns, n: _cut_gzip(_good_bytes(n), lambda size: size - 8),
-         Status(400), COLLECTOR_BUG_GZIP_TRAILER),
+         Status(400, "truncated gzip body")),
+    Case("collector", "gzip-with-trailing-garbage",
+         lambda ns, n: Body(gzip.compress(_good_bytes(n)) + b"garbage", {"Content-Encoding": "gzip"}),
+         Status(400, "bytes after the end of the compressed stream")),
     Case("collector", "gzip-bad-crc", lambda ns, n: _gzip_with_bad_crc(_good_bytes(n)),
          Status(400, "not valid gzip")),
     Case("collector", "gzip-bomb", lambda ns, n: gzip_body(_bomb()), Status(413, f"limit of {MAX_BYTES} bytes")),
@@ -291,9 +276,9 @@ COLLECTOR_SPECIFIC = [
     Case("collector", "utf8-byte-order-mark", lambda ns, n: Body(b"\xef\xbb\xbf" + _good_bytes(n)), Intact()),
     Case("collector", "event-over-1mb", lambda ns, n: event(ns, n, run={"runId": str(uuid.uuid4()),
                                                                          "facets": {"big": big_facet()}}),
-         Intact(), COLLECTOR_BUG_BIG),
+         Intact()),
     Case("collector", "lone-surrogate-in-facet", PYTHON_ONLY["lone-surrogate-in-facet"].build,
-         Refused("run.facets.acme"), COLLECTOR_BUG_SURROGATE),
+         Refused("run.facets.acme")),
 ]
 COLLECTOR_CASES = [
     *(content_case("collector", kind, content) for kind, content in {**INVALID_CONTENT, **VALID_CONTENT}.items()),
@@ -422,17 +407,13 @@ TOPIC_BUG_DEEP = ("processor: a record whose facet JSON text is nested ~1000 lev
                   "catches only WireFormatError/ValueError/TypeError; the agent crashes (CrashingSupervisor), the "
                   "worker stops, and a restarted worker crashes on the same record again — every partition of the "
                   "worker stalls — instead of the record going to the DLQ as undecodable")
-TOPIC_BUG_BIG = ("processor: a 1 MB+ event on the topic (from a producer with compression and a larger "
-                 "message.max.bytes; the broker takes it compressed) is normalized into a record above librdkafka's "
-                 "message.max.bytes; Producer.produce raises KafkaException(MSG_SIZE_TOO_LARGE) in the agent's "
-                 "publish, the agent crashes and the worker stops, instead of the record being dead-lettered")
 # Inputs that stop the processor (known bugs): each on a processor of its own, between two good events.
 PROBE_CASES = [
     Case("topic", "deep-nesting-1000-levels-in-facet",
          lambda ctx: ctx.with_facet_text("deep-nesting-1000-levels-in-facet", "deep", nested_text(1000)),
          dead("undecodable"), TOPIC_BUG_DEEP),
     Case("topic", "event-over-1mb", lambda ctx: ctx.avro(event(NS, "topic/event-over-1mb", run={
-        "runId": str(uuid.uuid4()), "facets": {"big": big_facet()}})), Intact(), TOPIC_BUG_BIG),
+        "runId": str(uuid.uuid4()), "facets": {"big": big_facet()}})), Intact()),
 ]
 
 
@@ -536,39 +517,6 @@ def emit_file() -> tuple[bytes, dict[str, int], list[str]]:
     return ("\n".join(lines) + "\n").encode(), numbers, [*published, "cli/emit-crlf", "cli/emit-dup-last"]
 
 
-EMIT_BUG_UTF8 = ("lineage emit: a line that is not UTF-8 makes the text reader raise UnicodeDecodeError while "
-                 "parse_lines iterates; nothing catches it: a traceback, exit 1, no line number, and the good lines "
-                 "read before it (still in the unsent batch) are never published")
-EMIT_BUG_DEEP = ("lineage emit: a line nested 1000 levels makes json.loads raise RecursionError, which parse_lines "
-                 "does not catch (only JSONDecodeError): a traceback, and the lines before it are never published")
-EMIT_BUG_SURROGATE = ("lineage emit: a line whose facet holds a lone surrogate escape passes validation, then "
-                      "EventPublisher.encode raises PublishError ('cannot serialize with the registered schema'); "
-                      "backfill catches only InvalidEvent, so the whole run stops at that line with one message "
-                      "naming no line, and the good lines of the unsent batch are never published")
-EMIT_BUG_BIG = ("lineage emit: a 1 MB+ event makes Producer.produce raise KafkaException(MSG_SIZE_TOO_LARGE) inside "
-                "AckingProducer.send; backfill catches only PublishError: a traceback, no line number, no summary")
-EMIT_BUG_GZIP = ("lineage emit: a {what} .gz file makes gzip raise {error} while lines are read; nothing catches it: "
-                 "a traceback instead of one line naming the file")
-PORT_BUG = ("lineage collector --port {port}: argparse takes any int and dataclasses.replace skips CollectorSettings' "
-            "port check; aiohttp's bind raises OverflowError: a traceback instead of one line naming the port")
-FLOAT_BUG = ("{key}={value}: _positive accepts float('{value}') ({value} <= 0 is False), then int() raises {error} "
-             "outside the ConfigError handling: a traceback instead of one line naming {key}")
-FRACTION_BUG = ("LINEAGE_PARTITIONS=0.5: _positive accepts 0.5, int() truncates it to 0, and creating the topics "
-                "with 0 partitions fails (KafkaException INVALID_PARTITIONS from the broker; ValueError when the "
-                "check is client-side): a traceback instead of one line naming LINEAGE_PARTITIONS")
-REPLAY_ANCIENT_BUG = ("lineage replay --from 0001-01-01T00:00:00Z: parse_moment turns it into a negative epoch "
-                      "millisecond value that is handed to offsets_for_times; the broker refuses it "
-                      "(KafkaException UNSUPPORTED_VERSION, 'API version not supported'), nothing catches it: a "
-                      "traceback instead of replaying from the beginning (or one line naming --from)")
-REPLAY_FUTURE_BUG = ("lineage replay --from 9999-12-31T23:59:59Z: no record is that late, offsets_for_times answers "
-                     "-1, and _offsets replaces that with the default for --from, OFFSET_BEGINNING: the whole topic is "
-                     "replayed ('replayed 1 records') instead of nothing — a repair window after the last record "
-                     "rewrites everything")
-YAML_BUG = ("LINEAGE_CONFIG with malformed YAML: the ConfigError embeds PyYAML's multi-line problem mark, so the "
-            "error is 7 lines on stderr instead of one")
-DLQ_TAIL_BUG = ("lineage dlq tail: a record on the DLQ topic that is not a framed DeadLetter makes AvroCodec.decode "
-                "raise WireFormatError inside tail(); main() does not catch it: a traceback instead of the record "
-                "being skipped or reported")
 
 
 def _lines(*lines: bytes) -> bytes:
@@ -579,7 +527,7 @@ def _good_line(name: str) -> bytes:
     return json.dumps(event(NS, name)).encode()
 
 
-def _emit_case(kind: str, bad: bytes, expect: Check, bug: str) -> Case:
+def _emit_case(kind: str, bad: bytes, expect: Check, bug: str | None = None) -> Case:
     files = {"events.ndjson": _lines(_good_line(f"cli/{kind}-before"), bad, _good_line(f"cli/{kind}-after"))}
     return Case("cli", kind, lambda: CliRun(("emit", "{dir}/events.ndjson", "--topic", "{cli_emit}"), files=files),
                 expect, bug)
@@ -592,19 +540,18 @@ def _cmd(*args: str, **env: str) -> Callable[[], CliRun]:
 CLI_CASES = [
     Case("cli", "emit-file-with-bad-lines", _cmd("emit", "{dir}/mixed.ndjson", "--topic", "{events}"),
          "checked line by line in test_cli_emit_line"),
-    _emit_case("invalid-utf8-line", b'{"eventType": "ST\xff\xfeRT"}', emit_reports(2, "UTF-8", 2), EMIT_BUG_UTF8),
-    _emit_case("deep-nesting-1000-levels", nested_text(1000).encode(), emit_reports(2, "", 2), EMIT_BUG_DEEP),
+    _emit_case("invalid-utf8-line", b'{"eventType": "ST\xff\xfeRT"}', emit_reports(2, "UTF-8", 2)),
+    _emit_case("deep-nesting-1000-levels", nested_text(1000).encode(), emit_reports(2, "nested too deeply", 2)),
     _emit_case("lone-surrogate-in-facet",
                json.dumps(PYTHON_ONLY["lone-surrogate-in-facet"].build(NS, "cli/surrogate")).encode(),
-               emit_reports(2, "run.facets.acme", 2), EMIT_BUG_SURROGATE),
+               emit_reports(2, "run.facets.acme", 2)),
     _emit_case("event-over-1mb", json.dumps(event(NS, "cli/big", run={
-        "runId": str(uuid.uuid4()), "facets": {"big": big_facet()}})).encode(), emit_reports(2, "", 2), EMIT_BUG_BIG),
+        "runId": str(uuid.uuid4()), "facets": {"big": big_facet()}})).encode(), succeeds("published 3 events")),
     Case("cli", "truncated-gzip-file", lambda: CliRun(("emit", "{dir}/cut.ndjson.gz", "--topic", "{cli_emit}"), files={
-        "cut.ndjson.gz": gzip.compress(_good_line("cli/gz") * 50)[:200]}), one_line_error("cut.ndjson.gz"),
-         EMIT_BUG_GZIP.format(what="truncated", error="EOFError")),
+        "cut.ndjson.gz": gzip.compress(_good_line("cli/gz") * 50)[:200]}), one_line_error("cut.ndjson.gz")),
     Case("cli", "not-gzip-with-gz-suffix", lambda: CliRun(("emit", "{dir}/plain.ndjson.gz", "--topic", "{cli_emit}"),
                                                           files={"plain.ndjson.gz": _good_line("cli/plain")}),
-         one_line_error("plain.ndjson.gz"), EMIT_BUG_GZIP.format(what="plain-text", error="BadGzipFile")),
+         one_line_error("plain.ndjson.gz")),
     Case("cli", "missing-input-file", _cmd("emit", "/nonexistent/events.ndjson"), one_line_error("no such file")),
     Case("cli", "directory-as-input-file", _cmd("emit", "{dir}"), one_line_error("no such file")),
     # replay --from / --to
@@ -615,11 +562,9 @@ CLI_CASES = [
          one_line_error("--from")),
     Case("cli", "garbage-replay-end", _cmd("replay", "--to", "soon"), one_line_error("--to", "soon")),
     Case("cli", "replay-from-year-0001", _cmd("replay", "--from", "0001-01-01T00:00:00Z",
-                                              LINEAGE_EVENTS_TOPIC="{replay}"), succeeds("replayed 1 records"),
-         REPLAY_ANCIENT_BUG),
+                                              LINEAGE_EVENTS_TOPIC="{replay}"), succeeds("replayed 1 records")),
     Case("cli", "replay-from-year-9999", _cmd("replay", "--from", "9999-12-31T23:59:59Z",
-                                              LINEAGE_EVENTS_TOPIC="{replay}"), succeeds("replayed 0 records"),
-         REPLAY_FUTURE_BUG),
+                                              LINEAGE_EVENTS_TOPIC="{replay}"), succeeds("replayed 0 records")),
     # impact / upstream
     Case("cli", "depth-zero", _cmd("impact", "s3://x", "y", "--depth", "0"), one_line_error("--depth", "1 to 50")),
     Case("cli", "depth-too-large", _cmd("upstream", "s3://x", "y", "--depth", "1000"),
@@ -632,10 +577,8 @@ CLI_CASES = [
     Case("cli", "column-lineage-as-picture", _cmd("impact", "s3://x", "y", "--column", "c", "--format", "svg"),
          one_line_error("--column")),
     # ports and settings
-    Case("cli", "port-flag-out-of-range", _cmd("collector", "--port", "70000"), one_line_error("port"),
-         PORT_BUG.format(port=70000)),
-    Case("cli", "negative-port-flag", _cmd("collector", "--port", "-1"), one_line_error("port"),
-         PORT_BUG.format(port=-1)),
+    Case("cli", "port-flag-out-of-range", _cmd("collector", "--port", "70000"), one_line_error("--port", "70000")),
+    Case("cli", "negative-port-flag", _cmd("collector", "--port", "-1"), one_line_error("--port", "-1")),
     Case("cli", "port-flag-not-a-number", _cmd("collector", "--port", "http"), usage_error("--port")),
     Case("cli", "port-setting-not-a-number", _cmd("collector", LINEAGE_COLLECTOR_PORT="fivethousand"),
          one_line_error("LINEAGE_COLLECTOR_PORT", "expected an integer")),
@@ -645,13 +588,11 @@ CLI_CASES = [
          one_line_error("LINEAGE_COLLECTOR_PORT", "not a valid TCP port")),
     Case("cli", "metrics-port-out-of-range", _cmd("processor", LINEAGE_PROCESSOR_METRICS_PORT="65536"),
          one_line_error("LINEAGE_PROCESSOR_METRICS_PORT")),
-    Case("cli", "nan-setting", _cmd("processor", LINEAGE_PARTITIONS="nan"), one_line_error("LINEAGE_PARTITIONS"),
-         FLOAT_BUG.format(key="LINEAGE_PARTITIONS", value="nan", error="ValueError")),
-    Case("cli", "infinite-setting", _cmd("sink", LINEAGE_SINK_BATCH="inf"), one_line_error("LINEAGE_SINK_BATCH"),
-         FLOAT_BUG.format(key="LINEAGE_SINK_BATCH", value="inf", error="OverflowError")),
+    Case("cli", "nan-setting", _cmd("processor", LINEAGE_PARTITIONS="nan"), one_line_error("LINEAGE_PARTITIONS")),
+    Case("cli", "infinite-setting", _cmd("sink", LINEAGE_SINK_BATCH="inf"), one_line_error("LINEAGE_SINK_BATCH")),
     Case("cli", "fractional-count-setting", _cmd("processor", LINEAGE_PARTITIONS="0.5",
                                                  LINEAGE_EVENTS_TOPIC="{cli_fraction}"),
-         one_line_error("LINEAGE_PARTITIONS"), FRACTION_BUG),
+         one_line_error("LINEAGE_PARTITIONS", "positive integer")),
     Case("cli", "negative-duration-setting", _cmd("processor", LINEAGE_REORDER_WINDOW="-1"),
          one_line_error("LINEAGE_REORDER_WINDOW", "must be positive")),
     Case("cli", "size-setting-not-a-number", _cmd("collector", LINEAGE_COLLECTOR_MAX_BYTES="16MB"),
@@ -683,9 +624,9 @@ CLI_CASES = [
     Case("cli", "config-file-malformed-yaml", lambda: CliRun(("stack", "status"),
                                                              {"LINEAGE_CONFIG": "{dir}/broken.yaml"},
                                                              {"broken.yaml": b"KAFKA_BOOTSTRAP_SERVERS: [x\n"}),
-         one_line_error("LINEAGE_CONFIG", "broken.yaml"), YAML_BUG),
+         one_line_error("LINEAGE_CONFIG", "broken.yaml", "line 2, column 1")),
     Case("cli", "dlq-record-that-is-not-a-dead-letter", _cmd("dlq", "tail", LINEAGE_DLQ_TOPIC="{garbage_dlq}"),
-         reports("magic byte", "bad-magic-byte"), DLQ_TAIL_BUG),
+         reports("record at partition 0 offset 0 is not a dead letter: first byte is 0x67")),
 ]
 
 
@@ -1019,7 +960,6 @@ def test_transport_counts_bad_events_as_invalid_and_delivers_the_rest(pipeline: 
     assert transport.undelivered == transport.dropped == 0
 
 
-@pytest.mark.xfail(strict=True, reason=PYTHON_ONLY["uuid-object-as-runId"].bug)
 def test_transport_is_not_stalled_by_an_unserializable_event(pipeline: Pipeline) -> None:
     """An event the JSON encoder cannot write (a uuid.UUID runId: `uuid.uuid4()` without str()) must be counted
     invalid, and the events after it delivered while the job runs."""
@@ -1036,16 +976,18 @@ def test_transport_is_not_stalled_by_an_unserializable_event(pipeline: Pipeline)
         transport.close(2)
 
 
-def test_transport_survives_an_event_over_1mb(pipeline: Pipeline) -> None:
-    """An event Kafka cannot take (1 MB+) is counted and logged, never raised; the next one is delivered."""
+def test_transport_delivers_an_event_over_1mb(pipeline: Pipeline) -> None:
+    """An event over 1 MB (under the producers' 16 MB limit; lineage JSON compresses well) is delivered, and so is
+    the next one."""
     transport = KafkaAvroTransport(KafkaAvroConfig.from_dict({"topic": pipeline.main.events}))
-    transport.emit(event(NS, "emitter/event-over-1mb", run={"runId": str(uuid.uuid4()),
-                                                            "facets": {"big": big_facet()}}))
+    big = event(NS, "emitter/event-over-1mb", run={"runId": str(uuid.uuid4()), "facets": {"big": big_facet()}})
+    transport.emit(big)
     after = event(NS, "good/emitter/after-event-over-1mb")
     transport.emit(after)
+    pipeline.expect(big)
     pipeline.expect(after)
     transport.close()
-    assert transport.delivered == 1 and transport.undelivered + transport.invalid == 1
+    assert transport.delivered == 2 and transport.undelivered + transport.invalid == 0
 
 
 # === collector tests =================================================================================================
@@ -1153,15 +1095,8 @@ def test_topic_input_that_stops_a_processor(pipeline: Pipeline, case: Case) -> N
         assert len(normalized) == 1 and not dead_letters
 
 
-PROCESSOR_COMMIT_BUG = ("processor: when a batch crashes the agent, the worker still commits that batch's offsets "
-                        "on its way down — the group's committed offset moves past the record that crashed it and past "
-                        "every other record of the batch, none of them normalized or dead-lettered — so a restarted "
-                        "worker resumes after them: the bad record and the good events batched with it are lost "
-                        "without a trace (stream.py promises 'a bug in a batch must stop the worker … never skip the "
-                        "batch')")
 
 
-@pytest.mark.xfail(strict=True, reason=PROCESSOR_COMMIT_BUG)
 def test_a_stopped_processor_commits_nothing_it_did_not_process(pipeline: Pipeline) -> None:
     """If bad input does stop a worker, its group's committed offset must not pass a record that neither came out
     normalized nor went to the DLQ: a restarted worker must see it again."""

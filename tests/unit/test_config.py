@@ -1,7 +1,16 @@
 from pathlib import Path
 
 import pytest
-from kafka_lineage.config import ClientSettings, ConfigError, StackSettings
+from kafka_lineage.config import (
+    AlertSettings,
+    ClientSettings,
+    CollectorSettings,
+    ConfigError,
+    ProcessorSettings,
+    SinkSettings,
+    StackSettings,
+    port_number,
+)
 
 
 def test_defaults_point_clients_at_the_local_stack(tmp_path: Path) -> None:
@@ -97,3 +106,48 @@ def test_tls_settings_need_a_tls_protocol(tmp_path: Path) -> None:
                                       "KAFKA_SSL_CA_LOCATION": str(ca), "NEO4J_URI": "neo4j+s://db.example:7687"})
     assert client.kafka_config()["ssl.ca.location"] == str(ca)
     assert client.neo4j_uri == "neo4j+s://db.example:7687"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("LINEAGE_PARTITIONS", "nan", "LINEAGE_PARTITIONS: expected a number"),
+        ("LINEAGE_PARTITIONS", "0.5", "LINEAGE_PARTITIONS: expected a number \\(a positive integer\\), got '0.5'"),
+        ("LINEAGE_PARTITIONS", "0", "LINEAGE_PARTITIONS: must be positive"),
+        ("LINEAGE_PROCESSOR_BATCH", "inf", "LINEAGE_PROCESSOR_BATCH: expected a number"),
+        ("LINEAGE_REORDER_WINDOW", "nan", "LINEAGE_REORDER_WINDOW: expected a finite number"),
+        ("LINEAGE_DEDUPE_TTL", "inf", "LINEAGE_DEDUPE_TTL: expected a finite number"),
+        ("LINEAGE_REORDER_WINDOW", "-1", "LINEAGE_REORDER_WINDOW: must be positive"),
+    ],
+)
+def test_counts_are_positive_integers_and_durations_finite(key: str, value: str, message: str,
+                                                            tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=message):
+        ProcessorSettings.from_env({"LINEAGE_STATE_DIR": str(tmp_path), key: value})
+
+
+def test_every_count_setting_is_checked_as_a_count() -> None:
+    for settings, key in ((SinkSettings, "LINEAGE_SINK_BATCH"), (SinkSettings, "LINEAGE_PARTITIONS"),
+                          (AlertSettings, "LINEAGE_IMPACT_DEPTH"), (AlertSettings, "LINEAGE_IMPACT_MAX"),
+                          (CollectorSettings, "LINEAGE_COLLECTOR_MAX_BYTES")):
+        with pytest.raises(ConfigError, match=f"{key}: expected a number"):
+            settings.from_env({key: "inf"})
+    assert SinkSettings.from_env({"LINEAGE_SINK_BATCH": " 500 "}).batch_size == 500
+    with pytest.raises(ConfigError, match="LINEAGE_COLLECTOR_MAX_BYTES: expected a number"):
+        CollectorSettings.from_env({"LINEAGE_COLLECTOR_MAX_BYTES": "16MB"})
+
+
+def test_malformed_yaml_is_one_line_naming_the_file_and_place(tmp_path: Path) -> None:
+    config = tmp_path / "broken.yaml"
+    config.write_text("KAFKA_BOOTSTRAP_SERVERS: 127.0.0.1:9092\nLINEAGE_PARTITIONS: [x\n")
+    with pytest.raises(ConfigError) as caught:
+        StackSettings.from_env({"LINEAGE_CONFIG": str(config)})
+    message = str(caught.value)
+    assert "\n" not in message and str(config) in message and "at line 3, column 1" in message
+
+
+def test_port_number() -> None:
+    assert port_number("--port", 5000) == 5000
+    for bad in (0, -1, 70000):
+        with pytest.raises(ConfigError, match=f"--port: {bad} is not a valid TCP port"):
+            port_number("--port", bad)
