@@ -124,29 +124,30 @@ class AckingProducer:
                 self._closed.wait(0.5)
 
 
-# Commit errors after which the offsets cannot be committed by this member: its partitions moved (or there was
-# nothing to commit). The next owner repeats the batch, which the idempotent sinks absorb.
+# Commit errors after which the offsets cannot be committed by this member: its partitions moved, its assignment
+# was lost (it must poll to rejoin), or there was nothing to commit.
 _PARTITIONS_MOVED = (KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID,
-                     KafkaError._NO_OFFSET)
+                     KafkaError._ASSIGNMENT_LOST, KafkaError._NO_OFFSET)
 
 
-def commit_offsets(consumer: Consumer, stop: threading.Event, log: logging.Logger, stage: str) -> None:
-    """Commit the consumer's positions synchronously, waiting out a broker or coordinator that is away (a broker
-    restart answers NOT_COORDINATOR for a while) instead of crashing the component."""
+def commit_offsets(consumer: Consumer, stop: threading.Event, log: logging.Logger, stage: str,
+                   attempts: int = 5) -> None:
+    """Commit the consumer's positions synchronously, waiting a little for a coordinator that is away (a broker
+    restart answers NOT_COORDINATOR for a while), and otherwise give up: an uncommitted batch is only delivered
+    again (to this member after it polls and rejoins, or to the partitions' next owner), which the idempotent
+    sinks absorb. Blocking here instead would keep the consumer from polling, hence from ever rejoining."""
     delay = 0.5
-    while True:
+    for attempt in range(attempts):
         try:
             consumer.commit(asynchronous=False)
             return
         except KafkaException as exc:
             error = exc.args[0]
-            if error.code() in _PARTITIONS_MOVED:
-                log.warning("%s: offsets not committed (%s); the partitions' next owner repeats the batch", stage,
-                            error.str())
-                return
-            if stop.is_set() or error.fatal():
+            if error.fatal():
                 raise
-            log.warning("%s: offset commit failed (%s); retrying in %.1fs — check that Kafka is up", stage,
-                        error.str(), delay)
+            if error.code() in _PARTITIONS_MOVED or stop.is_set() or attempt == attempts - 1:
+                log.warning("%s: offsets not committed (%s); the batch will be delivered again", stage, error.str())
+                return
+            log.warning("%s: offset commit failed (%s); retrying in %.1fs", stage, error.str(), delay)
             stop.wait(delay)
-            delay = min(delay * 2, 10.0)
+            delay = min(delay * 2, 8.0)

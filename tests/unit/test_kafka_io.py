@@ -34,8 +34,27 @@ def test_moved_partitions_are_not_retried() -> None:
     assert consumer.commits == 1
 
 
-def test_stopping_gives_up_with_the_error() -> None:
+def test_a_lost_assignment_is_not_retried() -> None:
+    consumer = FlakyConsumer(KafkaError._ASSIGNMENT_LOST)  # the consumer must poll to rejoin: retrying blocks that
+    commit_offsets(consumer, threading.Event(), log, "test")  # type: ignore[arg-type]
+    assert consumer.commits == 1
+
+
+def test_it_gives_up_after_its_attempts_and_when_stopping() -> None:
+    consumer = FlakyConsumer(*[KafkaError.NOT_COORDINATOR] * 10)
+    commit_offsets(consumer, threading.Event(), log, "test", attempts=2)  # type: ignore[arg-type]
+    assert consumer.commits == 2
     stop = threading.Event()
     stop.set()
+    stopping = FlakyConsumer(KafkaError.NOT_COORDINATOR)
+    commit_offsets(stopping, stop, log, "test")  # type: ignore[arg-type]
+    assert stopping.commits == 1
+
+
+def test_fatal_errors_are_raised() -> None:
+    class Fatal:
+        def commit(self, asynchronous: bool) -> None:
+            raise KafkaException(KafkaError(KafkaError._FATAL, fatal=True))
+
     with pytest.raises(KafkaException):
-        commit_offsets(FlakyConsumer(KafkaError.NOT_COORDINATOR), stop, log, "test")  # type: ignore[arg-type]
+        commit_offsets(Fatal(), threading.Event(), log, "test")  # type: ignore[arg-type]
