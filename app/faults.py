@@ -69,9 +69,13 @@ class _Component:
 
 def graph_rows(clients: ClientSettings, workload: Workload) -> dict[str, list[dict[str, Any]]]:
     parameters = query_parameters(workload.truth)
+
+    def read(tx: Any) -> dict[str, list[dict[str, Any]]]:
+        return {kind: [record.data() for record in tx.run(query, parameters)] for kind, query in GRAPH_QUERIES.items()}
+
+    # a managed read: retried when the sink's concurrent writes make Neo4j ask for it
     with driver_for(clients) as driver, driver.session() as session:
-        return {kind: [record.data() for record in session.run(query, parameters)]
-                for kind, query in GRAPH_QUERIES.items()}
+        return session.execute_read(read)
 
 
 def drift_alerts(clients: ClientSettings) -> list[dict[str, Any]]:

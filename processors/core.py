@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_lineage.processors.identity import dedupe_id, run_id
-from kafka_lineage.processors.normalize import normalize_event
+from kafka_lineage.processors.normalize import NormalizeCache, Rename
 from kafka_lineage.processors.ordering import Released, RunReorderBuffer
 from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.openlineage import (
+    FacetCache,
     InvalidEvent,
     event_to_record,
     partition_key,
@@ -29,7 +30,7 @@ from kafka_lineage.schemas.openlineage import (
     validate_event,
 )
 from kafka_lineage.schemas.schema_diff import detect_drift, schema_fields, schema_version, should_store
-from kafka_lineage.schemas.wire import AvroCodec, WireFormatError
+from kafka_lineage.schemas.wire import AvroCodec, FrozenRecord, WireFormatError
 
 log = logging.getLogger(__name__)
 STAGE = "processor"
@@ -70,7 +71,7 @@ class Output:
 class ProcessorCore:
     def __init__(self, codec: AvroCodec, runs: MutableMapping[str, Any], schemas: MutableMapping[str, Any], *,
                  window_seconds: float = 2.0, dedupe_ttl_seconds: float = 86_400.0,
-                 aliases: dict[str, str] | None = None) -> None:
+                 aliases: dict[str, str] | None = None, facets: FacetCache | None = None) -> None:
         self.codec = codec
         self.runs = runs  # read-only here: writes go out as run_writes, which the shell applies
         self._cache: dict[str, dict[str, Any]] = {}  # current state of the keys this worker touched
@@ -81,6 +82,11 @@ class ProcessorCore:
         self._loaded: dict[str, int] = {}  # keys this worker holds state of (in the buffer) → their partition
         self._restored_all = False
         self._last_sweep = 0.0
+        # A stream repeats its facets, jobs and datasets: each distinct one is decoded, hashed into dedupe ids,
+        # normalized and encoded once. Events then share those objects, which is safe: nothing here modifies one.
+        self.facets = facets if facets is not None else FacetCache()
+        self._normalizer = NormalizeCache(self.facets, self.aliases)
+        self._renames: dict[Rename, FrozenRecord] = {}  # the same renames recur with their datasets
 
     # --- batches -------------------------------------------------------------------------------------------------
     def process(self, batch: Iterable[Incoming], now: float) -> Output:
@@ -90,9 +96,10 @@ class ProcessorCore:
             event = self._decode(record, out)
             if event is None:
                 continue
-            key = run_id(event) or partition_key(event)
+            run = run_id(event)
+            key = run or partition_key(event)
             state = self._state(key, record.partition)
-            identity = dedupe_id(event)
+            identity = dedupe_id(event, self.facets)
             if identity in state["ids"]:
                 out.duplicates += 1
                 continue
@@ -104,7 +111,7 @@ class ProcessorCore:
             if key not in self._loaded:
                 self.buffer.restore_run(key, state.get("order"))
                 self._loaded[key] = record.partition
-            self._emit(self.buffer.add(key if run_id(event) else None, event, item, now), now, out)
+            self._emit(self.buffer.add(key if run else None, event, item, now), now, out)
         self._persist(touched, out)
         return out
 
@@ -154,12 +161,13 @@ class ProcessorCore:
     # --- steps ---------------------------------------------------------------------------------------------------
     def _decode(self, record: Incoming, out: Output) -> dict[str, Any] | None:
         try:
-            event = record_to_event(self.codec.decode(record.value))
+            event = record_to_event(self.codec.decode(record.value), self.facets)
         except WireFormatError as exc:
             self._dead(record, exc.error_class, str(exc), out)
             return None
-        except (ValueError, TypeError) as exc:  # a facet that is not JSON inside a well-formed record
-            self._dead(record, "undecodable", f"record does not hold OpenLineage JSON: {exc}", out)
+        except (ValueError, TypeError, RecursionError) as exc:  # a facet that is not JSON (or nested too deeply)
+            reason = "JSON nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            self._dead(record, "undecodable", f"record does not hold OpenLineage JSON: {reason}", out)
             return None
         try:
             validate_event(event)
@@ -200,21 +208,30 @@ class ProcessorCore:
 
     def _normalized(self, item: dict[str, Any], late: bool, now: float, out: Output
                     ) -> tuple[bytes | None, dict[str, Any]]:
-        event, renames = normalize_event(item["event"], self.aliases)
+        event, renames = self._normalizer.normalize(item["event"])
         changes = [finding.as_record() for finding in self._drift(event)]
         out.drift_findings += len(changes)
         record = {
-            "event": event_to_record(event),
+            "event": event_to_record(event, self.facets),
             "processing": {
                 "dedupeId": item["id"], "processedAt": int(now * 1000), "late": late,
                 "sourceTopic": item["topic"] or None, "sourcePartition": item["partition"],
                 "sourceOffset": item["offset"], "producedAt": item["ts"],
-                "renamedDatasets": [rename.as_record() for rename in renames],
+                "renamedDatasets": [self._rename_record(rename) for rename in renames],
             },
             "schemaChanges": changes,
         }
         key = item["key"].encode() if item["key"] is not None else None
         return key, record
+
+    def _rename_record(self, rename: Rename) -> dict[str, str]:
+        """``rename.as_record()``, frozen and shared by every output with this rename (encoded once)."""
+        record = self._renames.get(rename)
+        if record is None:
+            if len(self._renames) >= 4096:
+                self._renames.clear()
+            record = self._renames[rename] = FrozenRecord(rename.as_record())
+        return record
 
     def _drift(self, event: dict[str, Any]) -> list[Any]:
         """Schema changes on the event's output datasets; the per-dataset state changes only with the version."""

@@ -19,14 +19,16 @@ read-only. Normalizing a normalized event changes nothing.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from kafka_lineage.schemas.naming import canonical_dataset
+from kafka_lineage.schemas.openlineage import FacetCache
 
-__all__ = ["Rename", "canonical_identity", "normalize_event", "parse_aliases"]
+__all__ = ["NormalizeCache", "Rename", "canonical_identity", "normalize_event", "parse_aliases"]
 
 Identity = tuple[str, str]
 
@@ -242,26 +244,73 @@ class _Normalizer:
         self._record(original, (ns, nm), rule)
         return {**ident, "namespace": ns, "name": nm}
 
-    def dataset(self, dataset: Any, identity: tuple[Identity, Identity | None] | None) -> Any:
-        """Pass 2 for a dataset: final identity and rewritten facets; the same object if nothing changed."""
+    def changes(self, dataset: Any, identity: tuple[Identity, Identity | None] | None) -> _Changes | None:
+        """Pass 2 for a dataset: its final identity and rewritten facets (None: not a dataset, left as it is)."""
         if not isinstance(dataset, dict) or identity is None:
-            return dataset
-        (ns, nm), physical = identity
-        out: dict[str, Any] | None = None
-        if (dataset.get("namespace"), dataset.get("name")) != (ns, nm):
-            out = {**dataset, "namespace": ns, "name": nm}
+            return None
+        final, physical = identity
+        changed = {}
         facets = dataset.get("facets")
         if isinstance(facets, dict):
-            changed = {}
             symlinks, lineage = facets.get("symlinks"), facets.get("columnLineage")
             if symlinks is not None and (new := self.symlinks(symlinks, physical)) is not symlinks:
                 changed["symlinks"] = new
             if lineage is not None and (new := self.column_lineage(lineage)) is not lineage:
                 changed["columnLineage"] = new
-            if changed:
-                out = out if out is not None else dict(dataset)
-                out["facets"] = {**facets, **changed}
-        return dataset if out is None else out
+        return final, changed
+
+
+_Changes = tuple[Identity, dict[str, Any]]  # a dataset's final identity, and those of its facets that were rewritten
+
+
+def _changed(dataset: Any, changes: _Changes | None) -> Any:
+    """The dataset with its changes applied: a new object, or the same one if nothing changed."""
+    if changes is None:
+        return dataset
+    (ns, nm), changed = changes
+    out: dict[str, Any] | None = None
+    if (dataset.get("namespace"), dataset.get("name")) != (ns, nm):
+        out = {**dataset, "namespace": ns, "name": nm}
+    if changed:
+        out = out if out is not None else dict(dataset)
+        out["facets"] = {**dataset["facets"], **changed}
+    return dataset if out is None else out
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What normalizing an event changes: each dataset's changes (per list and position, and the single dataset's)
+    and the renames, in the order they were found."""
+
+    lists: dict[str, list[_Changes | None]]
+    single: _Changes | None
+    renames: tuple[Rename, ...]
+
+
+def _plan(event: dict[str, Any], aliases: Mapping[str, str] | None) -> _Plan:
+    norm = _Normalizer(aliases)
+    lists = {key: event[key] for key in ("inputs", "outputs") if isinstance(event.get(key), list)}
+    single = event.get("dataset") if isinstance(event.get("dataset"), dict) else None
+    # Pass 1: every dataset's identity first, so column lineage can point at inputs unified through their symlinks.
+    identities: dict[int, tuple[Identity, Identity | None]] = {}
+    for item in _datasets(lists.values(), single):
+        identities[id(item)] = norm.identity(item)
+    changes = {key: [norm.changes(item, identities.get(id(item))) for item in items] for key, items in lists.items()}
+    single_changes = norm.changes(single, identities.get(id(single))) if single is not None else None
+    return _Plan(changes, single_changes, tuple(norm.renames.values()))
+
+
+def _apply(event: dict[str, Any], plan: _Plan, changed: Callable[[Any, _Changes | None], Any] = _changed
+           ) -> dict[str, Any]:
+    out = dict(event)
+    for key, changes in plan.lists.items():
+        items = event[key]
+        new = [changed(item, change) for item, change in zip(items, changes, strict=True)]
+        if any(a is not b for a, b in zip(new, items, strict=True)):
+            out[key] = new
+    if plan.single is not None:
+        out["dataset"] = changed(event["dataset"], plan.single)
+    return out
 
 
 def normalize_event(event: dict[str, Any], aliases: Mapping[str, str] | None = None) -> tuple[dict[str, Any],
@@ -273,21 +322,8 @@ def normalize_event(event: dict[str, Any], aliases: Mapping[str, str] | None = N
     """
     if not isinstance(event, dict):
         return event, []
-    norm = _Normalizer(aliases)
-    lists = {key: event[key] for key in ("inputs", "outputs") if isinstance(event.get(key), list)}
-    single = event.get("dataset") if isinstance(event.get("dataset"), dict) else None
-    # Pass 1: every dataset's identity first, so column lineage can point at inputs unified through their symlinks.
-    identities: dict[int, tuple[Identity, Identity | None]] = {}
-    for item in _datasets(lists.values(), single):
-        identities[id(item)] = norm.identity(item)
-    out = dict(event)
-    for key, items in lists.items():
-        new = [norm.dataset(item, identities.get(id(item))) for item in items]
-        if any(a is not b for a, b in zip(new, items, strict=True)):
-            out[key] = new
-    if single is not None:
-        out["dataset"] = norm.dataset(single, identities.get(id(single)))
-    return out, list(norm.renames.values())
+    plan = _plan(event, aliases)
+    return _apply(event, plan), list(plan.renames)
 
 
 def _datasets(lists: Iterable[list[Any]], single: dict[str, Any] | None) -> Iterable[dict[str, Any]]:
@@ -295,6 +331,100 @@ def _datasets(lists: Iterable[list[Any]], single: dict[str, Any] | None) -> Iter
         yield from (item for item in items if isinstance(item, dict))
     if single is not None:
         yield single
+
+
+class NormalizeCache:
+    """``normalize_event`` for a stream: each combination of dataset identities is worked out once.
+
+    What normalizing changes depends only on the datasets' namespaces and names, their ``symlinks`` and
+    ``columnLineage`` facets, and the alias map. When those facets are objects of ``facets`` (decoded once per
+    distinct text and shared by every event carrying it), a combination seen before is answered from memory, and
+    its rewritten facets and datasets are the same objects again, so their JSON and records are computed once too.
+    Exact: an entry keeps the facet objects it is keyed on (by id) alive, so no other object can take their ids;
+    facets are read-only. Bounded to ``maxsize`` combinations, least recently used first out.
+    """
+
+    def __init__(self, facets: FacetCache, aliases: Mapping[str, str] | None = None, maxsize: int = 512) -> None:
+        self.facets = facets
+        self.aliases = aliases
+        self.maxsize = maxsize
+        self._plans: OrderedDict[tuple[Any, ...], tuple[_Plan, list[Any]]] = OrderedDict()  # key → (plan, its ids)
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+    def normalize(self, event: dict[str, Any]) -> tuple[dict[str, Any], list[Rename]]:
+        """Exactly ``normalize_event(event, aliases)``."""
+        kept: list[Any] = []
+        key = self._key(event, kept) if isinstance(event, dict) else None
+        if key is None:
+            return normalize_event(event, self.aliases)
+        hit = self._plans.get(key)
+        if hit is None:
+            plan = _plan(event, self.aliases)
+            for changes in (*(c for items in plan.lists.values() for c in items), plan.single):
+                for facet in changes[1].values() if changes is not None else ():
+                    self.facets.adopt(facet)  # a rewritten facet recurs with its plan: cache its JSON as well
+            self._plans[key] = (plan, kept)
+            if len(self._plans) > self.maxsize:
+                self._plans.popitem(last=False)
+        else:
+            self._plans.move_to_end(key)
+            plan = hit[0]
+        return _apply(event, plan, self._changed), list(plan.renames)
+
+    def _changed(self, dataset: Any, changes: _Changes | None) -> Any:
+        """A dataset of the cache changed as before: the same new object (remembered with the dataset, and holding
+        on to the changes it was made with, so that their id stays theirs)."""
+        if changes is None or not self.facets.holds(dataset):
+            return _changed(dataset, changes)
+        done = self.facets.derived(dataset, f"normalized:{id(changes)}", lambda _: (changes, self._adopted(
+            _changed(dataset, changes), dataset)))
+        return done[1] if done[0] is changes else _changed(dataset, changes)
+
+    def _adopted(self, new: Any, dataset: Any) -> Any:
+        if new is not dataset:
+            self.facets.adopt(new, self.facets.size(dataset))  # its record and canonical JSON: computed once
+        return new
+
+    def _key(self, event: dict[str, Any], kept: list[Any]) -> tuple[Any, ...] | None:
+        """Everything ``_plan`` reads of the event, hashable; None when some of it is not (then no memory is used)."""
+        parts: list[Any] = []
+        for key in ("inputs", "outputs"):
+            items = event.get(key)
+            if not isinstance(items, list):
+                parts.append(None)
+                continue
+            part = []
+            for item in items:
+                item_key = self._dataset_key(item, kept) if isinstance(item, dict) else ()  # (): left as it is
+                if item_key is None:
+                    return None
+                part.append(item_key)
+            parts.append(tuple(part))
+        single = event.get("dataset")
+        single_key = self._dataset_key(single, kept) if isinstance(single, dict) else ()
+        if single_key is None:
+            return None
+        parts.append(single_key)
+        return tuple(parts)
+
+    def _dataset_key(self, dataset: dict[str, Any], kept: list[Any]) -> tuple[Any, ...] | None:
+        namespace, name, facets = dataset.get("namespace"), dataset.get("name"), dataset.get("facets")
+        if type(namespace) is not str or type(name) is not str:
+            return None
+        if not isinstance(facets, dict):
+            return namespace, name
+        ids: list[int | None] = []
+        for facet in (facets.get("symlinks"), facets.get("columnLineage")):
+            if facet is None:
+                ids.append(None)
+            elif self.facets.holds(facet):
+                ids.append(id(facet))
+                kept.append(facet)
+            else:
+                return None
+        return namespace, name, *ids
 
 
 # --- configuration -------------------------------------------------------------------------------------------------

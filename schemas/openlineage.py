@@ -8,11 +8,14 @@ JSON. Hence ``record_to_event(event_to_record(e)) == e`` for every valid event, 
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
+from collections.abc import Callable
 from datetime import datetime
 from enum import Enum
 from typing import Any
 from uuid import UUID
 
+from kafka_lineage.schemas.wire import FrozenRecord
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 EVENT_TYPES = ("START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER")
@@ -57,79 +60,297 @@ _COLLECTIONS = {
 }
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+# One encoder, built once: json.dumps(**kwargs) builds a fresh JSONEncoder per call (same output).
+_dumps: Callable[[Any], str] = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
-def _encode(obj: dict[str, Any], layout_name: str) -> dict[str, Any]:
+class _Entry:
+    __slots__ = ("derived", "size", "text", "value")
+
+    def __init__(self, value: dict[str, Any], size: int, text: str | None = None) -> None:
+        self.value = value
+        self.size = size  # characters of JSON behind the entry, for the cache's bound
+        self.text = text  # the facet's JSON as parsed, if it was
+        self.derived: dict[str, Any] = {}
+
+
+class FacetCache:
+    """Parsed facets and facet maps by their JSON, and what is derived from them, for a long-lived decoder.
+
+    A stream repeats the same facets (a dataset's schema and column lineage on every run of its job), and mostly the
+    same jobs and datasets, so each distinct facet text, ``{name: text}`` map and job or dataset is decoded once, and
+    what the processor derives from it (Avro record, canonical JSON for the dedupe identity, normalized form) is
+    computed once. Events decoded through a cache share those objects with each other: treat them as read-only
+    (the processor never modifies an event).
+
+    Anything is cached once it has been seen ``admit_after`` times: run statistics never repeat, and a run's own
+    facets only on its few events; caching those would only push out useful entries and load the cyclic GC
+    (``max_seen`` bounds that count). Bounded by the characters of JSON behind the entries (a map or object counts
+    its facets again), least recently used first out: the default holds ~100 jobs' worth of a Spark stream in
+    ~25 MB.
+    """
+
+    def __init__(self, max_chars: int = 4_000_000, admit_after: int = 2, max_seen: int = 50_000) -> None:
+        self.max_chars = max_chars
+        self.admit_after = admit_after
+        self.max_seen = max_seen
+        self._lru: OrderedDict[Any, _Entry] = OrderedDict()  # by text, by map items, or by the entry (adopted)
+        self._by_id: dict[int, _Entry] = {}  # id of a cached object → its entry (which keeps the object alive)
+        self._seen: dict[int, int] = {}  # hash of a key not cached yet → times seen (a collision only caches early)
+        self._chars = 0
+
+    def __len__(self) -> int:
+        return len(self._lru)
+
+    def parse(self, text: str) -> Any:
+        """``json.loads(text)``; the same object for the same text while it is cached."""
+        if type(text) is not str:  # Avro strings are str; anything else is json.loads's alone
+            return json.loads(text)
+        entry = self._lru.get(text)
+        if entry is not None:
+            self._lru.move_to_end(text)
+            return entry.value
+        value = json.loads(text)
+        if type(value) is dict and self._admit(text):  # facets are objects; anything else is left to validation
+            self._add(text, _Entry(value, len(text), text))
+        return value
+
+    def parse_map(self, texts: dict[str, str]) -> dict[str, Any]:
+        """``{name: json.loads(text)}``; the same object for the same map (items in the same order) while cached."""
+        if not texts:
+            return {}
+        key = tuple(texts.items())
+        entry = self._lru.get(key)
+        if entry is not None:
+            self._lru.move_to_end(key)
+            return entry.value
+        value = {name: self.parse(text) for name, text in texts.items()}
+        if self._admit(key) and all(type(name) is str for name, _ in key):  # equal keys, equal maps: no 1 == True
+            self._add(key, _Entry(value, sum(len(text) for text in texts.values())))
+        return value
+
+    def shared(self, key: tuple[Any, ...], build: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """``build()``; the same object for the same key (the object's whole content, strings only) while cached."""
+        try:
+            entry = self._lru.get(key)
+        except TypeError:  # unhashable: not a record decoded from Avro
+            return build()
+        if entry is not None:
+            self._lru.move_to_end(key)
+            return entry.value
+        value = build()
+        if self._admit(key) and (size := _strings(key)) is not None:
+            self._add(key, _Entry(value, size))
+        return value
+
+    def adopt(self, value: Any, size: int | None = None) -> None:
+        """Cache what is derived from an object not decoded here (a facet or dataset the processor rewrote and
+        reuses); ``size``: its characters of JSON, if known."""
+        if type(value) is dict and not self.holds(value):
+            entry = _Entry(value, 0)
+            if size is None:
+                entry.derived["json"] = text = _dumps(value)
+                size = len(text)
+            entry.size = size
+            self._add(entry, entry)
+
+    def size(self, value: Any) -> int:
+        """Characters of JSON behind a cached object (0 for others)."""
+        entry = self._by_id.get(id(value))
+        return entry.size if entry is not None and entry.value is value else 0
+
+    def holds(self, value: Any) -> bool:
+        """Whether ``value`` is an object of this cache (kept alive by it, so its id is its own)."""
+        entry = self._by_id.get(id(value))
+        return entry is not None and entry.value is value
+
+    def derived(self, value: Any, kind: str, compute: Callable[[Any], Any]) -> Any:
+        """``compute(value)``, computed once per cached object (kind names the computation); others as they are.
+
+        What is returned for a cached object is shared by every caller: read-only, like the object itself.
+        """
+        entry = self._by_id.get(id(value))
+        if entry is None or entry.value is not value:
+            return compute(value)
+        result = entry.derived.get(kind)
+        if result is None:
+            result = compute(value)
+            entry.derived[kind] = entry.text if result == entry.text else result  # share the string when equal
+        return result
+
+    def dumps(self, value: Any) -> str:
+        """A facet's JSON as ``event_to_record`` writes it."""
+        return self.derived(value, "json", _dumps)
+
+    def dumps_map(self, value: dict[str, Any]) -> dict[str, str]:
+        """A facet map as ``event_to_record`` writes it: ``{name: facet JSON}``."""
+        return self.derived(value, "json-map", self._dumps_map)
+
+    def _dumps_map(self, value: dict[str, Any]) -> dict[str, str]:
+        return {name: self.dumps(facet) for name, facet in value.items()} if value else {}
+
+    def _admit(self, key: Any) -> bool:
+        seen = hash(key)
+        count = self._seen.get(seen, 0) + 1
+        if count > self.admit_after:
+            self._seen.pop(seen, None)
+            return True
+        if len(self._seen) >= self.max_seen:
+            self._seen.clear()
+        self._seen[seen] = count
+        return False
+
+    def _add(self, key: Any, entry: _Entry) -> None:
+        if entry.size > self.max_chars // 16:
+            return  # a huge facet would push out many small ones
+        self._lru[key] = self._by_id[id(entry.value)] = entry
+        self._chars += entry.size
+        while self._chars > self.max_chars:
+            _, old = self._lru.popitem(last=False)
+            del self._by_id[id(old.value)]
+            self._chars -= old.size
+
+
+# The layouts as (key → (kind code, nested layout)): the walks below run for every object of every event.
+_STR, _EVENT_TYPE, _FACET_MAP, _LIST, _RECORD = range(5)
+_CODES = {
+    name: {key: ((_STR, None) if kind == "str" else (_EVENT_TYPE, None) if kind == "event_type"
+                 else (_FACET_MAP, None) if kind == _FACETS else (_LIST, kind[0]) if isinstance(kind, list)
+                 else (_RECORD, kind))
+           for key, kind in layout.items()}
+    for name, layout in _LAYOUT.items()
+}
+_NO_CODE = (None, None)
+_RECORD_KIND = {name: f"record:{name}" for name in _LAYOUT}  # FacetCache.derived kinds
+# Objects decoded once per distinct content. Not runs: a run's id makes it unique to its few events.
+_SHARED = frozenset({"job", "dataset", "input", "output"})
+_FIELDS = {name: tuple((key, code == _FACET_MAP) for key, (code, _) in codes.items()) for name, codes in _CODES.items()}
+
+
+def _encode(obj: dict[str, Any], layout_name: str, facets: FacetCache | None = None) -> dict[str, Any]:
     """Known keys of the right JSON type go to typed Avro fields; anything else is kept verbatim in ``extra``.
 
     Collections (facet maps, dataset lists) are plain Avro maps/arrays rather than ``["null", …]`` unions, which
     halves fastavro's write time; a collection the object did not have is listed in ``absent`` instead.
     """
-    layout = _LAYOUT[layout_name]
+    if facets is not None and layout_name in _SHARED:  # a job or dataset of the cache: its record is computed once,
+        # and frozen, so that the codec writes its Avro bytes once too
+        return facets.derived(obj, _RECORD_KIND[layout_name],
+                              lambda o: FrozenRecord(_encode_object(o, layout_name, facets)))
+    return _encode_object(obj, layout_name, facets)
+
+
+def _encode_object(obj: dict[str, Any], layout_name: str, facets: FacetCache | None) -> dict[str, Any]:
+    codes = _CODES[layout_name]
     record: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     for key, value in obj.items():
-        kind = layout.get(key)
-        if kind == "str":
+        code, nested = codes.get(key, _NO_CODE)
+        if code == _STR:
             if isinstance(value, str):
                 record[key] = value
                 continue
-        elif kind == _FACETS:
+        elif code == _FACET_MAP:
             if isinstance(value, dict):
-                record[key] = {name: _dumps(facet) for name, facet in value.items()} if value else {}
+                if facets is not None:
+                    record[key] = facets.dumps_map(value)
+                else:
+                    record[key] = {name: _dumps(facet) for name, facet in value.items()} if value else {}
                 continue
-        elif kind == "event_type":
+        elif code == _EVENT_TYPE:
             if value in _EVENT_TYPES:
                 record[key] = value
                 continue
-        elif isinstance(kind, list):
+        elif code == _LIST:
             if isinstance(value, list) and all(isinstance(item, dict) for item in value):
-                record[key] = [_encode(item, kind[0]) for item in value]
+                record[key] = [_encode(item, nested, facets) for item in value]
                 continue
-        elif kind is not None and isinstance(value, dict):
-            record[key] = (_UNION_RECORD[kind], _encode(value, kind))
+        elif code == _RECORD and isinstance(value, dict):
+            record[key] = (_UNION_RECORD[nested], _encode(value, nested, facets))
             continue
         extra[key] = value
     absent = [key for key in _COLLECTIONS[layout_name] if key not in record]
     for key in absent:
-        record[key] = {} if layout[key] == _FACETS else []
+        record[key] = {} if codes[key][0] == _FACET_MAP else []
     record["absent"] = absent
     record["extra"] = _dumps(extra) if extra else None
     return record
 
 
-def _decode(record: dict[str, Any], layout_name: str) -> dict[str, Any]:
+def _decode(record: dict[str, Any], layout_name: str, facets: FacetCache | None = None) -> dict[str, Any]:
+    if facets is not None and layout_name in _SHARED:  # the same job or dataset as before: the same object
+        return facets.shared(_content(record, layout_name), lambda: _decode_object(record, layout_name, facets))
+    return _decode_object(record, layout_name, facets)
+
+
+_MAP = object()  # marks a facet map's items in a key: no value of a record can look like it
+
+
+def _content(record: dict[str, Any], layout_name: str) -> tuple[Any, ...]:
+    """Everything ``_decode_object`` reads of a nested record, as a key (facet maps as their items, in order)."""
+    return (layout_name,
+            *[(_MAP, *value.items()) if is_map and type(value := record.get(key)) is dict else record.get(key)
+              for key, is_map in _FIELDS[layout_name]],
+            tuple(record.get("absent") or ()), record.get("extra"))
+
+
+def _strings(key: tuple[Any, ...]) -> int | None:
+    """Characters of a ``_content`` key made of strings only, as records decoded from Avro are (so that equal keys
+    mean equal objects: no 1 == 1.0 == True); None for any other key, which is then not cached."""
+    size = 0
+    for part in key:
+        if type(part) is str:
+            size += len(part)
+        elif type(part) is tuple:
+            for item in part[1:] if part and part[0] is _MAP else part:
+                if type(item) is str:
+                    size += len(item)
+                elif type(item) is tuple and len(item) == 2 and type(item[0]) is str and type(item[1]) is str:
+                    size += len(item[1])
+                else:
+                    return None
+        elif part is not None:
+            return None
+    return size
+
+
+def _decode_object(record: dict[str, Any], layout_name: str, facets: FacetCache | None) -> dict[str, Any]:
     obj: dict[str, Any] = {}
     absent = record.get("absent") or ()
-    for key, kind in _LAYOUT[layout_name].items():
+    for key, (code, nested) in _CODES[layout_name].items():
         value = record.get(key)
         if value is None or key in absent:
             continue
         if isinstance(value, tuple):  # an encoder-side record with fastavro's (branch name, value) union hint
             value = value[1]
-        if kind in ("str", "event_type"):
+        if code <= _EVENT_TYPE:
             obj[key] = value
-        elif kind == _FACETS:
-            obj[key] = {name: json.loads(text) for name, text in value.items()}
-        elif isinstance(kind, list):
-            obj[key] = [_decode(item, kind[0]) for item in value]
+        elif code == _FACET_MAP:
+            obj[key] = facets.parse_map(value) if facets is not None else {
+                name: json.loads(text) for name, text in value.items()}
+        elif code == _LIST:
+            obj[key] = [_decode(item, nested, facets) for item in value]
         else:
-            obj[key] = _decode(value, kind)
+            obj[key] = _decode(value, nested, facets)
     if record.get("extra"):
         obj.update(json.loads(record["extra"]))
     return obj
 
 
-def event_to_record(event: dict[str, Any]) -> dict[str, Any]:
-    """An OpenLineage event (parsed JSON) as a record of ``schemas/avro/openlineage_event.avsc``."""
-    return _encode(event, "event")
+def event_to_record(event: dict[str, Any], facets: FacetCache | None = None) -> dict[str, Any]:
+    """An OpenLineage event (parsed JSON) as a record of ``schemas/avro/openlineage_event.avsc``.
+
+    ``facets``: the cache the event was decoded with; its facets' JSON is then serialized once, not per event.
+    """
+    return _encode(event, "event", facets)
 
 
-def record_to_event(record: dict[str, Any]) -> dict[str, Any]:
-    """The exact OpenLineage event (parsed JSON) that ``event_to_record`` was given."""
-    return _decode(record, "event")
+def record_to_event(record: dict[str, Any], facets: FacetCache | None = None) -> dict[str, Any]:
+    """The exact OpenLineage event (parsed JSON) that ``event_to_record`` was given.
+
+    ``facets``: parse facet JSON through this cache (the result then shares facet objects with other events).
+    """
+    return _decode(record, "event", facets)
 
 
 # --- validation ----------------------------------------------------------------------------------------------------
