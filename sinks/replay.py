@@ -151,16 +151,25 @@ def replay_ranges(clients: ClientSettings, driver: Driver, begins: dict[int, int
         consumer.close()
 
 
-def replay(clients: ClientSettings, *, start: str | None = "earliest", end: str | None = None, fresh: bool = False,
-           window_seconds: float = 2.0, batch_size: int = 2000,
-           progress: Callable[[ReplayReport, int], None] | None = None) -> ReplayReport:
-    report = ReplayReport()
-    started = time.monotonic()
+def prepare_replay(clients: ClientSettings, start: str | None, end: str | None, fresh: bool
+                   ) -> tuple[dict[int, int], dict[int, int]]:
+    """The offset range to replay (``offset_range``), after emptying the graph (``fresh``) and ensuring its
+    constraints: what both engines do before reading."""
     begins, ends = offset_range(clients, start, end)
     with driver_for(clients) as driver:
         if fresh:
             wipe(driver)
         ensure_constraints(driver)
+    return begins, ends
+
+
+def replay(clients: ClientSettings, *, start: str | None = "earliest", end: str | None = None, fresh: bool = False,
+           window_seconds: float = 2.0, batch_size: int = 2000,
+           progress: Callable[[ReplayReport, int], None] | None = None) -> ReplayReport:
+    report = ReplayReport()
+    started = time.monotonic()
+    begins, ends = prepare_replay(clients, start, end, fresh)
+    with driver_for(clients) as driver:
         replay_ranges(clients, driver, begins, ends, window_seconds=window_seconds, batch_size=batch_size,
                       report=report, progress=progress)
     report.seconds = time.monotonic() - started

@@ -23,8 +23,8 @@ import time
 from collections.abc import Iterable, Iterator
 
 from kafka_lineage.config import ClientSettings
-from kafka_lineage.sinks.graph_sink import driver_for, ensure_constraints
-from kafka_lineage.sinks.replay import ReplayReport, offset_range, replay_ranges, wipe
+from kafka_lineage.sinks.graph_sink import driver_for
+from kafka_lineage.sinks.replay import ReplayReport, prepare_replay, replay_ranges
 
 Counts = tuple[int, int, int, int]  # records, written, dead letters, duplicates
 
@@ -47,11 +47,7 @@ def replay_on_spark(clients: ClientSettings, *, start: str | None = "earliest", 
     from pyspark.sql import SparkSession
 
     started = time.monotonic()
-    begins, ends = offset_range(clients, start, end)
-    with driver_for(clients) as driver:
-        if fresh:
-            wipe(driver)
-        ensure_constraints(driver)
+    begins, ends = prepare_replay(clients, start, end, fresh)
     report = ReplayReport()
     if ends:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # local executors must import this package too
