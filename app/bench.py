@@ -357,16 +357,19 @@ def format_graph(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _histogram(url: str, name: str, **labels: str) -> dict[float, float]:
-    """Cumulative bucket counts (upper bound → count) of one Prometheus histogram series."""
+def _scrape(url: str, name: str, **labels: str) -> list[tuple[dict[str, str], float]]:
+    """The samples called ``name`` carrying ``labels`` on a component's ``/metrics``: (all their labels, value)."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    buckets: dict[float, float] = {}
-    for family in text_string_to_metric_families(requests.get(f"{url}/metrics", timeout=10).text):
-        for sample in family.samples:
-            if sample.name == f"{name}_bucket" and all(sample.labels.get(k) == v for k, v in labels.items()):
-                buckets[float(sample.labels["le"])] = sample.value
-    return buckets
+    text = requests.get(f"{url}/metrics", timeout=10).text
+    return [(sample.labels, sample.value) for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())]
+
+
+def _histogram(url: str, name: str, **labels: str) -> dict[float, float]:
+    """Cumulative bucket counts (upper bound → count) of one Prometheus histogram series."""
+    return {float(found["le"]): value for found, value in _scrape(url, f"{name}_bucket", **labels)}
 
 
 def histogram_quantile(before: dict[float, float], after: dict[float, float], q: float) -> float | None:
@@ -383,12 +386,7 @@ def histogram_quantile(before: dict[float, float], after: dict[float, float], q:
 
 
 def _counter(url: str, name: str, **labels: str) -> float:
-    from prometheus_client.parser import text_string_to_metric_families
-
-    return sum(sample.value for family in text_string_to_metric_families(requests.get(f"{url}/metrics",
-                                                                                      timeout=10).text)
-               for sample in family.samples
-               if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()))
+    return sum(value for _, value in _scrape(url, name, **labels))
 
 
 def _schema_change(namespace: str, index: int) -> list[dict[str, Any]]:
