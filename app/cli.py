@@ -271,21 +271,20 @@ def _column_lineage(args: argparse.Namespace, direction: str) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     from kafka_lineage.sinks.replay import progress_bar, replay
 
-    window = ProcessorSettings.from_env().window_seconds
     try:
         if args.engine == "spark":
             from kafka_lineage.sinks.spark_replay import replay_on_spark
 
             report = replay_on_spark(ClientSettings.from_env(), start=args.from_, end=args.to, fresh=args.fresh,
-                                     master=args.spark_master, window_seconds=window)
+                                     master=args.spark_master)
         else:
             report = replay(ClientSettings.from_env(), start=args.from_, end=args.to, fresh=args.fresh,
-                            window_seconds=window, progress=progress_bar())
+                            progress=progress_bar())
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     print(f"\nreplayed {report.records} records in {report.seconds:.1f}s "
           f"({report.records / max(report.seconds, 1e-9):,.0f} events/s): {report.written} events written, "
-          f"{report.duplicates} duplicates dropped, {report.dead_letters} records not processable")
+          f"{report.dead_letters} records not processable")
     return 0
 
 

@@ -115,6 +115,19 @@ class ProcessorCore:
         self._persist(touched, out)
         return out
 
+    def normalize(self, batch: Iterable[Incoming]) -> tuple[list[dict[str, Any]], Output]:
+        """Replay's path: each record decoded, validated and normalized exactly as ``process`` does, in arrival order,
+        with nothing held back, deduplicated or checked for drift. The graph's statements are idempotent and order
+        independent, so for a rebuild those steps change nothing but the cost; invalid records still come back as
+        dead letters in the ``Output``."""
+        out = Output()
+        events = []
+        for record in batch:
+            event = self._decode(record, out)
+            if event is not None:
+                events.append(self._normalizer.normalize(event)[0])
+        return events, out
+
     def expire(self, now: float, assigned: set[int]) -> Output:
         """Release held events whose window passed; forget the state of keys idle past the dedupe TTL.
 

@@ -24,7 +24,7 @@ from kafka_lineage.logs import problem
 from kafka_lineage.metrics import Metrics
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.dead_letters import dead_letter
-from kafka_lineage.schemas.openlineage import record_to_event
+from kafka_lineage.schemas.openlineage import FacetCache, record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, RegistryUnavailable, WireFormatError
 from kafka_lineage.sinks.graph_model import CONSTRAINTS, FINGERPRINT_QUERIES, fingerprint, graph_batch, statements
 from neo4j import Driver, GraphDatabase
@@ -90,6 +90,7 @@ class GraphSink:
         }))
         self.sleep = sleep
         self.written = self.dead = 0
+        self.facets = FacetCache()  # every run of a job repeats its datasets' schema facets: parse each text once
 
     def run(self, stop: threading.Event) -> None:
         ensure_constraints(self.driver)
@@ -123,7 +124,7 @@ class GraphSink:
         for message in messages:
             try:
                 record = self._decode(message, stop)
-                decoded.append((message, record_to_event(record["event"])))
+                decoded.append((message, record_to_event(record["event"], self.facets)))
                 if record["processing"].get("producedAt") is not None:
                     produced.append(record["processing"]["producedAt"])
             except (WireFormatError, ValueError, TypeError, KeyError) as exc:

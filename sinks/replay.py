@@ -2,10 +2,12 @@
 
 The raw topic is the source of truth. Replay reads it with a consumer of its own (no group offsets are touched),
 between the offsets of ``--from`` and ``--to`` (by record timestamp; default: the end offsets when replay starts),
-runs every record through the same processor core as ``lineage processor`` (fresh in-memory state: dedupe,
-reorder, normalize) and writes the result with the graph sink's statements. Because those statements are
-idempotent and order independent, a rebuilt graph has the same fingerprint as the live one, and a window replayed
-onto the live graph repairs what is missing without duplicating anything. Schema-drift alerts are not re-sent.
+decodes, validates and normalizes every record with the same processor core as ``lineage processor`` and writes
+the result with the graph sink's statements. Because those statements are idempotent and order independent, a
+rebuilt graph has the same fingerprint as the live one, and a window replayed onto the live graph repairs what is
+missing without duplicating anything. For the same reason replay skips the processor's dedupe, hold-back window and
+drift state (``ProcessorCore.normalize``): they would not change the graph, only cost time. Schema-drift alerts are
+not re-sent.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -24,7 +27,6 @@ from kafka_lineage.config import ClientSettings, ProcessorSettings
 from kafka_lineage.processors.core import Incoming, Output, ProcessorCore
 from kafka_lineage.processors.normalize import parse_aliases
 from kafka_lineage.schemas import registry
-from kafka_lineage.schemas.openlineage import record_to_event
 from kafka_lineage.schemas.wire import AvroCodec
 from kafka_lineage.sinks.graph_model import graph_batch, statements
 from kafka_lineage.sinks.graph_sink import driver_for, ensure_constraints, write_statements
@@ -36,7 +38,6 @@ class ReplayReport:
     records: int = 0
     written: int = 0
     dead_letters: int = 0
-    duplicates: int = 0
     seconds: float = 0.0
 
 
@@ -102,12 +103,12 @@ def offset_range(clients: ClientSettings, start: str | None, end: str | None) ->
     return {p: begins[p] for p in wanted}, {p: ends[p] for p in wanted}
 
 
-def replay_core(clients: ClientSettings, window_seconds: float) -> ProcessorCore:
+def replay_core(clients: ClientSettings) -> ProcessorCore:
     """A processor core with fresh in-memory state, configured like ``lineage processor`` (namespace aliases)."""
     registry_client = SchemaRegistryClient(clients.registry_config())
     aliases = ProcessorSettings.from_env().aliases
     return ProcessorCore(AvroCodec("openlineage_event", registry.schema_fetcher(registry_client)), {}, {},
-                         window_seconds=window_seconds, aliases=parse_aliases(aliases) if aliases else None)
+                         aliases=parse_aliases(aliases) if aliases else None)
 
 
 def _batches(consumer: Consumer, topic: str, begins: dict[int, int], ends: dict[int, int], batch_size: int
@@ -132,21 +133,20 @@ def _batches(consumer: Consumer, topic: str, begins: dict[int, int], ends: dict[
 
 
 def replay_ranges(clients: ClientSettings, driver: Driver, begins: dict[int, int], ends: dict[int, int], *,
-                  window_seconds: float, batch_size: int, report: ReplayReport,
+                  batch_size: int, report: ReplayReport,
                   progress: Callable[[ReplayReport, int], None] | None = None) -> None:
     """Partitions' offset ranges → processor core → graph. Partitions are independent (a run's events share a key),
     so any split of them over processes (Spark tasks) builds the same graph as one pass over all."""
-    core = replay_core(clients, window_seconds)
+    core = replay_core(clients)
     total = sum(ends[p] - max(begins[p], 0) for p in ends)
     consumer = _consumer(clients)
     try:
         with PipelinedWriter(driver) as writer:
             for batch in _batches(consumer, clients.events_topic, begins, ends, batch_size):
                 report.records += len(batch)
-                writer.write(core.process(batch, time.time()), report)
+                writer.write(*core.normalize(batch), report)
                 if progress:
                     progress(report, total)
-            writer.write(core.expire(float("inf"), set(ends)), report)  # what the hold-back window still held
     finally:
         consumer.close()
 
@@ -164,13 +164,13 @@ def prepare_replay(clients: ClientSettings, start: str | None, end: str | None, 
 
 
 def replay(clients: ClientSettings, *, start: str | None = "earliest", end: str | None = None, fresh: bool = False,
-           window_seconds: float = 2.0, batch_size: int = 2000,
+           batch_size: int = 2000,
            progress: Callable[[ReplayReport, int], None] | None = None) -> ReplayReport:
     report = ReplayReport()
     started = time.monotonic()
     begins, ends = prepare_replay(clients, start, end, fresh)
     with driver_for(clients) as driver:
-        replay_ranges(clients, driver, begins, ends, window_seconds=window_seconds, batch_size=batch_size,
+        replay_ranges(clients, driver, begins, ends, batch_size=batch_size,
                       report=report, progress=progress)
     report.seconds = time.monotonic() - started
     return report
@@ -187,15 +187,13 @@ class PipelinedWriter:
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay-writer")
         self.pending: Future[None] | None = None
 
-    def write(self, output: Output, report: ReplayReport) -> None:
-        events = [record_to_event(record["event"]) for _, record in output.normalized]
+    def write(self, events: list[dict[str, Any]], output: Output, report: ReplayReport) -> None:
         work = statements(graph_batch(events)) if events else []
         self.wait()
         if work:
             self.pending = self.executor.submit(write_statements, self.driver, work)
         report.written += len(events)
         report.dead_letters += len(output.dead_letters)
-        report.duplicates += output.duplicates
 
     def wait(self) -> None:
         if self.pending is not None:

@@ -26,24 +26,22 @@ from kafka_lineage.config import ClientSettings
 from kafka_lineage.sinks.graph_sink import driver_for
 from kafka_lineage.sinks.replay import ReplayReport, prepare_replay, replay_ranges
 
-Counts = tuple[int, int, int, int]  # records, written, dead letters, duplicates
+Counts = tuple[int, int, int]  # records, written, dead letters
 
 
-def replay_task(clients: ClientSettings, window_seconds: float, batch_size: int,
-                ranges: Iterable[tuple[int, int, int]]) -> Iterator[Counts]:
+def replay_task(clients: ClientSettings, batch_size: int, ranges: Iterable[tuple[int, int, int]]) -> Iterator[Counts]:
     """One Spark task: its partitions' ``(partition, first offset, end offset)`` ranges → the graph; yields counts."""
     ranges = list(ranges)
     report = ReplayReport()
     if ranges:
         with driver_for(clients) as driver:
             replay_ranges(clients, driver, {p: first for p, first, _ in ranges}, {p: end for p, _, end in ranges},
-                          window_seconds=window_seconds, batch_size=batch_size, report=report)
-    yield report.records, report.written, report.dead_letters, report.duplicates
+                          batch_size=batch_size, report=report)
+    yield report.records, report.written, report.dead_letters
 
 
 def replay_on_spark(clients: ClientSettings, *, start: str | None = "earliest", end: str | None = None,
-                    fresh: bool = False, master: str = "local[*]", window_seconds: float = 2.0,
-                    batch_size: int = 2000) -> ReplayReport:
+                    fresh: bool = False, master: str = "local[*]", batch_size: int = 2000) -> ReplayReport:
     from pyspark.sql import SparkSession
 
     started = time.monotonic()
@@ -58,7 +56,7 @@ def replay_on_spark(clients: ClientSettings, *, start: str | None = "earliest", 
             ranges = [(p, begins[p], ends[p]) for p in sorted(ends)]
 
             def task(partition_ranges: Iterable[tuple[int, int, int]]) -> Iterator[Counts]:
-                return replay_task(clients, window_seconds, batch_size, partition_ranges)
+                return replay_task(clients, batch_size, partition_ranges)
 
             counts = spark.sparkContext.parallelize(ranges, len(ranges)).mapPartitions(task).collect()
         finally:
