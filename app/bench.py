@@ -10,6 +10,8 @@ import contextlib
 import json
 import os
 import platform
+import subprocess
+import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -216,7 +218,18 @@ def bench_processor_workers(settings: ClientSettings, workers: int, count: int) 
         memory = [_rss_mib(child.process.pid) for child in children]
     return {"workers": workers, "events": len(backlog), "events_per_s": len(backlog) / elapsed,
             "latency_ms_at_500_per_s": {"p50": _percentile(latencies, 0.5), "p99": _percentile(latencies, 0.99)},
-            "rss_mib": memory}
+            "rss_mib": memory, "bare_faust": bare_faust(env["LINEAGE_EVENTS_TOPIC"], count)}
+
+
+def bare_faust(topic: str, count: int) -> dict[str, Any]:
+    """Events/s of a Faust worker that only consumes ``count`` records of ``topic`` (``bench_faust``): the ceiling
+    Faust's consume path sets for the processor, measured right after it on the same backlog."""
+    result = subprocess.run([sys.executable, "-m", "kafka_lineage.bench_faust", topic, str(count)],
+                            capture_output=True, text=True, timeout=600)
+    lines = [line[line.index('{"events"'):] for line in result.stdout.splitlines() if '{"events"' in line]
+    if result.returncode != 0 or not lines:  # (the worker's terminal codes can precede the line)
+        raise RuntimeError(f"bench_faust failed ({result.returncode}): {result.stderr.strip()[-600:]}")
+    return json.loads(lines[-1])
 
 
 def run_processor_bench(count: int, output: Path) -> dict[str, Any]:
@@ -235,6 +248,10 @@ def format_processor(result: dict[str, Any]) -> str:
         latency = run["latency_ms_at_500_per_s"]
         rows.append(f"{run['workers']:>7} {run['events']:>8} {run['events_per_s']:>10,.0f} {latency['p50']:>8.0f} "
                     f"{latency['p99']:>8.0f}  {', '.join(f'{m:.0f}' for m in run['rss_mib'])}")
+    first = result["runs"][0]
+    ceiling = first["bare_faust"]["events_per_s"]
+    rows.append(f"bare Faust worker (consume only, same backlog): {ceiling:,.0f} events/s; one processor worker "
+                f"reaches {first['events_per_s'] / ceiling:.0%} of it")
     return "\n".join(rows)
 
 
