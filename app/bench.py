@@ -24,7 +24,13 @@ from confluent_kafka import Consumer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings
 from kafka_lineage.kafka_io import AckingProducer, prepare_pipeline
-from kafka_lineage.processes import alert_sink_process, collector_process, processor_process, sink_process
+from kafka_lineage.processes import (
+    alert_sink_process,
+    collector_process,
+    pipeline_env,
+    processor_process,
+    sink_process,
+)
 from kafka_lineage.producers.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
 from kafka_lineage.producers.publisher import EventPublisher
 from kafka_lineage.schemas import registry
@@ -193,10 +199,7 @@ def bench_processor_workers(settings: ClientSettings, workers: int, count: int) 
     """Sustained events/s of ``workers`` processors on a backlog of ``count`` events, then added latency at a
     steady 500 events/s, and each worker's memory at the end."""
     prefix = f"lineage.bench.processor.{uuid.uuid4().hex[:8]}"
-    env = {"LINEAGE_EVENTS_TOPIC": f"{prefix}.events", "LINEAGE_NORMALIZED_TOPIC": f"{prefix}.normalized",
-           "LINEAGE_DLQ_TOPIC": f"{prefix}.dlq", "LINEAGE_DRIFT_TOPIC": f"{prefix}.drift",
-           "LINEAGE_PROCESSOR_GROUP": prefix, "LINEAGE_PARTITIONS": "6",
-           "LINEAGE_PROCESSOR_DATA_DIR": str(Path(".lineage/bench") / prefix)}
+    env = pipeline_env(prefix, 6, Path(".lineage/bench") / prefix)
     events, steady = run_pairs(count), run_pairs(2000)
     with contextlib.ExitStack() as stack:
         children = [stack.enter_context(processor_process(env)) for _ in range(workers)]
@@ -258,9 +261,7 @@ def format_processor(result: dict[str, Any]) -> str:
 def bench_sink(settings: ClientSettings, count: int) -> dict[str, Any]:
     """Events/s of one ``lineage sink`` writing a backlog of ``count`` normalized events (START/COMPLETE pairs)."""
     prefix = f"lineage.bench.sink.{uuid.uuid4().hex[:8]}"
-    env = {"LINEAGE_NORMALIZED_TOPIC": f"{prefix}.normalized", "LINEAGE_DLQ_TOPIC": f"{prefix}.dlq",
-           "LINEAGE_EVENTS_TOPIC": f"{prefix}.events", "LINEAGE_DRIFT_TOPIC": f"{prefix}.drift",
-           "LINEAGE_SINK_GROUP": prefix, "LINEAGE_PARTITIONS": "6"}
+    env = pipeline_env(prefix, 6, Path(".lineage/bench") / prefix)
     local = ClientSettings.from_env({**os.environ, **env})
     namespace = f"bench-sink-{uuid.uuid4().hex[:6]}"
     events = run_pairs(count)
@@ -423,11 +424,7 @@ def bench_end_to_end(settings: ClientSettings, count: int, rate: int = 1000, sec
     """The whole pipeline as deployed (processor, graph sink, alert sink as processes): events/s on a backlog of
     ``count`` events, then produce→graph and produce→alert latency at a steady ``rate`` events/s."""
     prefix = f"lineage.bench.e2e.{uuid.uuid4().hex[:8]}"
-    env = {"LINEAGE_EVENTS_TOPIC": f"{prefix}.events", "LINEAGE_NORMALIZED_TOPIC": f"{prefix}.normalized",
-           "LINEAGE_DLQ_TOPIC": f"{prefix}.dlq", "LINEAGE_DRIFT_TOPIC": f"{prefix}.drift",
-           "LINEAGE_PROCESSOR_GROUP": f"{prefix}.processor", "LINEAGE_SINK_GROUP": f"{prefix}.sink",
-           "LINEAGE_ALERT_GROUP": f"{prefix}.alerts", "LINEAGE_PARTITIONS": "6",
-           "LINEAGE_PROCESSOR_DATA_DIR": str(Path(".lineage/bench") / prefix), "LINEAGE_SINK_POLL_SECONDS": "0.1"}
+    env = {**pipeline_env(prefix, 6, Path(".lineage/bench") / prefix), "LINEAGE_SINK_POLL_SECONDS": "0.1"}
     local = ClientSettings.from_env({**os.environ, **env})
     namespace = f"bench-e2e-{uuid.uuid4().hex[:6]}"
     backlog = run_pairs(count)

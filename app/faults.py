@@ -23,7 +23,7 @@ from typing import Any
 from kafka_lineage.checker import GRAPH_QUERIES, CheckReport, check, query_parameters
 from kafka_lineage.config import ClientSettings, StackSettings
 from kafka_lineage.kafka_io import prepare_pipeline
-from kafka_lineage.processes import ChildProcess, alert_sink_process, processor_process, sink_process
+from kafka_lineage.processes import ChildProcess, alert_sink_process, pipeline_env, processor_process, sink_process
 from kafka_lineage.producers.publisher import EventPublisher
 from kafka_lineage.sinks.graph_sink import driver_for
 from kafka_lineage.sinks.tail import tail
@@ -104,11 +104,7 @@ def run_faults(stack_settings: StackSettings, base: ClientSettings, *, jobs: int
     tag = f"f{seed}-{uuid.uuid4().hex[:6]}"
     workload = generate(jobs, runs_per_job, seed, schema_changes=4, tag=tag)
     prefix = f"lineage.faults.{tag}"
-    env = {"LINEAGE_EVENTS_TOPIC": f"{prefix}.events", "LINEAGE_NORMALIZED_TOPIC": f"{prefix}.normalized",
-           "LINEAGE_DLQ_TOPIC": f"{prefix}.dlq", "LINEAGE_DRIFT_TOPIC": f"{prefix}.drift",
-           "LINEAGE_PROCESSOR_GROUP": f"{prefix}.processor", "LINEAGE_SINK_GROUP": f"{prefix}.sink",
-           "LINEAGE_ALERT_GROUP": f"{prefix}.alerts", "LINEAGE_PARTITIONS": "6",
-           "LINEAGE_PROCESSOR_DATA_DIR": str(workdir / prefix)}
+    env = pipeline_env(prefix, 6, workdir / prefix)
     clients = ClientSettings.from_env({**os.environ, **env})
     prepare_pipeline(clients, 6)
     report = FaultReport(events=len(workload.events))

@@ -13,8 +13,19 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import requests
+
+
+def pipeline_env(prefix: str, partitions: int, data_dir: Path) -> dict[str, str]:
+    """Environment for a pipeline of its own: topics and consumer groups named from ``prefix``, the processor's state
+    under ``data_dir``. A bench, a fault run or a test then never mixes with real lineage or with another one."""
+    return {"LINEAGE_EVENTS_TOPIC": f"{prefix}.events", "LINEAGE_NORMALIZED_TOPIC": f"{prefix}.normalized",
+            "LINEAGE_DLQ_TOPIC": f"{prefix}.dlq", "LINEAGE_DRIFT_TOPIC": f"{prefix}.drift",
+            "LINEAGE_PROCESSOR_GROUP": f"{prefix}.processor", "LINEAGE_SINK_GROUP": f"{prefix}.sink",
+            "LINEAGE_ALERT_GROUP": f"{prefix}.alerts", "LINEAGE_PARTITIONS": str(partitions),
+            "LINEAGE_PROCESSOR_DATA_DIR": str(data_dir)}
 
 
 def free_port() -> int:

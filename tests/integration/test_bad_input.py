@@ -38,7 +38,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from kafka_lineage.config import ClientSettings
 from kafka_lineage.kafka_io import prepare_pipeline
-from kafka_lineage.processes import ChildProcess, collector_process, processor_process, sink_process
+from kafka_lineage.processes import ChildProcess, collector_process, pipeline_env, processor_process, sink_process
 from kafka_lineage.producers.hooks import lineage_task, sql_task
 from kafka_lineage.producers.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
 from kafka_lineage.producers.publisher import EventPublisher
@@ -688,11 +688,8 @@ class Lane:
 
 def _lane(name: str, tmp: Path) -> Lane:
     prefix = f"test.bad.{RUN}.{name}"
-    env = {"LINEAGE_EVENTS_TOPIC": f"{prefix}.events", "LINEAGE_NORMALIZED_TOPIC": f"{prefix}.normalized",
-           "LINEAGE_DLQ_TOPIC": f"{prefix}.dlq", "LINEAGE_DRIFT_TOPIC": f"{prefix}.drift",
-           "LINEAGE_PROCESSOR_GROUP": f"{prefix}.processor", "LINEAGE_SINK_GROUP": f"{prefix}.sink",
-           "LINEAGE_PARTITIONS": "3", "LINEAGE_REPORT_SECONDS": "5", "LINEAGE_REORDER_WINDOW": "1",
-           "LINEAGE_PROCESSOR_DATA_DIR": str(tmp / name), "LINEAGE_SINK_POLL_SECONDS": "0.2"}
+    env = {**pipeline_env(prefix, 3, tmp / name), "LINEAGE_REPORT_SECONDS": "5", "LINEAGE_REORDER_WINDOW": "1",
+           "LINEAGE_SINK_POLL_SECONDS": "0.2"}
     return Lane(env, ClientSettings.from_env({**os.environ, **env}))
 
 

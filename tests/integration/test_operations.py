@@ -15,7 +15,13 @@ import pytest
 import requests
 from kafka_lineage.config import ClientSettings
 from kafka_lineage.kafka_io import prepare_pipeline
-from kafka_lineage.processes import alert_sink_process, collector_process, processor_process, sink_process
+from kafka_lineage.processes import (
+    alert_sink_process,
+    collector_process,
+    pipeline_env,
+    processor_process,
+    sink_process,
+)
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.openlineage_samples import PRODUCER
@@ -29,11 +35,7 @@ SCHEMA_FACET = "https://openlineage.io/spec/facets/1-1-1/SchemaDatasetFacet.json
 
 def _env(tmp_path: Path) -> dict[str, str]:
     prefix = f"test.ops.{uuid.uuid4().hex[:8]}"
-    return {"LINEAGE_EVENTS_TOPIC": f"{prefix}.events", "LINEAGE_NORMALIZED_TOPIC": f"{prefix}.normalized",
-            "LINEAGE_DLQ_TOPIC": f"{prefix}.dlq", "LINEAGE_DRIFT_TOPIC": f"{prefix}.drift",
-            "LINEAGE_PROCESSOR_GROUP": f"{prefix}.processor", "LINEAGE_SINK_GROUP": f"{prefix}.sink",
-            "LINEAGE_ALERT_GROUP": f"{prefix}.alerts", "LINEAGE_PARTITIONS": "3",
-            "LINEAGE_PROCESSOR_DATA_DIR": str(tmp_path / "processor"), "LINEAGE_SINK_POLL_SECONDS": "0.2",
+    return {**pipeline_env(prefix, 3, tmp_path / "processor"), "LINEAGE_SINK_POLL_SECONDS": "0.2",
             "LINEAGE_LOG_FORMAT": "json"}
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from kafka_lineage.config import ClientSettings
-from kafka_lineage.processes import alert_sink_process, processor_process, sink_process
+from kafka_lineage.processes import alert_sink_process, pipeline_env, processor_process, sink_process
 from kafka_lineage.producers.publisher import EventPublisher
 from kafka_lineage.sinks.graph_sink import driver_for, graph_fingerprint
 from kafka_lineage.sinks.replay import wipe
@@ -53,11 +53,7 @@ def test_a_schema_change_becomes_an_alert_with_its_impact_and_a_rebuild_matches(
     clients: ClientSettings, tmp_path: Path
 ) -> None:
     prefix = f"test.e2e.{uuid.uuid4().hex[:8]}"
-    env = {"LINEAGE_EVENTS_TOPIC": f"{prefix}.events", "LINEAGE_NORMALIZED_TOPIC": f"{prefix}.normalized",
-           "LINEAGE_DLQ_TOPIC": f"{prefix}.dlq", "LINEAGE_DRIFT_TOPIC": f"{prefix}.drift",
-           "LINEAGE_PROCESSOR_GROUP": f"{prefix}.processor", "LINEAGE_SINK_GROUP": f"{prefix}.sink",
-           "LINEAGE_ALERT_GROUP": f"{prefix}.alerts", "LINEAGE_PARTITIONS": "3",
-           "LINEAGE_PROCESSOR_DATA_DIR": str(tmp_path / "processor"), "LINEAGE_SINK_POLL_SECONDS": "0.2"}
+    env = {**pipeline_env(prefix, 3, tmp_path / "processor"), "LINEAGE_SINK_POLL_SECONDS": "0.2"}
     settings = ClientSettings.from_env({**os.environ, **env})
     ns = f"e2e-{uuid.uuid4().hex[:6]}"
     orders, mart = f"{ns}/orders", f"{ns}/orders_by_day"
