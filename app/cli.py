@@ -27,6 +27,7 @@ from kafka_lineage.config import (
     StackSettings,
     port_number,
 )
+from kafka_lineage.gc_tuning import tune_gc
 from kafka_lineage.producers.publisher import EventPublisher, PublishError
 from kafka_lineage.stack.manager import ServiceStatus, Stack, StackError
 from kafka_lineage.stack.maven import ResolutionError
@@ -106,7 +107,9 @@ def cmd_collector(args: argparse.Namespace) -> int:
     if args.port is not None:  # argparse takes any int, and replace() skips the check from_env does
         port_number("--port", args.port)
     settings = dataclasses.replace(settings, **overrides)
-    serve(EventPublisher.from_settings(ClientSettings.from_env()), settings)
+    publisher = EventPublisher.from_settings(ClientSettings.from_env())
+    tune_gc()
+    serve(publisher, settings)
     return 0
 
 
@@ -120,6 +123,7 @@ def cmd_processor(args: argparse.Namespace) -> int:
             parse_aliases(settings.aliases)
         except ValueError as exc:
             raise ConfigError(f"LINEAGE_NAMESPACE_ALIASES: {exc}") from None
+    tune_gc()
     run_worker(ClientSettings.from_env(), settings, OperationsSettings.from_env())
     return 0
 
@@ -154,6 +158,7 @@ def _run_with_endpoint(component: str, setting: str, port: int, operations: Oper
     from kafka_lineage.metrics import start_endpoint
 
     endpoint = start_endpoint(component, setting, operations.metrics_host, port, metrics, checks)
+    tune_gc()
     try:
         run(_stop_on_signals())
     finally:
@@ -271,6 +276,7 @@ def _column_lineage(args: argparse.Namespace, direction: str) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     from kafka_lineage.sinks.replay import progress_bar, replay
 
+    tune_gc()
     try:
         if args.engine == "spark":
             from kafka_lineage.sinks.spark_replay import replay_on_spark

@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterable, Iterator
 
 from kafka_lineage.config import ClientSettings
+from kafka_lineage.gc_tuning import tune_gc
 from kafka_lineage.sinks.graph_sink import driver_for
 from kafka_lineage.sinks.replay import ReplayReport, prepare_replay, replay_ranges
 
@@ -34,6 +35,7 @@ def replay_task(clients: ClientSettings, batch_size: int, ranges: Iterable[tuple
     ranges = list(ranges)
     report = ReplayReport()
     if ranges:
+        tune_gc()  # an executor's Python worker runs the replay loop like the local engine's process
         with driver_for(clients) as driver:
             replay_ranges(clients, driver, {p: first for p, first, _ in ranges}, {p: end for p, _, end in ranges},
                           batch_size=batch_size, report=report)

@@ -151,3 +151,18 @@ def test_port_number() -> None:
     for bad in (0, -1, 70000):
         with pytest.raises(ConfigError, match=f"--port: {bad} is not a valid TCP port"):
             port_number("--port", bad)
+
+
+def test_tune_gc_freezes_start_up_objects_and_collects_young_objects_less_often() -> None:
+    import gc
+
+    from kafka_lineage.gc_tuning import YOUNG_THRESHOLD, tune_gc
+
+    before = gc.get_threshold()
+    try:
+        tune_gc()
+        assert gc.get_threshold()[0] == YOUNG_THRESHOLD > before[0]
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
