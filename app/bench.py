@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import requests
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings
 from kafka_lineage.kafka_io import AckingProducer, prepare_pipeline
@@ -243,6 +243,51 @@ def run_processor_bench(count: int, output: Path) -> dict[str, Any]:
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(result, indent=2) + "\n")
     return result
+
+
+def _outputs(consumer: Consumer, topic: str) -> int:
+    """Records on ``topic`` (the processor's idempotent, non-transactional producer: one offset per record)."""
+    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions)
+
+
+def run_memory_bench(count: int, output: Path, ttl_seconds: float = 60.0, chunk: int = 50_000) -> dict[str, Any]:
+    """Resident memory of one processor worker while ``count`` events of distinct runs stream through it with a
+    dedupe TTL of ``ttl_seconds``: sampled after every ``chunk`` events, once the worker has caught up with them.
+    Without the TTL the dedupe state (and memory) would grow with every run ever seen; with it, it levels off."""
+    settings = ClientSettings.from_env()
+    prefix = f"lineage.bench.memory.{uuid.uuid4().hex[:8]}"
+    env = {**pipeline_env(prefix, 6, Path(".lineage/bench") / prefix), "LINEAGE_DEDUPE_TTL": str(ttl_seconds)}
+    samples = []
+    watcher = Consumer({"bootstrap.servers": settings.kafka_bootstrap_servers, "group.id": f"bench-{uuid.uuid4()}"})
+    with processor_process(env) as child:
+        publisher = EventPublisher.from_settings(settings, env["LINEAGE_EVENTS_TOPIC"])
+        started, sent = time.perf_counter(), 0
+        try:
+            while sent < count:
+                events = run_pairs(min(chunk, count - sent))
+                publisher.send([publisher.encode(event) for event in events]).result(600)
+                sent += len(events)
+                deadline = time.monotonic() + 600
+                while _outputs(watcher, env["LINEAGE_NORMALIZED_TOPIC"]) < sent and time.monotonic() < deadline:
+                    time.sleep(0.5)
+                samples.append({"events": sent, "seconds": time.perf_counter() - started,
+                                "rss_mib": _rss_mib(child.process.pid)})
+        finally:
+            publisher.close()
+            watcher.close()
+    result = {"bench": "processor-memory", "at": datetime.now(UTC).isoformat(), "events": count,
+              "dedupe_ttl_seconds": ttl_seconds, "samples": samples}
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def format_memory(result: dict[str, Any]) -> str:
+    rows = [f"one processor worker, dedupe TTL {result['dedupe_ttl_seconds']:.0f} s",
+            f"{'events':>9} {'seconds':>8} {'RSS MiB':>8}"]
+    rows += [f"{s['events']:>9,} {s['seconds']:>8.0f} {s['rss_mib']:>8.0f}" for s in result["samples"]]
+    return "\n".join(rows)
 
 
 def format_processor(result: dict[str, Any]) -> str:

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import logging
+import math
 import os
 import signal
 import subprocess
@@ -362,6 +363,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from kafka_lineage import bench
 
     output = Path(args.output or f".lineage/bench/{args.stage}.json")
+    if args.events < 2 or args.graph_jobs < 1:
+        raise ConfigError("--events must be at least 2 and --graph-jobs at least 1")
+    if not (math.isfinite(args.dedupe_ttl) and args.dedupe_ttl > 0):
+        raise ConfigError(f"--dedupe-ttl: a positive number of seconds, got {args.dedupe_ttl}")
     if args.stage == "emit":
         result = bench.run_emit_bench(args.events, output)
         print(bench.format_emit(result))
@@ -369,6 +374,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(bench.format_suite(bench.run_suite(args.events, args.graph_jobs, output)))
     elif args.stage == "processor":
         print(bench.format_processor(bench.run_processor_bench(args.events, output)))
+    elif args.stage == "memory":
+        print(bench.format_memory(bench.run_memory_bench(args.events, output, args.dedupe_ttl)))
     else:
         print(bench.format_graph(bench.run_graph_bench(args.stage, args.events, args.graph_jobs, output)))
     print(f"results: {output}")
@@ -500,13 +507,17 @@ def build_parser() -> argparse.ArgumentParser:
     connect.set_defaults(handler=cmd_connect)
 
     bench = sub.add_parser("bench", help="measure throughput/latency side by side (writes a JSON result file)")
-    bench.add_argument("stage", choices=["all", "emit", "processor", "sink", "query", "graph"],
-                       help="all: every bench below plus the whole pipeline end to end, in one JSON file; sink: "
+    bench.add_argument("stage", choices=["all", "emit", "processor", "memory", "sink", "query", "graph"],
+                       help="all: every bench below (but memory) plus the whole pipeline end to end, in one JSON "
+                            "file; memory: one processor worker's memory over --events (e.g. 1000000) with the "
+                            "dedupe TTL --dedupe-ttl; sink: "
                             "graph sink backlog and replay events/s; query: impact/upstream latency on a generated "
                             "DAG; graph: both")
     bench.add_argument("--events", type=int, default=20_000, help="events per measurement (default 20000)")
     bench.add_argument("--graph-jobs", type=int, default=100_000,
                        help="query/graph: jobs in the generated DAG (3 relationships each; default 100000)")
+    bench.add_argument("--dedupe-ttl", type=float, default=60.0,
+                       help="memory: the processor's LINEAGE_DEDUPE_TTL in seconds (default 60)")
     bench.add_argument("--output", help="JSON result file (default .lineage/bench/<stage>.json)")
     bench.set_defaults(handler=cmd_bench)
 
