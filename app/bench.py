@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import requests
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings
-from kafka_lineage.kafka_io import AckingProducer, prepare_pipeline
+from kafka_lineage.kafka_io import AckingProducer, end_offsets, prepare_pipeline
 from kafka_lineage.processes import (
     alert_sink_process,
     collector_process,
@@ -245,12 +245,6 @@ def run_processor_bench(count: int, output: Path) -> dict[str, Any]:
     return result
 
 
-def _outputs(consumer: Consumer, topic: str) -> int:
-    """Records on ``topic`` (the processor's idempotent, non-transactional producer: one offset per record)."""
-    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-    return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions)
-
-
 def run_memory_bench(count: int, output: Path, ttl_seconds: float = 60.0, chunk: int = 50_000) -> dict[str, Any]:
     """Resident memory of one processor worker while ``count`` events of distinct runs stream through it with a
     dedupe TTL of ``ttl_seconds``: sampled after every ``chunk`` events, once the worker has caught up with them.
@@ -269,7 +263,9 @@ def run_memory_bench(count: int, output: Path, ttl_seconds: float = 60.0, chunk:
                 publisher.send([publisher.encode(event) for event in events]).result(600)
                 sent += len(events)
                 deadline = time.monotonic() + 600
-                while _outputs(watcher, env["LINEAGE_NORMALIZED_TOPIC"]) < sent and time.monotonic() < deadline:
+                # records on the topic: the processor's producer is idempotent, not transactional (no markers)
+                while sum(end_offsets(watcher, env["LINEAGE_NORMALIZED_TOPIC"]).values()) < sent \
+                        and time.monotonic() < deadline:
                     time.sleep(0.5)
                 samples.append({"events": sent, "seconds": time.perf_counter() - started,
                                 "rss_mib": _rss_mib(child.process.pid)})

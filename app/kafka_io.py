@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from kafka_lineage.config import ClientSettings
 
 PRODUCER_DEFAULTS = {
@@ -35,6 +35,12 @@ def prepare_pipeline(clients: ClientSettings, partitions: int) -> None:
     reports = registry.register(SchemaRegistryClient(clients.registry_config()), clients.value_schemas())
     if not all(report.ok for report in reports):
         raise PublishError("; ".join(f"{r.subject}: {r.detail}" for r in reports if not r.ok))
+
+
+def end_offsets(consumer: Consumer, topic: str) -> dict[int, int]:
+    """Each partition of ``topic`` → its end offset (high watermark)."""
+    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
 
 
 class PublishError(RuntimeError):

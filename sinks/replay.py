@@ -24,6 +24,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings, ProcessorSettings
+from kafka_lineage.kafka_io import end_offsets
 from kafka_lineage.processors.core import Incoming, Output, ProcessorCore
 from kafka_lineage.processors.normalize import parse_aliases
 from kafka_lineage.schemas import registry
@@ -93,8 +94,7 @@ def offset_range(clients: ClientSettings, start: str | None, end: str | None) ->
     topic = clients.events_topic
     consumer = _consumer(clients)
     try:
-        high = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                for p in consumer.list_topics(topic, timeout=10).topics[topic].partitions}
+        high = end_offsets(consumer, topic)
         ends = _offsets(consumer, topic, to_ms, lambda p: high[p], high)
         begins = _offsets(consumer, topic, from_ms, lambda _p: OFFSET_BEGINNING, high)
     finally:
