@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import requests
 
@@ -41,6 +42,14 @@ class ChildProcess:
     returncode: int | None = None
     output: str = field(default="", repr=False)
     metrics_url: str = ""  # the component's metrics/health endpoint, as it announced it
+    log: Any = field(default=None, repr=False)  # the file the child writes to, while it runs
+
+    def output_so_far(self) -> str:
+        """What the child has written until now (``output`` is only filled in once it has ended)."""
+        if self.log is None or self.log.closed:
+            return self.output
+        self.log.seek(0)
+        return self.log.read()
 
 
 # Children listen on any free port unless the caller chose one: tests and the demo run several at once.
@@ -59,7 +68,7 @@ def lineage_process(args: list[str], is_ready: Callable[[ChildProcess, str], boo
         process = subprocess.Popen([sys.executable, "-m", "kafka_lineage.cli", *args],
                                    env={**_ANY_FREE_PORT, **os.environ, **(env or {})}, stdout=log,
                                    stderr=subprocess.STDOUT, text=True)
-        child = ChildProcess(url, process)
+        child = ChildProcess(url, process, log=log)
         try:
             deadline = time.monotonic() + ready_timeout
             while True:
