@@ -72,8 +72,7 @@ def lineage_process(args: list[str], is_ready: Callable[[ChildProcess, str], boo
         try:
             deadline = time.monotonic() + ready_timeout
             while True:
-                log.seek(0)
-                output = log.read()
+                output = child.output_so_far()
                 if is_ready(child, output):
                     if endpoint := _ENDPOINT.search(output):
                         child.metrics_url = endpoint.group(1)
@@ -90,8 +89,7 @@ def lineage_process(args: list[str], is_ready: Callable[[ChildProcess, str], boo
             except subprocess.TimeoutExpired:
                 process.kill()
                 child.returncode = process.wait()
-            log.seek(0)
-            child.output = log.read()
+            child.output = child.output_so_far()
 
 
 def _http_live(child: ChildProcess, _output: str) -> bool:
