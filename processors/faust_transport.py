@@ -1,12 +1,24 @@
-"""Faust's Kafka transport with one fix (a partition without a committed offset restarts from its beginning), and the
-pipeline's Kafka security settings as Faust credentials.
+"""Faust's Kafka transport with three fixes that each lost records, and the pipeline's Kafka security settings as
+Faust credentials.
 
-During table recovery Faust resumes the stream partitions early, discards what the consumer fetches for them, and
-afterwards seeks every partition back to its committed offset. aiokafka only seeks when that offset is above 0, so a
-partition the group never committed — a worker killed within its first commit interval — kept the position past
-the discarded records: a restarted worker silently skipped them (reproduced: 0 of 1,600 backlog records consumed).
-Here such partitions (never the tables' changelogs, which recovery positions itself) are sought to their beginning,
-which is what ``consumer_auto_offset_reset="earliest"`` promises; dedupe state absorbs what is read again.
+1. A partition without a committed offset restarts from its beginning. During table recovery Faust resumes the
+   stream partitions early, discards what the consumer fetches for them, and afterwards seeks every partition back
+   to its committed offset. aiokafka only seeks when that offset is above 0, so a partition the group never
+   committed — a worker killed within its first commit interval — kept the position past the discarded records: a
+   restarted worker silently skipped them (reproduced: 0 of 1,600 backlog records consumed). Here such partitions
+   (never the tables' changelogs, which recovery positions itself) are sought to their beginning, which is what
+   ``consumer_auto_offset_reset="earliest"`` promises; dedupe state absorbs what is read again.
+2. Resuming flow control that is already active does not clear the streams' queues. At the end of recovery Faust
+   seeks the stream partitions to their committed offsets, the fetcher (running since recovery began) puts the next
+   records into the agent's queue, and only then "resumes" flow control, which empties every queue: the records in
+   it were never processed, and the consumer's read position had already passed them (reproduced: a restarted
+   worker skipped offsets 474-576 of all three partitions, or the one record at a partition's committed offset).
+   Clearing is right only after a suspension, when the queued records belong to a revoked assignment.
+3. No commit past an unacknowledged record at the committed offset. Faust commits the run of acknowledged offsets
+   that starts *one past* the committed offset as if it started at it (the committed offset is the next record to
+   read, not the last one read), so the record at the committed offset, when fix 2's race dropped it, was
+   committed as done. Here the run must start at the committed offset, or at the offset a partition without a
+   commit was sought to.
 """
 
 from __future__ import annotations
@@ -19,6 +31,8 @@ from aiokafka import TopicPartition
 from aiokafka.helpers import create_ssl_context
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
+from mode.utils.objects import cached_property
+from mode.utils.queues import FlowControlEvent
 
 
 class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
@@ -31,14 +45,32 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         changelogs = self.app.tables.changelog_topics
         uncommitted = [TopicPartition(tp.topic, tp.partition) for tp, offset in committed.items()
                        if not offset and tp.topic not in changelogs]
+        starts = dict(committed)
         if uncommitted:
             await consumer.seek_to_beginning(*uncommitted)
+            beginnings = await consumer.beginning_offsets(uncommitted)
+            starts.update({TP(tp.topic, tp.partition): offset for tp, offset in beginnings.items()})
+        self.consumer.start_offsets.update(starts)
         return committed
 
 
 class _Consumer(faust_aiokafka.Consumer):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.start_offsets: dict[TP, int | None] = {}  # where the last seek positioned each partition (fix 3)
+
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
         return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    def _new_offset(self, tp: TP) -> int | None:
+        committed = self._committed_offset[tp]
+        start = committed if committed is not None else self.start_offsets.get(tp)
+        acked, gaps = self._acked[tp], self._gap[tp]
+        if acked and start is not None:
+            lowest = min(min(acked), gaps.begin()) if gaps else min(acked)
+            if lowest > start:  # the record at ``start`` is not done: commit nothing yet (fix 3)
+                return None
+        return super()._new_offset(tp)
 
 
 class _Transport(faust_aiokafka.Transport):
@@ -61,8 +93,23 @@ def broker_credentials(kafka_security: Iterable[tuple[str, str]]) -> faust.types
     return faust.SSLCredentials(context) if context is not None else None
 
 
+class _FlowControl(FlowControlEvent):
+    def resume(self) -> None:
+        """Resume flow into the streams' queues; empty them only if flow was suspended (fix 2)."""
+        was_suspended = not self.is_active()
+        self._suspend.clear()
+        self._resume.set()
+        if was_suspended:
+            self.clear()
+
+
 class App(faust.App):
-    """``faust.App`` whose consumer restarts uncommitted partitions from their beginning (see the module doc)."""
+    """``faust.App`` with the module's fixes: uncommitted partitions restart from their beginning, queued records
+    survive a redundant flow-control resume, and commits never pass a record that was not acknowledged."""
 
     def _new_transport(self) -> Any:
         return _Transport(self.conf.broker_consumer, self)
+
+    @cached_property
+    def flow_control(self) -> FlowControlEvent:
+        return _FlowControl(loop=self.loop)

@@ -13,6 +13,10 @@ from pathlib import Path
 
 import pytest
 import requests
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 from kafka_lineage.config import ClientSettings
 from kafka_lineage.kafka_io import prepare_pipeline
 from kafka_lineage.processes import (
@@ -56,6 +60,29 @@ def _samples(url: str) -> dict[tuple[str, tuple], float]:
 def _value(samples: dict, name: str, **labels: str) -> float:
     return sum(value for (sample, found), value in samples.items()
                if sample == name and set(labels.items()) <= set(found))
+
+
+def _committed(settings: ClientSettings, group: str) -> dict[int, int]:
+    """The group's committed offset per partition of the events topic."""
+    consumer = Consumer(settings.kafka_config({"group.id": group}))
+    try:
+        partitions = [TopicPartition(settings.events_topic, p) for p in range(3)]
+        return {tp.partition: tp.offset for tp in consumer.committed(partitions, timeout=10)}
+    finally:
+        consumer.close()
+
+
+def _missing_sources(settings: ClientSettings) -> dict[int, list[int]]:
+    """Per partition of the events topic: the offsets no normalized record names as its source."""
+    deserializer = AvroDeserializer(SchemaRegistryClient(settings.registry_config()))
+    context = SerializationContext(settings.normalized_topic, MessageField.VALUE)
+    seen = set()
+    for message in consume_all(settings.kafka_bootstrap_servers, settings.normalized_topic):
+        processing = deserializer(message.value(), context)["processing"]
+        seen.add((processing["sourcePartition"], processing["sourceOffset"]))
+    ends = {p: n for p, n in Counter(m.partition() for m in consume_all(settings.kafka_bootstrap_servers,
+                                                                          settings.events_topic)).items()}
+    return {p: [o for o in range(n) if (p, o) not in seen] for p, n in sorted(ends.items())}
 
 
 def _ready(url: str) -> dict:
@@ -144,12 +171,20 @@ def test_a_processor_stopped_with_sigterm_restarts_without_loss_or_repeats(clien
     partial = len(consume_all(settings.kafka_bootstrap_servers, settings.normalized_topic))
     assert partial < len(events), "the worker had finished before SIGTERM: nothing was tested"
     first_stats = [line for line in first.output.splitlines() if "normalized," in line][-1:]
+    committed = _committed(settings, env["LINEAGE_PROCESSOR_GROUP"])
+    (tmp_path / "first-worker.log").write_text(first.output)  # kept by pytest for a failure's post-mortem
     with processor_process(env) as second:
         deadline = time.monotonic() + 90
         while (done := len(consume_all(settings.kafka_bootstrap_servers, settings.normalized_topic))) < len(events):
             second_stats = [line for line in second.output_so_far().splitlines() if "normalized," in line][-1:]
-            assert time.monotonic() < deadline, (f"{done} of {len(events)} outputs; {partial} after the first worker "
-                                                 f"({first_stats}); second worker: {second_stats}")
+            if time.monotonic() >= deadline:  # post-mortem: mode's worker logs every task's stack on SIGUSR1
+                second.process.send_signal(signal.SIGUSR1)
+                time.sleep(3)
+                (tmp_path / "second-worker.log").write_text(second.output_so_far())
+            assert time.monotonic() < deadline, (
+                f"{done} of {len(events)} outputs; {partial} after the first worker ({first_stats}), which committed "
+                f"{committed}; second worker: {second_stats}; source offsets without an output: "
+                f"{_missing_sources(settings)}")
             time.sleep(0.5)
         time.sleep(3)  # anything repeated would have arrived by now
     out = consume_all(settings.kafka_bootstrap_servers, settings.normalized_topic)

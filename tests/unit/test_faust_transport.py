@@ -1,0 +1,64 @@
+"""The processor's fixes to Faust's consumer bookkeeping (``processors/faust_transport.py``), without a broker."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+
+import pytest
+from faust.types import TP
+from intervaltree import IntervalTree
+from kafka_lineage.processors.faust_transport import _Consumer, _FlowControl
+from mode.utils.queues import FlowControlQueue
+
+EVENTS = TP("events", 0)
+
+
+def _consumer(committed: int | None, acked: list[int], *, start: int | None = None,
+              gap: tuple[int, int] | None = None) -> _Consumer:
+    """A consumer holding only the offset bookkeeping ``_new_offset`` reads (no client, no app)."""
+    consumer = _Consumer.__new__(_Consumer)
+    consumer._committed_offset = defaultdict(lambda: None, {EVENTS: committed})
+    consumer._acked = defaultdict(list, {EVENTS: list(acked)})
+    consumer._acked_index = defaultdict(set, {EVENTS: set(acked)})
+    consumer._gap = defaultdict(IntervalTree)
+    if gap:
+        consumer._gap[EVENTS].addi(*gap)
+    consumer.start_offsets = {EVENTS: start} if start is not None else {}
+    return consumer
+
+
+@pytest.mark.parametrize(("committed", "acked", "start", "expected"), [
+    (100, [100, 101, 102], None, 103),  # the run starts at the committed offset: commit past it
+    (100, [101, 102, 103], None, None),  # the record at the committed offset is not done (Faust committed 104)
+    (100, [100, 101, 105, 106], None, 102),  # a hole later on: commit up to the hole, as Faust does
+    (None, [1, 2, 3], 0, None),  # never committed, sought to the beginning (0): record 0 is not done
+    (None, [0, 1, 2], 0, 3),
+    (None, [7, 8], 7, 9),  # a partition whose log starts at 7
+])
+def test_a_commit_never_passes_the_record_at_the_committed_or_start_offset(
+        committed: int | None, acked: list[int], start: int | None, expected: int | None) -> None:
+    assert _consumer(committed, acked, start=start)._new_offset(EVENTS) == expected
+
+
+def test_offsets_known_to_hold_no_record_count_as_done_at_the_head() -> None:
+    # offsets 100-101 are a gap the fetcher saw (e.g. transaction markers): the run starts there
+    assert _consumer(100, [102, 103], gap=(100, 102))._new_offset(EVENTS) == 104
+
+
+def test_resuming_active_flow_keeps_the_queued_records_and_resuming_suspended_flow_drops_them() -> None:
+    async def scenario() -> tuple[int, int]:
+        flow = _FlowControl()
+        queue: FlowControlQueue[int] = FlowControlQueue(flow_control=flow, clear_on_resume=True)
+        flow.resume()
+        for record in range(3):
+            queue.put_nowait(record)
+        flow.resume()  # redundant: what Faust does at the end of recovery while the fetcher is running
+        kept = queue.qsize()
+        flow.suspend()  # a revocation: what is queued belongs to the old assignment
+        flow.resume()
+        return kept, queue.qsize()
+
+    kept, after_suspension = asyncio.run(scenario())
+    assert kept == 3
+    assert after_suspension == 0
