@@ -141,11 +141,6 @@ def test_every_component_exposes_metrics_and_health_during_an_end_to_end_run(cli
     assert json_lines and all("level" in json.loads(line) for line in json_lines)  # LINEAGE_LOG_FORMAT=json
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known intermittent loss, found in session 4 (3 of 9 runs here, 1 of 4 clean CI runs): after a SIGTERM mid-stream "
-    "the restarted worker consumes the rest but a few of the first worker's events never come out — suspected: events "
-    "Faust had put into take_events' buffer but not yet handed to the agent are acknowledged when the stream stops "
-    "(take_events restores enable_acks on exit) and committed; see the issue-4 note"))
 def test_a_processor_stopped_with_sigterm_restarts_without_loss_or_repeats(clients: ClientSettings,
                                                                            tmp_path: Path) -> None:
     env = _env(tmp_path)
