@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -13,7 +17,8 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings
-from kafka_lineage.processes import processor_process
+from kafka_lineage.kafka_io import prepare_pipeline
+from kafka_lineage.processes import ChildProcess, processor_process
 from kafka_lineage.producers.publisher import EventPublisher
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import event_to_record, record_to_event
@@ -232,3 +237,49 @@ def test_two_workers_split_the_partitions(clients: ClientSettings, pipeline: dic
         counts = [int(line.split("processor: ")[1].split(" in")[0]) for line in child.output.splitlines()
                   if "processor: " in line]
         assert counts and counts[-1] > 0, child.output[-2000:]
+
+
+def test_workers_joining_and_leaving_mid_stream_lose_and_repeat_nothing(clients: ClientSettings,
+                                                                       pipeline: dict[str, str],
+                                                                       tmp_path: Path) -> None:
+    """Scaling out and in under a live stream: partitions move to a joining worker (with their dedupe state), and
+    back to the first one when the joined worker is stopped with SIGTERM; every event comes out exactly once."""
+    runs = [str(uuid.uuid4()) for _ in range(6000)]
+    events = [_event(run, f"job-{i % 60}", kind, i % 3600) for i, run in enumerate(runs) for kind in ("START", "COMPLETE")]
+    prepare_pipeline(ClientSettings.from_env({**os.environ, **pipeline}), 3)  # topics and schemas, as a worker would
+    chunks = [events[start:start + 200] for start in range(0, len(events), 200)]
+
+    def publish_live() -> None:  # a live stream: ~800 events/s for ~15 s
+        for chunk in chunks:
+            _publish(clients, pipeline["LINEAGE_EVENTS_TOPIC"], chunk)
+            time.sleep(0.25)
+
+    def processed(worker: ChildProcess) -> int:
+        counts = [int(line.split("processor: ")[1].split(" in")[0]) for line in worker.output_so_far().splitlines()
+                  if "processor: " in line]
+        return counts[-1] if counts else 0
+
+    def wait_until(condition: Callable[[], bool], *workers: ChildProcess) -> None:
+        deadline = time.monotonic() + 120
+        while not condition():
+            assert time.monotonic() < deadline, [worker.output_so_far()[-2000:] for worker in workers]
+            time.sleep(0.3)
+
+    with processor_process(pipeline) as first, ThreadPoolExecutor(1) as executor:
+        publishing = executor.submit(publish_live)
+        wait_until(lambda: processed(first) > 0, first)
+        with processor_process(pipeline) as second:
+            wait_until(lambda: processed(second) > 0, first, second)  # the join moved partitions mid-stream
+            second.process.send_signal(signal.SIGTERM)
+            second.process.wait(60)
+            handed_back_live = not publishing.done()
+        publishing.result()  # raises what failed the publishing
+        _normalized(clients, pipeline, len(events), timeout=120)
+        time.sleep(3)  # anything repeated would have arrived by now
+        out = _normalized(clients, pipeline, None)
+    (tmp_path / "first-worker.log").write_text(first.output)
+    (tmp_path / "second-worker.log").write_text(second.output)
+    assert handed_back_live and second.returncode == 0, "the stream ended before the second worker left"
+    ids = Counter(r["processing"]["dedupeId"] for r in out)
+    assert len(ids) == len(events), f"{len(events) - len(ids)} events lost; worker logs in {tmp_path}"
+    assert len(out) == len(ids), f"{len(out) - len(ids)} events repeated; worker logs in {tmp_path}"
