@@ -245,7 +245,8 @@ def test_workers_joining_and_leaving_mid_stream_lose_and_repeat_nothing(clients:
     """Scaling out and in under a live stream: partitions move to a joining worker (with their dedupe state), and
     back to the first one when the joined worker is stopped with SIGTERM; every event comes out exactly once."""
     runs = [str(uuid.uuid4()) for _ in range(6000)]
-    events = [_event(run, f"job-{i % 60}", kind, i % 3600) for i, run in enumerate(runs) for kind in ("START", "COMPLETE")]
+    events = [_event(run, f"job-{i % 60}", kind, i % 3600)
+              for i, run in enumerate(runs) for kind in ("START", "COMPLETE")]
     prepare_pipeline(ClientSettings.from_env({**os.environ, **pipeline}), 3)  # topics and schemas, as a worker would
     chunks = [events[start:start + 200] for start in range(0, len(events), 200)]
 
