@@ -97,7 +97,18 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
     metrics = metrics or Metrics(process_metrics=False)
     lag_reader = Consumer(clients.kafka_config({"group.id": settings.group_id}))  # reads the group's commits only
 
+    in_order = asyncio.Lock()
+
     async def publish(output: Output) -> None:
+        # A batch and the release timer publish concurrently, and each writes the run states it computed only after
+        # its deliveries: without the lock, the one whose deliveries finish last would overwrite a shared run's newer
+        # snapshot with its older one (a held event forgotten, or dedupe ids lost). Each publish task asks for the
+        # lock first thing, and the tasks start in the order the core computed their outputs (each is created right
+        # after its computation), so the FIFO lock writes the states in that order.
+        async with in_order:
+            await _publish(output)
+
+    async def _publish(output: Output) -> None:
         # Outputs first, acknowledged; only then the state that marks their inputs as done. A crash in between
         # repeats the batch (at-least-once: a repeated output is identical and idempotent downstream); the other
         # order could lose outputs whose inputs the restored state already counts as seen.
