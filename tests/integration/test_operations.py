@@ -80,9 +80,8 @@ def _missing_sources(settings: ClientSettings) -> dict[int, list[int]]:
     for message in consume_all(settings.kafka_bootstrap_servers, settings.normalized_topic):
         processing = deserializer(message.value(), context)["processing"]
         seen.add((processing["sourcePartition"], processing["sourceOffset"]))
-    ends = {p: n for p, n in Counter(m.partition() for m in consume_all(settings.kafka_bootstrap_servers,
-                                                                          settings.events_topic)).items()}
-    return {p: [o for o in range(n) if (p, o) not in seen] for p, n in sorted(ends.items())}
+    counts = Counter(m.partition() for m in consume_all(settings.kafka_bootstrap_servers, settings.events_topic))
+    return {p: [o for o in range(n) if (p, o) not in seen] for p, n in sorted(counts.items())}  # offsets from 0
 
 
 def _ready(url: str) -> dict:
