@@ -82,6 +82,13 @@ def _exactly(clients: ClientSettings, pipeline: dict[str, str], count: int, time
     return out
 
 
+def _processed(worker: ChildProcess) -> int:
+    """The events a worker reported as read so far (its last stats line; 0 before the first)."""
+    counts = [int(line.split("processor: ")[1].split(" in")[0]) for line in worker.output_so_far().splitlines()
+              if "processor: " in line]
+    return counts[-1] if counts else 0
+
+
 def test_shuffled_duplicated_runs_come_out_deduped_in_order_with_canonical_namespaces(
     clients: ClientSettings, pipeline: dict[str, str]
 ) -> None:
@@ -234,9 +241,7 @@ def test_two_workers_split_the_partitions(clients: ClientSettings, pipeline: dic
         out = _exactly(clients, pipeline, len(events))
     assert len({r["processing"]["dedupeId"] for r in out}) == len(events)
     for child in (one, two):
-        counts = [int(line.split("processor: ")[1].split(" in")[0]) for line in child.output.splitlines()
-                  if "processor: " in line]
-        assert counts and counts[-1] > 0, child.output[-2000:]
+        assert _processed(child) > 0, child.output[-2000:]
 
 
 def test_workers_joining_and_leaving_mid_stream_lose_and_repeat_nothing(clients: ClientSettings,
@@ -255,11 +260,6 @@ def test_workers_joining_and_leaving_mid_stream_lose_and_repeat_nothing(clients:
             _publish(clients, pipeline["LINEAGE_EVENTS_TOPIC"], chunk)
             time.sleep(0.25)
 
-    def processed(worker: ChildProcess) -> int:
-        counts = [int(line.split("processor: ")[1].split(" in")[0]) for line in worker.output_so_far().splitlines()
-                  if "processor: " in line]
-        return counts[-1] if counts else 0
-
     def wait_until(condition: Callable[[], bool], *workers: ChildProcess) -> None:
         deadline = time.monotonic() + 120
         while not condition():
@@ -268,9 +268,9 @@ def test_workers_joining_and_leaving_mid_stream_lose_and_repeat_nothing(clients:
 
     with processor_process(pipeline) as first, ThreadPoolExecutor(1) as executor:
         publishing = executor.submit(publish_live)
-        wait_until(lambda: processed(first) > 0, first)
+        wait_until(lambda: _processed(first) > 0, first)
         with processor_process(pipeline) as second:
-            wait_until(lambda: processed(second) > 0, first, second)  # the join moved partitions mid-stream
+            wait_until(lambda: _processed(second) > 0, first, second)  # the join moved partitions mid-stream
             second.process.send_signal(signal.SIGTERM)
             second.process.wait(60)
             handed_back_live = not publishing.done()
