@@ -86,6 +86,12 @@ def _kafka_classpath(s: StackSettings) -> str:
     )
 
 
+def new_password() -> str:
+    """A generated password that is safe as a command-line argument: URL-safe base64 can start with "-", which the
+    Neo4j admin tool then reads as an option and fails ("Missing required parameter: '<password>'", 1 start in 64)."""
+    return secrets.token_hex(18)
+
+
 def _classpath_args(home: Path, classpath: str) -> str:
     """Hand the long classpath to the JVM through an @argfile, keeping `ps` and our logs readable."""
     home.mkdir(parents=True, exist_ok=True)
@@ -334,7 +340,7 @@ class Neo4j(Service):
         classpath = _classpath_args(home, self._classpath(s))
         env = {"NEO4J_HOME": str(home), "NEO4J_CONF": str(conf)}
         if not (home / "data" / "dbms" / "auth.ini").is_file():
-            password = secrets.token_urlsafe(18)
+            password = new_password()
             result = subprocess.run(
                 [
                     self.java(s),

@@ -11,6 +11,7 @@ from kafka_lineage.config import ConfigError, StackSettings
 from kafka_lineage.stack import java
 from kafka_lineage.stack.manager import Stack, StackError
 from kafka_lineage.stack.maven import Coordinate, render_pom
+from kafka_lineage.stack.services import new_password
 
 
 def test_pom_lists_every_dependency() -> None:
@@ -77,3 +78,9 @@ def test_up_fails_fast_on_a_foreign_port_before_downloading(tmp_path: Path) -> N
 def test_unknown_service_is_named() -> None:
     with pytest.raises(StackError, match=r"unknown service.*zookeeper"):
         Stack(StackSettings.from_env({}), report=lambda _: None).up(["zookeeper"])
+
+
+def test_generated_passwords_never_look_like_a_command_line_option() -> None:
+    # neo4j-admin's set-initial-password takes the password as an argument; one starting with "-" failed a CI run
+    passwords = {new_password() for _ in range(2000)}
+    assert len(passwords) == 2000 and all(len(p) >= 32 and not p.startswith("-") for p in passwords)
