@@ -313,6 +313,8 @@ def cmd_faults(args: argparse.Namespace) -> int:
                         neo4j_outage=args.neo4j_outage, inject=args.inject)
     assert report.check is not None
     print(format_report(report.check))
+    if report.exited:
+        print(f"ended by themselves during the run: {', '.join(report.exited)} (their logs: .lineage/faults/)")
     print(f"{report.events} events; faults: {'; '.join(report.faults)}; converged after "
           f"{report.converge_seconds:.0f}s: {'OK' if report.ok else 'NOT OK'}")
     return 0 if report.ok else 1

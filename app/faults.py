@@ -38,10 +38,11 @@ class FaultReport:
     publish_seconds: float = 0.0
     converge_seconds: float = 0.0
     check: CheckReport | None = None
+    exited: list[str] = field(default_factory=list)  # components whose process had ended by itself at the end
 
     @property
-    def ok(self) -> bool:
-        return self.check is not None and self.check.ok
+    def ok(self) -> bool:  # the exact graph and alerts, and every component still running
+        return self.check is not None and self.check.ok and not self.exited
 
 
 class _Component:
@@ -51,6 +52,7 @@ class _Component:
         self.name, self._start = name, start
         self._stack = contextlib.ExitStack()
         self.child: ChildProcess | None = None
+        self.outputs: list[str] = []  # every child's whole output, in order (a post-mortem of a failed run)
 
     def start(self) -> None:
         self.child = self._stack.enter_context(self._start())
@@ -59,12 +61,14 @@ class _Component:
         assert self.child is not None
         self.child.process.kill()  # SIGKILL: no shutdown, no commit
         self.child.process.wait(30)
-        self._stack.close()
+        self.stop()
         self._stack = contextlib.ExitStack()
         self.start()
 
     def stop(self) -> None:
         self._stack.close()
+        if self.child is not None:
+            self.outputs.append(self.child.output)
 
 
 def graph_rows(clients: ClientSettings, workload: Workload) -> dict[str, list[dict[str, Any]]]:
@@ -154,8 +158,12 @@ def run_faults(stack_settings: StackSettings, base: ClientSettings, *, jobs: int
                 break
             time.sleep(10)
         report.converge_seconds = time.monotonic() - started
+        report.exited = [name for name, component in components.items()
+                         if component.child is not None and component.child.process.poll() is not None]
     finally:
         stop.set()
-        for component in components.values():
+        for name, component in components.items():
             component.stop()
+            workdir.mkdir(parents=True, exist_ok=True)
+            (workdir / f"{name.replace(' ', '-')}.log").write_text("\n".join(component.outputs))
     return report
