@@ -162,8 +162,8 @@ def run_faults(stack_settings: StackSettings, base: ClientSettings, *, jobs: int
                          if component.child is not None and component.child.process.poll() is not None]
     finally:
         stop.set()
+        workdir.mkdir(parents=True, exist_ok=True)
         for name, component in components.items():
             component.stop()
-            workdir.mkdir(parents=True, exist_ok=True)
             (workdir / f"{name.replace(' ', '-')}.log").write_text("\n".join(component.outputs))
     return report

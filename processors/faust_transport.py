@@ -45,12 +45,12 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         changelogs = self.app.tables.changelog_topics
         uncommitted = [TopicPartition(tp.topic, tp.partition) for tp, offset in committed.items()
                        if not offset and tp.topic not in changelogs]
-        starts = dict(committed)
+        beginnings = {}
         if uncommitted:
             await consumer.seek_to_beginning(*uncommitted)
             beginnings = await consumer.beginning_offsets(uncommitted)
-            starts.update({TP(tp.topic, tp.partition): offset for tp, offset in beginnings.items()})
-        self.consumer.start_offsets.update(starts)
+        self.consumer.start_offsets.update(
+            {TP(tp.topic, tp.partition): offset for tp, offset in {**committed, **beginnings}.items()})
         return committed
 
 

@@ -87,8 +87,9 @@ def _kafka_classpath(s: StackSettings) -> str:
 
 
 def new_password() -> str:
-    """A generated password that is safe as a command-line argument: URL-safe base64 can start with "-", which the
-    Neo4j admin tool then reads as an option and fails ("Missing required parameter: '<password>'", 1 start in 64)."""
+    """A generated password for the local stack, safe as a command-line argument: URL-safe base64 can start with "-",
+    which the Neo4j admin tool then reads as an option and fails ("Missing required parameter: '<password>'", 1 start
+    in 64)."""
     return secrets.token_hex(18)
 
 
@@ -151,7 +152,7 @@ class Kafka(Service):
         path = s.kafka_sasl_password_file
         if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(secrets.token_urlsafe(18))
+            path.write_text(new_password())
             path.chmod(0o600)
         return path.read_text().strip()
 
