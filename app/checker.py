@@ -247,7 +247,7 @@ def _alert_row(alert: Mapping[str, Any]) -> Row:
     namespace, name = (dataset.get("namespace"), dataset.get("name")) if isinstance(dataset, Mapping) else (
         alert.get("namespace"), alert.get("name"))
     identity = (namespace, name, alert.get("previousVersion"), alert.get("newVersion"))
-    given = alert.get("alertId")
+    given = alert.get("changeId") or alert.get("alertId")  # the alert sink's alertId names the source, changeId this
     if given is None and all(isinstance(part, str) for part in identity):
         given = alert_id(*identity)
     return (*identity, alert.get("severity"), given)

@@ -423,6 +423,9 @@ class AlertSettings:
     depth: int = 5
     max_impacted: int = 200
     poll_seconds: float = 0.5
+    graph_group_id: str = "lineage-graph-sink"  # the graph sink's group: impact waits for its committed offsets
+    graph_wait_seconds: float = 30.0  # at most this long per batch; then the alert says impactComplete=false
+    query_timeout: float = 15.0  # an impact query's transaction timeout, and (plus a margin) its client-side bound
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> AlertSettings:
@@ -433,4 +436,7 @@ class AlertSettings:
             depth=_count(values, "LINEAGE_IMPACT_DEPTH", 5),
             max_impacted=_count(values, "LINEAGE_IMPACT_MAX", 200),
             poll_seconds=_positive(values, "LINEAGE_SINK_POLL_SECONDS", 0.5),
+            graph_group_id=values.get("LINEAGE_SINK_GROUP", "lineage-graph-sink"),
+            graph_wait_seconds=_positive(values, "LINEAGE_ALERT_GRAPH_WAIT", 30.0),
+            query_timeout=_positive(values, "LINEAGE_ALERT_QUERY_TIMEOUT", 15.0),
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from neo4j import Driver
+from neo4j import Driver, Query
 
 MAX_DEPTH = 50
 
@@ -37,15 +37,19 @@ def _traversal(direction: str, depth: int) -> str:
     )
 
 
-def _reach(driver: Driver, direction: str, namespace: str, name: str, depth: int, limit: int) -> list[Reached]:
+def _reach(driver: Driver, direction: str, namespace: str, name: str, depth: int, limit: int,
+           timeout: float | None = None) -> list[Reached]:
     with driver.session() as session:
-        records = session.run(_traversal(direction, depth), namespace=namespace, name=name, limit=limit)
+        records = session.run(Query(_traversal(direction, depth), timeout=timeout), namespace=namespace, name=name,
+                              limit=limit)
         return [Reached(record["depth"], record["kind"], record["namespace"], record["name"]) for record in records]
 
 
-def impact(driver: Driver, namespace: str, name: str, depth: int = 5, limit: int = 1000) -> list[Reached]:
-    """Jobs and datasets downstream of a dataset, nearest first."""
-    return _reach(driver, "down", namespace, name, depth, limit)
+def impact(driver: Driver, namespace: str, name: str, depth: int = 5, limit: int = 1000,
+           timeout: float | None = None) -> list[Reached]:
+    """Jobs and datasets downstream of a dataset, nearest first. ``timeout``: the transaction's, in seconds (the
+    server ends the query after it; None = the server's default)."""
+    return _reach(driver, "down", namespace, name, depth, limit, timeout)
 
 
 def upstream(driver: Driver, namespace: str, name: str, depth: int = 5, limit: int = 1000) -> list[Reached]:
@@ -102,3 +106,21 @@ def field_lineage(driver: Driver, namespace: str, name: str, field: str, depth: 
     with driver.session() as session:
         return [ReachedField(r["depth"], r["namespace"], r["name"], r["field"])
                 for r in session.run(query, namespace=namespace, name=name, field=field, limit=limit)]
+
+
+def column_impact(driver: Driver, namespace: str, name: str, fields: list[str], depth: int = 5, limit: int = 1000,
+                  timeout: float | None = None) -> list[ReachedField]:
+    """Columns derived, through ``(Field)-[:DERIVES_FROM]->(Field)`` (output → input), from any of a dataset's
+    ``fields``, each at its smallest hop count, nearest first; the fields themselves are not listed unless one
+    derives from another."""
+    if not isinstance(depth, int) or not 1 <= depth <= MAX_DEPTH:
+        raise ValueError(f"depth must be an integer from 1 to {MAX_DEPTH}, got {depth!r}")
+    query = ("UNWIND $fields AS changed "
+             "MATCH path = (:Field {namespace: $namespace, name: $name, field: changed})"
+             f"<-[:DERIVES_FROM*1..{depth}]-(f:Field) "
+             "WITH f, min(length(path)) AS depth RETURN depth, f.namespace AS namespace, f.name AS name, "
+             "f.field AS field ORDER BY depth, namespace, name, field LIMIT $limit")
+    with driver.session() as session:
+        return [ReachedField(r["depth"], r["namespace"], r["name"], r["field"])
+                for r in session.run(Query(query, timeout=timeout), namespace=namespace, name=name,
+                                     fields=list(fields), limit=limit)]

@@ -74,7 +74,8 @@ def test_drift_alert_reuses_the_change_types_of_the_normalized_event() -> None:
              "detectedAt": datetime(2024, 1, 1, tzinfo=UTC),
              "impactDepth": 5,
              "impactedJobs": [{"namespace": "n", "name": "down", "depth": 1}], "impactedDatasets": [],
-             "impactTruncated": False}
+             "impactTruncated": False, "changeId": "c", "impactComplete": False,
+             "impactedColumns": [{"namespace": "n", "name": "down", "field": "a", "depth": 1}]}
     assert _round_trip("schema_drift_alert", alert) == alert
 
 

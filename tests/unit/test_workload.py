@@ -16,8 +16,8 @@ from kafka_lineage.schemas.avro_schemas import schema_text
 from kafka_lineage.schemas.openlineage import event_to_record, partition_key, record_to_event, validate_event
 from kafka_lineage.schemas.schema_diff import schema_version
 from kafka_lineage.schemas.wire import AvroCodec
-from kafka_lineage.sinks.alert_sink import alert_id as sink_alert_id
 from kafka_lineage.sinks.alert_sink import build_alert
+from kafka_lineage.sinks.alert_sink import change_id as sink_change_id
 from kafka_lineage.sinks.graph_model import FINGERPRINT_QUERIES, fingerprint, graph_batch
 from kafka_lineage.workload import KINDS, Delivery, GroundTruth, Workload, alert_id, generate, iter_batches
 
@@ -178,9 +178,9 @@ def test_schema_changes_give_one_alert_each_of_both_severities() -> None:
         assert alert.previous_version != alert.new_version
         assert {(alert.namespace, alert.name, alert.previous_version),
                 (alert.namespace, alert.name, alert.new_version)} <= versions
-        assert alert_id(*alert[:4]) == sink_alert_id({"namespace": alert.namespace, "name": alert.name,
-                                                      "previousVersion": alert.previous_version,
-                                                      "newVersion": alert.new_version})
+        assert alert_id(*alert[:4]) == sink_change_id({"namespace": alert.namespace, "name": alert.name,
+                                                       "previousVersion": alert.previous_version,
+                                                       "newVersion": alert.new_version})
     # the versions are those of schemas the events really carry (normalized identity → versions seen)
     carried: dict[tuple[str, str], set[str]] = defaultdict(set)
     for event in w.events:

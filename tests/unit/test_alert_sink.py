@@ -1,0 +1,162 @@
+"""The alert sink's pure parts: alert identity, column-impact rows, the bounded wait for the graph sink."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from datetime import UTC, datetime
+
+import fastavro
+import pytest
+from kafka_lineage.schemas.avro_schemas import schema_text
+from kafka_lineage.schemas.wire import AvroCodec
+from kafka_lineage.sinks.alert_sink import (
+    Stopped,
+    alert_id,
+    build_alert,
+    caught_up,
+    change_id,
+    changed_fields,
+    column_rows,
+    wait_until,
+)
+from kafka_lineage.sinks.queries import Reached, ReachedField
+
+CHANGE = {"namespace": "s3://lake", "name": "orders", "previousVersion": "a" * 64, "newVersion": "b" * 64,
+          "previousSchema": '[{"name":"id","type":"bigint"}]', "newSchema": '[{"name":"id","type":"string"}]',
+          "previousEventTime": "2024-05-01T12:00:00Z", "severity": "BREAKING",
+          "changes": [{"path": "id", "kind": "TYPE_CHANGED", "oldType": "bigint", "newType": "string",
+                       "severity": "BREAKING"}]}
+
+
+def _event(run: str, time: str) -> dict:
+    return {"eventTime": time, "run": {"runId": run}, "job": {"namespace": "jobs", "name": "ingest"}}
+
+
+def test_the_same_change_from_different_sources_gets_different_alert_ids_and_one_change_id() -> None:
+    first = _event("11111111-1111-1111-1111-111111111111", "2024-05-01T12:00:01Z")
+    later_run = _event("22222222-2222-2222-2222-222222222222", "2024-05-01T12:00:01Z")
+    later_time = _event("11111111-1111-1111-1111-111111111111", "2024-05-01T13:00:01Z")
+    ids = {alert_id(CHANGE, e) for e in (first, later_run, later_time)}
+    assert len(ids) == 3
+    other_dataset = {**CHANGE, "name": "customers"}
+    assert alert_id(other_dataset, first) not in ids
+    reverse = {**CHANGE, "previousVersion": CHANGE["newVersion"], "newVersion": CHANGE["previousVersion"]}
+    assert alert_id(reverse, first) not in ids
+    # one change id for every recurrence of A→B; B→A is another change
+    assert change_id(CHANGE) == change_id({**CHANGE, "changes": []}) != change_id(reverse)
+
+
+def test_the_same_source_redelivered_gets_the_same_alert_id() -> None:
+    event = _event("11111111-1111-1111-1111-111111111111", "2024-05-01T12:00:01Z")
+    redelivered = {**_event("11111111-1111-1111-1111-111111111111", "2024-05-01T12:00:01Z"), "producer": "x"}
+    assert alert_id(dict(CHANGE), event) == alert_id(dict(CHANGE), redelivered)
+    alert = build_alert(CHANGE, event, [], 5, 10, datetime.now(UTC))
+    assert alert["alertId"] == alert_id(CHANGE, event) and alert["changeId"] == change_id(CHANGE)
+
+
+def test_changed_fields_are_the_paths_and_their_parents() -> None:
+    change = {**CHANGE, "changes": [{"path": "address.geo.lat"}, {"path": "id"}, {"path": "address.zip"},
+                                    {"path": ""}]}
+    assert changed_fields(change) == ["address", "address.geo", "address.geo.lat", "address.zip", "id"]
+    assert changed_fields({**CHANGE, "changes": []}) == []
+
+
+def test_column_rows_keep_each_column_once_at_its_smallest_depth_nearest_first() -> None:
+    found = [ReachedField(2, "s3://lake", "mart", "total"), ReachedField(1, "s3://lake", "clean", "id"),
+             ReachedField(1, "s3://lake", "mart", "total"), ReachedField(3, "pg://db:5432", "r.t", "id")]
+    assert column_rows(found) == [
+        {"namespace": "s3://lake", "name": "clean", "field": "id", "depth": 1},
+        {"namespace": "s3://lake", "name": "mart", "field": "total", "depth": 1},
+        {"namespace": "pg://db:5432", "name": "r.t", "field": "id", "depth": 3},
+    ]
+
+
+def test_an_alert_lists_columns_limited_and_says_whether_impact_was_complete() -> None:
+    event = _event("11111111-1111-1111-1111-111111111111", "2024-05-01T12:00:01Z")
+    columns = [ReachedField(1, "s3://lake", f"t{i}", "id") for i in range(4)]
+    jobs = [Reached(1, "job", "jobs", "clean"), Reached(1, "dataset", "s3://lake", "t0")]
+    alert = build_alert(CHANGE, event, jobs, 5, 3, datetime.now(UTC), columns=columns, complete=False)
+    assert [c["name"] for c in alert["impactedColumns"]] == ["t0", "t1", "t2"]
+    assert alert["impactTruncated"] and not alert["impactComplete"]
+    assert alert["impactedJobs"] == [{"namespace": "jobs", "name": "clean", "depth": 1}]
+    complete = build_alert(CHANGE, event, jobs, 5, 10, datetime.now(UTC), columns=columns)
+    assert complete["impactComplete"] and not complete["impactTruncated"] and len(complete["impactedColumns"]) == 4
+    # the record is valid SchemaDriftAlert Avro, new fields included
+    codec = AvroCodec("schema_drift_alert", lambda _: schema_text("schema_drift_alert"))
+    decoded = codec.decode(codec.encode(alert, 1))
+    assert decoded["impactedColumns"] == alert["impactedColumns"] and decoded["impactComplete"] is False
+
+
+def test_an_alert_of_an_older_writer_schema_reads_with_the_new_fields_defaults() -> None:
+    current = json.loads(schema_text("schema_drift_alert"))
+    old = {**current, "fields": [f for f in current["fields"]
+                                 if f["name"] not in ("changeId", "impactComplete", "impactedColumns")]}
+    event = _event("11111111-1111-1111-1111-111111111111", "2024-05-01T12:00:01Z")
+    record = build_alert(CHANGE, event, [], 5, 10, datetime.now(UTC))
+    buffer = io.BytesIO()
+    fastavro.schemaless_writer(buffer, fastavro.parse_schema(old), record)
+    buffer.seek(0)
+    read = fastavro.schemaless_reader(buffer, fastavro.parse_schema(old), fastavro.parse_schema(current))
+    assert read["impactComplete"] is True and read["impactedColumns"] == [] and read["changeId"] == ""
+
+
+def test_caught_up_needs_every_partition_at_its_end_offset() -> None:
+    assert caught_up({0: 10, 1: 0, 2: 5}, {0: 10, 2: 7})  # partition 1 is empty: nothing to wait for
+    assert not caught_up({0: 10, 1: 3}, {0: 10})  # never committed on partition 1
+    assert not caught_up({0: 10, 1: 3}, {0: 10, 1: -1001})  # "no offset" from Kafka
+    assert not caught_up({0: 10}, {0: 9})
+    assert caught_up({}, {})
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _FakeStop(threading.Event):
+    """A stop event whose waits advance a fake clock instead of sleeping."""
+
+    def __init__(self, clock: _Clock, stop_at: float | None = None) -> None:
+        super().__init__()
+        self.clock, self.stop_at, self.waits = clock, stop_at, []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(timeout)
+        self.clock.now += timeout or 0
+        if self.stop_at is not None and self.clock.now >= self.stop_at:
+            self.set()
+        return self.is_set()
+
+
+def test_wait_until_returns_when_the_condition_holds() -> None:
+    clock = _Clock()
+    stop = _FakeStop(clock)
+    answers = iter([False, False, True])
+    assert wait_until(lambda: next(answers), 30, stop, interval=0.25, clock=clock)
+    assert clock.now == pytest.approx(0.5)
+
+
+def test_wait_until_gives_up_at_its_bound() -> None:
+    clock = _Clock()
+    stop = _FakeStop(clock)
+    calls = []
+    assert not wait_until(lambda: calls.append(clock.now) or False, 2.0, stop, interval=0.3, clock=clock)
+    assert clock.now == pytest.approx(2.0) and max(stop.waits) <= 0.3 + 1e-9
+    assert calls[-1] == pytest.approx(2.0)  # the condition is asked once more at the deadline
+
+
+def test_wait_until_leaves_at_once_when_stopped() -> None:
+    clock = _Clock()
+    stop = _FakeStop(clock, stop_at=1.0)
+    with pytest.raises(Stopped):
+        wait_until(lambda: False, 30, stop, interval=0.25, clock=clock)
+    assert clock.now == pytest.approx(1.0)
+    already = threading.Event()
+    already.set()
+    with pytest.raises(Stopped):
+        wait_until(lambda: True, 30, already)  # a stop wins over a condition that would hold
