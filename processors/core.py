@@ -2,24 +2,41 @@
 normalize → detect schema drift → NormalizedEvent records (or DeadLetters).
 
 The streaming shell (``processors/stream.py``) feeds it batches and writes what it returns: output records and
-state changes. State lives in two mappings the shell owns (changelog-backed Faust tables), so a restarted or moved
-worker continues where the previous one stopped:
+state changes. State lives in three mappings the shell owns (changelog-backed Faust tables), so a restarted or moved
+worker continues where the previous one stopped. Every entry is bounded, and an event costs O(1) state writes:
 
-- ``runs``: run key → ``{"ids": {dedupe id: first seen}, "order": reorder-buffer snapshot, "p": partition}`` —
-  dedupe identities and held-back events of one run (or of one dataset/job for events without a run);
-- ``schemas``: ``namespace/name`` → ``{"fields": [...], "eventTime": ...}`` — the last schema of each dataset.
+- ``dedupe``: dedupe id → ``[first seen, partition]``, one entry per accepted event, deleted ``dedupe_ttl`` after
+  it was seen (a months-long streaming run adds one small entry per event instead of rewriting a growing list);
+- ``runs``: run key → ``{"order": reorder-buffer snapshot, "p": partition}`` — the run's lifecycle position and its
+  held-back events (at most ``MAX_HELD_PER_RUN`` events and ``MAX_HELD_CHARS`` of JSON; see ``ordering``);
+- ``schemas``: ``namespace/name`` → the dataset's last schema (``schema_state``: version, eventTime and the fields
+  drift compares, split into chunk entries for wide tables).
+
+Every state change is *staged* in the ``Output`` (``dedupe_writes``, ``run_writes``, ``schema_writes``) and written
+by the shell only after Kafka acknowledged the outputs: a crash in between repeats the batch, whose drift findings
+and outputs are then computed again from the state as it was (never lost). Until then the core reads its own staged
+writes first.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import math
+from collections import OrderedDict
 from collections.abc import Iterable, MutableMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kafka_lineage.processors.identity import dedupe_id, run_id
 from kafka_lineage.processors.normalize import NormalizeCache, Rename
-from kafka_lineage.processors.ordering import Released, RunReorderBuffer
+from kafka_lineage.processors.ordering import Released, RunReorderBuffer, event_instant
+from kafka_lineage.processors.schema_state import (
+    head_version,
+    replaced_chunks,
+    schema_entries,
+    stored_fields,
+)
 from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.openlineage import (
     FacetCache,
@@ -29,11 +46,26 @@ from kafka_lineage.schemas.openlineage import (
     record_to_event,
     validate_event,
 )
-from kafka_lineage.schemas.schema_diff import detect_drift, schema_fields, schema_version, should_store
+from kafka_lineage.schemas.schema_diff import FieldChange, detect_drift, schema_fields, schema_version, should_store
 from kafka_lineage.schemas.wire import AvroCodec, FrozenRecord, WireFormatError
 
 log = logging.getLogger(__name__)
 STAGE = "processor"
+# One run's held-back events are one changelog record (the Faust producer's limit is 1,000,000 bytes): bounded by
+# count and by the JSON characters the table's serializer writes. An event that cannot be held leaves at once, late.
+MAX_HELD_PER_RUN = 500
+MAX_HELD_CHARS = 512 * 1024
+# A finding carries the previous and the new schema as JSON up to this size; wider ones are left empty there (the
+# changes list names every changed field, and the graph keeps each version's fields).
+MAX_SCHEMA_TEXT_CHARS = 256 * 1024
+# An eventTime further ahead of its record's Kafka timestamp is a clock error, dead-lettered: accepted, one event
+# dated 9999 would pin its dataset's schema state and every "latest observation wins" property to the far future.
+MAX_EVENT_TIME_AHEAD_SECONDS = 3600.0
+_held_encode = json.JSONEncoder(separators=(",", ":")).encode  # as the table's serializer writes (ASCII)
+
+
+def _held_chars(item: dict[str, Any]) -> int:
+    return len(_held_encode(item))
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,11 +82,13 @@ class Incoming:
 
 @dataclass
 class Output:
-    """What a batch (or a timer tick) produced, for the shell to publish and persist."""
+    """What a batch (or a timer tick) produced, for the shell to publish and then persist, in this order."""
 
     normalized: list[tuple[bytes | None, dict[str, Any]]] = field(default_factory=list)
     dead_letters: list[tuple[bytes | None, dict[str, Any]]] = field(default_factory=list)
+    dedupe_writes: dict[str, tuple[int, Any]] = field(default_factory=dict)  # id → (partition, value or None)
     run_writes: dict[str, tuple[int, dict[str, Any] | None]] = field(default_factory=dict)  # key → (partition, value)
+    schema_writes: list[tuple[str, str, Any]] = field(default_factory=list)  # (dataset key, entry key, value), in order
     duplicates: int = 0
     late: int = 0
     drift_findings: int = 0
@@ -62,7 +96,9 @@ class Output:
     def extend(self, other: Output) -> None:
         self.normalized += other.normalized
         self.dead_letters += other.dead_letters
+        self.dedupe_writes.update(other.dedupe_writes)
         self.run_writes.update(other.run_writes)
+        self.schema_writes += other.schema_writes
         self.duplicates += other.duplicates
         self.late += other.late
         self.drift_findings += other.drift_findings
@@ -70,16 +106,25 @@ class Output:
 
 class ProcessorCore:
     def __init__(self, codec: AvroCodec, runs: MutableMapping[str, Any], schemas: MutableMapping[str, Any], *,
-                 window_seconds: float = 2.0, dedupe_ttl_seconds: float = 86_400.0,
-                 aliases: dict[str, str] | None = None, facets: FacetCache | None = None) -> None:
+                 dedupe: MutableMapping[str, Any] | None = None, window_seconds: float = 2.0,
+                 dedupe_ttl_seconds: float = 86_400.0, aliases: dict[str, str] | None = None,
+                 facets: FacetCache | None = None,
+                 max_event_time_ahead_seconds: float = MAX_EVENT_TIME_AHEAD_SECONDS) -> None:
         self.codec = codec
-        self.runs = runs  # read-only here: writes go out as run_writes, which the shell applies
-        self._cache: dict[str, dict[str, Any]] = {}  # current state of the keys this worker touched
+        # The tables are read here and written by the shell (from the Output's staged writes).
+        self.runs = runs
         self.schemas = schemas
+        self.dedupe = dedupe if dedupe is not None else {}
         self.ttl = dedupe_ttl_seconds
+        self.max_ahead = max_event_time_ahead_seconds
         self.aliases = aliases or {}
-        self.buffer: RunReorderBuffer[dict[str, Any]] = RunReorderBuffer(window_seconds, dedupe_ttl_seconds)
-        self._loaded: dict[str, int] = {}  # keys this worker holds state of (in the buffer) → their partition
+        self.buffer: RunReorderBuffer[dict[str, Any]] = RunReorderBuffer(
+            window_seconds, dedupe_ttl_seconds, max_held=MAX_HELD_PER_RUN, max_held_bytes=MAX_HELD_CHARS,
+            size_of=_held_chars)
+        self._ids: OrderedDict[str, tuple[float, int]] = OrderedDict()  # ids of owned partitions → (seen, partition)
+        self._ids_unsorted = False  # adopted ids arrive in any order: the expiry sweep sorts once before running
+        self._loaded: dict[str, int] = {}  # run keys this worker holds state of (in the buffer) → their partition
+        self._pending_schemas: dict[str, Any] = {}  # staged schema entries, read before the table until written
         self._restored_all = False
         self._last_sweep = 0.0
         # A stream repeats its facets, jobs and datasets: each distinct one is decoded, hashed into dedupe ids,
@@ -91,28 +136,25 @@ class ProcessorCore:
     # --- batches -------------------------------------------------------------------------------------------------
     def process(self, batch: Iterable[Incoming], now: float) -> Output:
         out = Output()
-        touched: dict[str, int] = {}
         for record in batch:
             event = self._decode(record, out)
             if event is None:
                 continue
             run = run_id(event)
             key = run or partition_key(event)
-            state = self._state(key, record.partition)
             identity = dedupe_id(event, self.facets)
-            if identity in state["ids"]:
+            if self._seen(identity):
                 out.duplicates += 1
                 continue
-            state["ids"][identity] = now
-            touched[key] = record.partition
+            self._ids[identity] = (now, record.partition)
+            out.dedupe_writes[identity] = (record.partition, [now, record.partition])
             item = {"key": record.key.decode("utf-8", "replace") if record.key is not None else None,
                     "event": event, "id": identity, "topic": record.topic, "partition": record.partition,
                     "offset": record.offset, "ts": record.timestamp_ms}
-            if key not in self._loaded:
-                self.buffer.restore_run(key, state.get("order"))
-                self._loaded[key] = record.partition
+            if run and key not in self._loaded:
+                self._adopt_run(key, self.runs.get(key), record.partition, out)
             self._emit(self.buffer.add(key if run else None, event, item, now), now, out)
-        self._persist(touched, out)
+        self._persist_runs(out)
         return out
 
     def normalize(self, batch: Iterable[Incoming]) -> tuple[list[dict[str, Any]], Output]:
@@ -129,7 +171,7 @@ class ProcessorCore:
         return events, out
 
     def expire(self, now: float, assigned: set[int]) -> Output:
-        """Release held events whose window passed; forget the state of keys idle past the dedupe TTL.
+        """Release held events whose window passed; forget dedupe ids and idle runs past the dedupe TTL.
 
         ``assigned``: the partitions this worker owns now (a table also holds standby copies of other partitions).
         """
@@ -138,25 +180,23 @@ class ProcessorCore:
             self._restored_all = True
             for key, state in list(self.runs.items()):
                 if isinstance(state, dict) and state.get("p") in assigned and key not in self._loaded:
-                    self._cache[key] = state
-                    self.buffer.restore_run(key, state.get("order"))
-                    self._loaded[key] = state["p"]
-        released = self.buffer.expire(now)
-        self._emit(released, now, out)
-        self._persist({r.run_id: self._loaded.get(r.run_id, 0) for r in released if r.run_id is not None}, out)
-        self.buffer.drain_changed()
+                    self._adopt_run(key, state, state["p"], out)
+            for identity, value in list(self.dedupe.items()):
+                if _valid_seen(value) and value[1] in assigned and identity not in self._ids:
+                    self._ids[identity] = (float(value[0]), int(value[1]))
+            self._ids_unsorted = True
+        self._emit(self.buffer.expire(now), now, out)
+        self._persist_runs(out)
         if now - self._last_sweep >= min(60.0, self.ttl):
             self._last_sweep = now
-            for key, partition in list(self._loaded.items()):
-                state = self._cache.get(key)
-                newest = max((state or {}).get("ids", {}).values(), default=0)
-                order = self.buffer.snapshot_run(key)
-                if newest < now - self.ttl and not (order and order["held"]):
-                    self.buffer.restore_run(key, None)
-                    del self._loaded[key]
-                    self._cache.pop(key, None)
-                    out.run_writes[key] = (partition, None)
+            self._forget_ids(now - self.ttl, out)
         return out
+
+    def written(self, output: Output) -> None:
+        """The shell wrote ``output``'s staged state: the tables now answer for it."""
+        for _dataset, key, value in output.schema_writes:
+            if key in self._pending_schemas and self._pending_schemas[key] is value:
+                del self._pending_schemas[key]
 
     def forget_partitions(self, partitions: set[int]) -> None:
         """Partitions moved to another worker: their runs' in-memory state must not be released from here."""
@@ -164,12 +204,19 @@ class ProcessorCore:
             if partition in partitions:
                 self.buffer.restore_run(key, None)
                 del self._loaded[key]
-                self._cache.pop(key, None)
+        for identity, (_seen, partition) in list(self._ids.items()):
+            if partition in partitions:
+                del self._ids[identity]
         self._restored_all = False
 
     def on_assigned(self) -> None:
         """New partitions: adopt their runs (held events resume their windows) at the next ``expire``."""
         self._restored_all = False
+
+    def state_sizes(self) -> dict[str, int]:
+        """Entries of state this worker holds: dedupe ids, runs, held events, staged schema entries."""
+        return {"ids": len(self._ids), "runs": self.buffer.state_size(), "held": self.buffer.held_count(),
+                "pendingSchemas": len(self._pending_schemas)}
 
     # --- steps ---------------------------------------------------------------------------------------------------
     def _decode(self, record: Incoming, out: Output) -> dict[str, Any] | None:
@@ -187,6 +234,14 @@ class ProcessorCore:
         except InvalidEvent as exc:
             self._dead(record, "invalid-event", str(exc), out)
             return None
+        if record.timestamp_ms is not None:
+            ahead = event_instant(event.get("eventTime")) - record.timestamp_ms / 1000
+            if math.isfinite(ahead) and ahead > self.max_ahead:
+                self._dead(record, "event-time-in-future",
+                           f"eventTime {event.get('eventTime')} is {ahead:,.0f} s after the record was produced; more "
+                           f"than {self.max_ahead:,.0f} s ahead is taken for a clock error (it would pin the "
+                           "dataset's latest state to the future)", out)
+                return None
         return event
 
     def _dead(self, record: Incoming, error_class: str, message: str, out: Output) -> None:
@@ -196,23 +251,51 @@ class ProcessorCore:
             stage=STAGE, error_class=error_class, error_message=message, key=record.key, value=record.value,
             source_topic=record.topic, source_partition=record.partition, source_offset=record.offset)))
 
-    def _state(self, key: str, partition: int) -> dict[str, Any]:
-        state = self._cache.get(key)
-        if state is None:
-            stored = self.runs.get(key)
-            state = {"ids": dict(stored.get("ids") or {}), "order": stored.get("order"), "p": partition} \
-                if isinstance(stored, dict) else {"ids": {}, "order": None, "p": partition}
-            self._cache[key] = state
-        return state
+    def _seen(self, identity: str) -> bool:
+        if identity in self._ids:
+            return True
+        stored = self.dedupe.get(identity)  # restored before this worker adopted its partition's ids
+        if _valid_seen(stored):
+            self._ids[identity] = (float(stored[0]), int(stored[1]))
+            self._ids_unsorted = True
+            return True
+        return False
 
-    def _persist(self, touched: dict[str, int], out: Output) -> None:
-        for key, partition in touched.items():
-            state = self._cache.get(key) or {"ids": {}}
-            cutoff = max(state["ids"].values(), default=0) - self.ttl
-            ids = {identity: seen for identity, seen in state["ids"].items() if seen >= cutoff}
-            value = {"ids": ids, "order": self.buffer.snapshot_run(key), "p": partition}
-            self._cache[key] = value
-            out.run_writes[key] = (partition, dict(value, ids=dict(ids)))
+    def _adopt_run(self, key: str, stored: Any, partition: int, out: Output) -> None:
+        order = stored.get("order") if isinstance(stored, dict) else None
+        self.buffer.restore_run(key, order)
+        self._loaded[key] = partition
+        if isinstance(stored, dict) and "ids" in stored:  # the earlier layout: its ids become entries of their own
+            for identity, seen in (stored["ids"] or {}).items():
+                if identity not in self._ids and isinstance(seen, int | float):
+                    self._ids[identity] = (float(seen), partition)
+                    out.dedupe_writes[identity] = (partition, [seen, partition])
+            self._ids_unsorted = True
+            snapshot = self.buffer.snapshot_run(key)
+            out.run_writes[key] = (partition, {"order": snapshot, "p": partition} if snapshot else None)
+
+    def _persist_runs(self, out: Output) -> None:
+        for key in self.buffer.drain_changed():
+            partition = self._loaded.get(key)
+            if partition is None:
+                continue
+            snapshot = self.buffer.snapshot_run(key)
+            if snapshot is None:  # dropped after the retention
+                del self._loaded[key]
+            out.run_writes[key] = (partition, {"order": snapshot, "p": partition} if snapshot else None)
+
+    def _forget_ids(self, cutoff: float, out: Output) -> None:
+        """Delete the dedupe ids first seen before ``cutoff`` (oldest first: the dict is in first-seen order)."""
+        if self._ids_unsorted:
+            self._ids = OrderedDict(sorted(self._ids.items(), key=lambda item: item[1][0]))
+            self._ids_unsorted = False
+        ids = self._ids
+        while ids:
+            identity, (seen, partition) = next(iter(ids.items()))
+            if seen >= cutoff:
+                break
+            del ids[identity]
+            out.dedupe_writes[identity] = (partition, None)
 
     def _emit(self, released: list[Released[dict[str, Any]]], now: float, out: Output) -> None:
         for item in released:
@@ -222,7 +305,7 @@ class ProcessorCore:
     def _normalized(self, item: dict[str, Any], late: bool, now: float, out: Output
                     ) -> tuple[bytes | None, dict[str, Any]]:
         event, renames = self._normalizer.normalize(item["event"])
-        changes = [finding.as_record() for finding in self._drift(event)]
+        changes = [finding.as_record() for finding in self._drift(event, out)]
         out.drift_findings += len(changes)
         record = {
             "event": event_to_record(event, self.facets),
@@ -246,7 +329,15 @@ class ProcessorCore:
             record = self._renames[rename] = FrozenRecord(rename.as_record())
         return record
 
-    def _drift(self, event: dict[str, Any]) -> list[Any]:
+    # --- schema drift --------------------------------------------------------------------------------------------
+    def _schema_entry(self, key: str) -> Any:
+        return self._pending_schemas[key] if key in self._pending_schemas else self.schemas.get(key)
+
+    def _stage_schema(self, dataset: str, key: str, value: Any, out: Output) -> None:
+        self._pending_schemas[key] = value
+        out.schema_writes.append((dataset, key, value))
+
+    def _drift(self, event: dict[str, Any], out: Output) -> list[Any]:
         """Schema changes on the event's output datasets; the per-dataset state changes only with the version."""
         datasets = list(event.get("outputs") or [])
         if isinstance(event.get("dataset"), dict):
@@ -259,14 +350,66 @@ class ProcessorCore:
                 continue
             namespace, name = dataset.get("namespace"), dataset.get("name")
             key = f"{namespace}/{name}"
-            stored = self.schemas.get(key)
-            if stored and stored["fields"] == fields:  # the common case, decided without hashing the schema
+            version = self.facets.derived(dataset["facets"]["schema"], "schema-version",
+                                          lambda schema: schema_version(schema["fields"]))
+            head = self._schema_entry(key)
+            if not isinstance(head, dict):
+                head = None
+            stored_version = head_version(head) if head else None
+            if stored_version == version and "version" in head:  # the common case: no change
                 continue
-            previous = (stored["fields"], stored["eventTime"]) if stored else None
-            finding = detect_drift(previous, fields, event_time, namespace, name)
+            previous = None
+            if head is not None:
+                old_fields = stored_fields(_Overlay(self._pending_schemas, self.schemas), key, head)
+                previous = (old_fields, head.get("eventTime"))
+            finding = self._finding(previous, fields, event_time, namespace, name, stored_version)
             if finding is not None:
                 findings.append(finding)
-            if previous is None or (should_store(previous[1], event_time)
-                                    and schema_version(previous[0]) != schema_version(fields)):
-                self.schemas[key] = {"fields": fields, "eventTime": event_time}
+            if head is None or (should_store(head.get("eventTime"), event_time) and stored_version != version):
+                for entry, value in schema_entries(key, fields, event_time, version).items():
+                    self._stage_schema(key, entry, value, out)
+                for entry in replaced_chunks(key, head):
+                    self._stage_schema(key, entry, None, out)
+            elif "version" not in head:  # a head of the earlier layout: rewritten in this one, once
+                for entry, value in schema_entries(key, previous[0] or [], head.get("eventTime"),
+                                                   stored_version).items():
+                    self._stage_schema(key, entry, value, out)
         return findings
+
+    def _finding(self, previous: tuple[Any, Any] | None, fields: list[Any], event_time: Any, namespace: str,
+                 name: str, stored_version: str | None) -> Any:
+        if previous is not None and previous[0] is None:  # a chunk of the stored schema is missing: no field diff
+            if not should_store(previous[1], event_time):
+                return None
+            finding = detect_drift(([], previous[1]), fields, event_time, namespace, name)
+            if finding is None:
+                return None
+            finding = replace(finding, previous_version=stored_version or "", previous_schema="",
+                              changes=(FieldChange("", "OTHER", None, None, "UNKNOWN"),), severity="UNKNOWN")
+        else:
+            finding = detect_drift(previous, fields, event_time, namespace, name)
+            if finding is None:
+                return None
+        if len(finding.previous_schema) > MAX_SCHEMA_TEXT_CHARS or len(finding.new_schema) > MAX_SCHEMA_TEXT_CHARS:
+            finding = replace(finding,
+                              previous_schema=finding.previous_schema if len(finding.previous_schema)
+                              <= MAX_SCHEMA_TEXT_CHARS else "",
+                              new_schema=finding.new_schema if len(finding.new_schema) <= MAX_SCHEMA_TEXT_CHARS
+                              else "")
+        return finding
+
+
+class _Overlay:
+    """Staged entries over a table, for reading a schema's chunks."""
+
+    def __init__(self, staged: dict[str, Any], table: MutableMapping[str, Any]) -> None:
+        self.staged, self.table = staged, table
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.staged[key] if key in self.staged else self.table.get(key, default)
+
+
+def _valid_seen(value: Any) -> bool:
+    """A dedupe entry as written here: ``[first seen, partition]``."""
+    return isinstance(value, list) and len(value) == 2 and isinstance(value[0], int | float) \
+        and isinstance(value[1], int)

@@ -16,6 +16,10 @@ eventTime) whenever the disorder fits in the window; whatever does not fit still
 ``now`` is seconds on a clock that survives restarts (epoch seconds such as ``time.time()``), since snapshots store
 absolute times; it should not go backwards (a smaller ``now`` is treated as no time passing for retention).
 A run's state is dropped ``retention_seconds`` after its last activity (by ``expire``), so memory stays bounded.
+What one run holds is bounded too (``max_held`` events, ``max_held_bytes`` of their ``size_of``): when a new event
+would not fit, the run's earliest-sorting held events leave early, as if their window had passed; an event too large
+to be held at all leaves at once, marked ``late`` (with the held events that sort before it). So a burst of one run
+or one huge event never grows the run's snapshot past what a changelog record may carry.
 Per-run state round-trips through plain dicts (``snapshot_run``/``restore_run``) for a changelog-backed table; held
 items are stored in the snapshot as they are, so they must be serializable when the snapshot is persisted.
 """
@@ -25,6 +29,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from operator import attrgetter
@@ -70,6 +75,7 @@ class _Held:
     event_type: str | None
     event_time: Any
     item: Any
+    size: int = 0  # the item's size_of, counted against the run's max_held_bytes
 
     @property
     def key(self) -> tuple[int, float, int]:
@@ -89,13 +95,19 @@ class _Run:
 class RunReorderBuffer(Generic[T]):
     """Holds events of runs whose START has not been seen, for at most ``window_seconds`` each."""
 
-    def __init__(self, window_seconds: float, retention_seconds: float = 3600.0) -> None:
+    def __init__(self, window_seconds: float, retention_seconds: float = 3600.0, *, max_held: int = 1_000,
+                 max_held_bytes: int = 1 << 62, size_of: Callable[[T], int] | None = None) -> None:
         if not window_seconds >= 0 or not retention_seconds >= 0:
             raise ValueError("window_seconds and retention_seconds must be >= 0")
         if retention_seconds < window_seconds:
             raise ValueError("retention_seconds must be at least window_seconds, or held events would be dropped")
+        if max_held < 1 or max_held_bytes < 1:
+            raise ValueError("max_held and max_held_bytes must be >= 1")
         self.window = float(window_seconds)
         self.retention = float(retention_seconds)
+        self.max_held = max_held
+        self.max_held_bytes = max_held_bytes
+        self._size_of = size_of or (lambda _item: 0)
         self._runs: OrderedDict[str, _Run] = OrderedDict()  # least recently active first
         self._deadlines: list[tuple[float, str]] = []  # min-heap of (held event's deadline, run); stale entries ok
         self._seq = 0
@@ -111,9 +123,16 @@ class RunReorderBuffer(Generic[T]):
         self._seq += 1
         held = _Held(lifecycle_rank(event.get("eventType")), event_instant(event.get("eventTime")), self._seq,
                      now, event.get("eventType"), event.get("eventTime"), item)
+        forced: list[Released[T]] = []
+        too_large = False
         if run.max_rank < 0 and held.rank > 0 and self.window > 0:
-            self._hold(run_id, run, held)
-            return []
+            held.size = self._size_of(item)
+            too_large = held.size > self.max_held_bytes
+            if not too_large:
+                forced = self._make_room(run_id, run, held)  # releasing anything opens the run
+                if not forced:
+                    self._hold(run_id, run, held)
+                    return []
         if held.rank == 0 and run.max_rank < 0:  # the START opens the run: it and all held events go, sorted
             batch = sorted([held, *run.held], key=_KEY)
             run.held = []
@@ -121,7 +140,12 @@ class RunReorderBuffer(Generic[T]):
             cut = _count_before(run.held, held.key)
             batch = [*run.held[:cut], held]
             run.held = run.held[cut:]
-        return self._release(run_id, run, batch)
+        if len(batch) > 1:
+            self._changed.add(run_id)  # held events left
+        released = forced + self._release(run_id, run, batch)
+        if too_large:  # could not be held: it left without waiting for what should precede it
+            released[-1] = Released(run_id, item, True)
+        return released
 
     def expire(self, now: float) -> list[Released[T]]:
         """Release held events whose window has elapsed (in run order), then drop runs idle past the retention."""
@@ -136,6 +160,7 @@ class RunReorderBuffer(Generic[T]):
                 continue
             cut = due[-1] + 1  # everything sorting before a due event leaves with it, to keep the order
             batch, run.held = run.held[:cut], run.held[cut:]
+            self._changed.add(run_id)
             out.extend(self._release(run_id, run, batch))
         if self._unordered:
             self._runs = OrderedDict(sorted(self._runs.items(), key=lambda kv: kv[1].last_activity))
@@ -152,6 +177,11 @@ class RunReorderBuffer(Generic[T]):
         """Runs currently tracked (open or holding events)."""
         return len(self._runs)
 
+    def held_bytes(self, run_id: str) -> int:
+        """The ``size_of`` total of the run's held events (0 for an unknown run)."""
+        run = self._runs.get(run_id)
+        return sum(h.size for h in run.held) if run is not None else 0
+
     def held_count(self) -> int:
         """Events currently held back, over all runs."""
         return sum(len(run.held) for run in self._runs.values())
@@ -167,7 +197,11 @@ class RunReorderBuffer(Generic[T]):
         return None
 
     def drain_changed(self) -> set[str]:
-        """Run ids whose state changed (or was dropped) since the last call: what a changelog table must rewrite."""
+        """Run ids whose state changed (or was dropped) since the last call: what a changelog table must rewrite.
+
+        Activity alone (``lastActivity``) is not a change: a long-running run's stream of RUNNING events does not
+        rewrite its state each time. A restored state may thus carry an older activity time: the run is retained
+        from then, and a run dropped early only waits one window for a START again."""
         changed, self._changed = self._changed, set()
         return changed
 
@@ -193,9 +227,10 @@ class RunReorderBuffer(Generic[T]):
         run = _Run(max_rank=int(state.get("maxRank", -1)), last_activity=float(state.get("lastActivity", -math.inf)))
         for entry in state.get("held") or ():
             self._seq += 1
+            item = entry.get("item")
             run.held.append(_Held(lifecycle_rank(entry.get("eventType")), event_instant(entry.get("eventTime")),
                                   self._seq, float(entry["arrived"]), entry.get("eventType"), entry.get("eventTime"),
-                                  entry.get("item")))
+                                  item, self._size_of(item)))
             heapq.heappush(self._deadlines, (float(entry["arrived"]) + self.window, run_id))
         run.held.sort(key=_KEY)
         self._runs[run_id] = run
@@ -206,22 +241,39 @@ class RunReorderBuffer(Generic[T]):
         run = self._runs.get(run_id)
         if run is None:
             run = self._runs[run_id] = _Run()
+            self._changed.add(run_id)
         else:
             self._runs.move_to_end(run_id)
         run.last_activity = max(run.last_activity, now)
-        self._changed.add(run_id)
         return run
 
-    def _hold(self, run_id: str, run: _Run, held: _Held) -> None:
+    def _hold(self, run_id: str, run: _Run, held: _Held) -> list[Released[T]]:
         run.held.insert(_count_before(run.held, held.key), held)
         heapq.heappush(self._deadlines, (held.arrived + self.window, run_id))
+        self._changed.add(run_id)
+        return []
+
+    def _make_room(self, run_id: str, run: _Run, held: _Held) -> list[Released[T]]:
+        """Release the run's earliest-sorting held events until ``held`` fits the run's bounds."""
+        total = sum(h.size for h in run.held) + held.size
+        cut = 0
+        while cut < len(run.held) and (len(run.held) - cut >= self.max_held or total > self.max_held_bytes):
+            total -= run.held[cut].size
+            cut += 1
+        if not cut:
+            return []
+        batch, run.held = run.held[:cut], run.held[cut:]
+        self._changed.add(run_id)
+        return self._release(run_id, run, batch)
 
     def _release(self, run_id: str, run: _Run, batch: list[_Held]) -> list[Released[T]]:
         out = []
+        before = run.max_rank
         for h in batch:
             out.append(Released(run_id, h.item, h.rank < run.max_rank))
             run.max_rank = max(run.max_rank, h.rank)
-        self._changed.add(run_id)
+        if run.max_rank != before:
+            self._changed.add(run_id)
         return out
 
 

@@ -2,9 +2,10 @@
 
 - agent ``process`` reads ``openlineage.events`` in batches (raw bytes; decoding is ``ProcessorCore``'s, with
   fastavro and writer schemas cached by id) and publishes NormalizedEvents (same key) and DeadLetters;
-- table ``runs`` (changelog-backed, co-partitioned with the events topic) keeps each run's dedupe identities and
-  held-back events; global table ``schemas`` keeps each dataset's last schema, readable by every worker because a
-  dataset is written by jobs on any partition;
+- tables ``dedupe`` (one entry per accepted event's dedupe id) and ``runs`` (each run's lifecycle position and
+  held-back events), changelog-backed and co-partitioned with the events topic; global table ``dataset-schemas``
+  keeps each dataset's last schema, readable by every worker because a dataset is written by jobs on any partition
+  (each dataset's entries in one changelog partition, chosen here so that no write waits on Faust's partitioner);
 - timer ``release`` lets held events go when their window passes and sweeps state past the dedupe TTL.
 
 Offsets are committed by Faust only after the events were processed and after the producer flushed, so outputs
@@ -25,6 +26,7 @@ from typing import Any
 
 import faust
 import mode
+from aiokafka.partitioner import murmur2
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings, OperationsSettings, ProcessorSettings
@@ -42,6 +44,10 @@ log = logging.getLogger(__name__)
 # Records larger than this go to the DLQ instead of the normalized topic (brokers refuse ~1 MB compressed batches by
 # default; this is the uncompressed size, JSON lineage compresses well).
 MAX_OUTPUT_BYTES = 8 * 1024 * 1024
+# The largest state record (table changelog) the producer sends and the changelog topics accept: the broker's default
+# record limit, stated here for both sides. The core keeps every state entry well below it (ProcessorCore's bounds).
+STATE_RECORD_MAX_BYTES = 1_048_576
+_CHANGELOG_CONFIG = {"max.message.bytes": str(STATE_RECORD_MAX_BYTES + 12)}  # + the record batch overhead
 _PARTITION: contextvars.ContextVar[int] = contextvars.ContextVar("changelog_partition")
 
 
@@ -51,6 +57,21 @@ class PartitionedTable(faust.Table):
 
     def partition_for_key(self, key: Any) -> int | None:
         return _PARTITION.get()
+
+
+class PartitionedGlobalTable(faust.GlobalTable):
+    """A global table whose changelog partition is chosen by the writer (``_PARTITION``), like ``PartitionedTable``.
+
+    Faust's own choice (``use_partitioner``) asks the producer's metadata for the changelog topic's partitions and
+    crashed the worker on a fresh pipeline's first write, before that metadata was loaded."""
+
+    def partition_for_key(self, key: Any) -> int | None:
+        return _PARTITION.get()
+
+
+def key_partition(serialized_key: bytes, partitions: int) -> int:
+    """Kafka's default partitioner (murmur2 of the key): where Faust's partitioner put the key before."""
+    return (murmur2(serialized_key) & 0x7FFFFFFF) % partitions
 
 
 def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Metrics | None = None) -> faust.App:
@@ -81,14 +102,29 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
         broker_session_timeout=10.0,
         broker_credentials=broker_credentials(clients.kafka_security),
         broker_heartbeat_interval=2.0,
+        producer_max_request_size=STATE_RECORD_MAX_BYTES,
     )
     events = app.topic(clients.events_topic, value_serializer="raw", key_serializer="raw")
     outputs = AckingProducer(clients.kafka_config({"linger.ms": "5"}))
     runs = app.tables.add(PartitionedTable(app, name="runs", default=None, beacon=app.tables.beacon,
-                                           partitions=settings.partitions))
-    schemas = app.GlobalTable("dataset-schemas", default=None, partitions=settings.partitions,
-                              use_partitioner=True)
-    core = ProcessorCore(AvroCodec("openlineage_event", fetch), runs, schemas,
+                                           partitions=settings.partitions, extra_topic_configs=_CHANGELOG_CONFIG))
+    dedupe = app.tables.add(PartitionedTable(app, name="dedupe", default=None, beacon=app.tables.beacon,
+                                             partitions=settings.partitions, extra_topic_configs=_CHANGELOG_CONFIG))
+    schemas = app.tables.add(PartitionedGlobalTable(
+        app, name="dataset-schemas", default=None, beacon=app.tables.beacon, partitions=settings.partitions,
+        standby_buffer_size=1, is_global=True, extra_topic_configs=_CHANGELOG_CONFIG))  # as app.GlobalTable sets
+    schema_partitions: dict[str, int] = {}
+
+    def schema_partition(dataset: str) -> int:
+        partition = schema_partitions.get(dataset)
+        if partition is None:
+            if len(schema_partitions) >= 100_000:
+                schema_partitions.clear()
+            key = app.serializers.dumps_key(None, dataset, serializer=schemas.key_serializer)
+            partition = schema_partitions[dataset] = key_partition(key, settings.partitions)
+        return partition
+
+    core = ProcessorCore(AvroCodec("openlineage_event", fetch), runs, schemas, dedupe=dedupe,
                          window_seconds=settings.window_seconds, dedupe_ttl_seconds=settings.dedupe_ttl_seconds,
                          aliases=parse_aliases(settings.aliases) if settings.aliases else None)
     normalized_codec = AvroCodec("normalized_event", fetch)
@@ -128,17 +164,14 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
                 (key, dead_letter_codec.encode(record, dead_letter_id)) for key, record in letters]))
         if deliveries:
             await asyncio.gather(*(asyncio.wrap_future(delivery) for delivery in deliveries))
-        for key, (partition, value) in output.run_writes.items():
-            token = _PARTITION.set(partition)
-            try:
-                if value is None:
-                    runs.pop(key, None)
-                else:
-                    runs[key] = value
-            finally:
-                _PARTITION.reset(token)
-        if output.run_writes:  # the state reaches Kafka now, not at the next commit: a crash repeats one batch at most
-            await app.producer.flush()
+        for table, writes in ((dedupe, output.dedupe_writes.items()), (runs, output.run_writes.items())):
+            for key, (partition, value) in writes:
+                _write(table, key, partition, value)
+        for dataset, key, value in output.schema_writes:  # in order: a wide schema's chunks before its head
+            _write(schemas, key, schema_partition(dataset), value)
+        if output.dedupe_writes or output.run_writes or output.schema_writes:
+            await app.producer.flush()  # the state reaches Kafka now, not at the next commit: a crash repeats one batch
+        core.written(output)
         stats["out"] += len(normalized)
         stats["dead"] += len(letters)
         stats["duplicates"] += output.duplicates
@@ -189,6 +222,17 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
         core.on_assigned()
 
     return app
+
+
+def _write(table: faust.Table, key: str, partition: int, value: Any) -> None:
+    token = _PARTITION.set(partition)
+    try:
+        if value is None:
+            table.pop(key, None)
+        else:
+            table[key] = value
+    finally:
+        _PARTITION.reset(token)
 
 
 def _too_large(record: dict[str, Any], size: int) -> dict[str, Any]:
