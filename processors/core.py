@@ -142,6 +142,10 @@ class ProcessorCore:
                 continue
             run = run_id(event)
             key = run or partition_key(event)
+            if key not in self._loaded:
+                stored = self.runs.get(key)
+                if run or stored is not None:
+                    self._adopt_run(key, stored, record.partition, out, track=bool(run))
             identity = dedupe_id(event, self.facets)
             if self._seen(identity):
                 out.duplicates += 1
@@ -151,8 +155,6 @@ class ProcessorCore:
             item = {"key": record.key.decode("utf-8", "replace") if record.key is not None else None,
                     "event": event, "id": identity, "topic": record.topic, "partition": record.partition,
                     "offset": record.offset, "ts": record.timestamp_ms}
-            if run and key not in self._loaded:
-                self._adopt_run(key, self.runs.get(key), record.partition, out)
             self._emit(self.buffer.add(key if run else None, event, item, now), now, out)
         self._persist_runs(out)
         return out
@@ -180,7 +182,7 @@ class ProcessorCore:
             self._restored_all = True
             for key, state in list(self.runs.items()):
                 if isinstance(state, dict) and state.get("p") in assigned and key not in self._loaded:
-                    self._adopt_run(key, state, state["p"], out)
+                    self._adopt_run(key, state, state["p"], out, track=state.get("order") is not None)
             for identity, value in list(self.dedupe.items()):
                 if _valid_seen(value) and value[1] in assigned and identity not in self._ids:
                     self._ids[identity] = (float(value[0]), int(value[1]))
@@ -261,10 +263,12 @@ class ProcessorCore:
             return True
         return False
 
-    def _adopt_run(self, key: str, stored: Any, partition: int, out: Output) -> None:
-        order = stored.get("order") if isinstance(stored, dict) else None
-        self.buffer.restore_run(key, order)
-        self._loaded[key] = partition
+    def _adopt_run(self, key: str, stored: Any, partition: int, out: Output, track: bool = True) -> None:
+        """Take a run's stored state into memory (``track``: a run, ordered by the buffer; else only the ids of
+        an event key's state of the earlier layout, which is then deleted)."""
+        if track:
+            self.buffer.restore_run(key, stored.get("order") if isinstance(stored, dict) else None)
+            self._loaded[key] = partition
         if isinstance(stored, dict) and "ids" in stored:  # the earlier layout: its ids become entries of their own
             for identity, seen in (stored["ids"] or {}).items():
                 if identity not in self._ids and isinstance(seen, int | float):
