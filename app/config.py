@@ -334,6 +334,7 @@ class ProcessorSettings:
     partitions: int = 6
     window_seconds: float = 2.0
     dedupe_ttl_seconds: float = 86_400.0
+    max_event_time_ahead_seconds: float = 3600.0
     aliases: str = ""
     batch_size: int = 1000
     batch_seconds: float = 0.05
@@ -353,6 +354,7 @@ class ProcessorSettings:
             partitions=_count(values, "LINEAGE_PARTITIONS", 6),
             window_seconds=_positive(values, "LINEAGE_REORDER_WINDOW", 2.0),
             dedupe_ttl_seconds=_positive(values, "LINEAGE_DEDUPE_TTL", 86_400.0),
+            max_event_time_ahead_seconds=_positive(values, "LINEAGE_MAX_EVENT_TIME_AHEAD", 3600.0),
             aliases=values.get("LINEAGE_NAMESPACE_ALIASES", ""),
             batch_size=_count(values, "LINEAGE_PROCESSOR_BATCH", 1000),
             batch_seconds=_positive(values, "LINEAGE_PROCESSOR_BATCH_SECONDS", 0.05),

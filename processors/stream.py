@@ -126,6 +126,7 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
 
     core = ProcessorCore(AvroCodec("openlineage_event", fetch), runs, schemas, dedupe=dedupe,
                          window_seconds=settings.window_seconds, dedupe_ttl_seconds=settings.dedupe_ttl_seconds,
+                         max_event_time_ahead_seconds=settings.max_event_time_ahead_seconds,
                          aliases=parse_aliases(settings.aliases) if settings.aliases else None)
     normalized_codec = AvroCodec("normalized_event", fetch)
     dead_letter_codec = AvroCodec("dead_letter", fetch)

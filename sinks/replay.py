@@ -106,9 +106,10 @@ def offset_range(clients: ClientSettings, start: str | None, end: str | None) ->
 def replay_core(clients: ClientSettings) -> ProcessorCore:
     """A processor core with fresh in-memory state, configured like ``lineage processor`` (namespace aliases)."""
     registry_client = SchemaRegistryClient(clients.registry_config())
-    aliases = ProcessorSettings.from_env().aliases
+    settings = ProcessorSettings.from_env()
     return ProcessorCore(AvroCodec("openlineage_event", registry.schema_fetcher(registry_client)), {}, {},
-                         aliases=parse_aliases(aliases) if aliases else None)
+                         aliases=parse_aliases(settings.aliases) if settings.aliases else None,
+                         max_event_time_ahead_seconds=settings.max_event_time_ahead_seconds)
 
 
 def _batches(consumer: Consumer, topic: str, begins: dict[int, int], ends: dict[int, int], batch_size: int
