@@ -336,6 +336,14 @@ class Neo4j(Service):
                 "dbms.security.auth_enabled": "true",
                 "server.memory.pagecache.size": s.neo4j_pagecache,
                 "dbms.usage_report.enabled": "false",
+                # Bolt keep-alive: NOOPs every 5 s on a connection waiting for a query's answer (checked every
+                # second), and the driver is told (connection.recv_timeout_seconds = 5 s × 4 probes) to drop a
+                # connection silent for 20 s — a query in flight when Neo4j goes away then fails instead of hanging
+                # for the default 120 s.
+                "server.bolt.connection_keep_alive_for_requests": "ALL",
+                "server.bolt.connection_keep_alive": "5s",
+                "server.bolt.connection_keep_alive_probes": "4",
+                "server.bolt.connection_keep_alive_streaming_scheduling_interval": "1s",
             },
         )
         classpath = _classpath_args(home, self._classpath(s))
