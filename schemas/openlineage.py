@@ -8,6 +8,7 @@ JSON. Hence ``record_to_event(event_to_record(e)) == e`` for every valid event, 
 from __future__ import annotations
 
 import json
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime
@@ -15,6 +16,7 @@ from enum import Enum
 from typing import Any
 from uuid import UUID
 
+from kafka_lineage.schemas.limits import FacetCheck, LimitExceeded, check_limits
 from kafka_lineage.schemas.wire import FrozenRecord
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -98,6 +100,7 @@ class FacetCache:
         self._by_id: dict[int, _Entry] = {}  # id of a cached object → its entry (which keeps the object alive)
         self._seen: dict[int, int] = {}  # hash of a key not cached yet → times seen (a collision only caches early)
         self._chars = 0
+        _CACHES.append(weakref.ref(self, _CACHES.remove))  # validate_event checks each of its facets once
 
     def __len__(self) -> int:
         return len(self._lru)
@@ -209,6 +212,19 @@ class FacetCache:
             _, old = self._lru.popitem(last=False)
             del self._by_id[id(old.value)]
             self._chars -= old.size
+
+
+_CACHES: list[weakref.ref[FacetCache]] = []  # the live caches (a process has one or two)
+
+
+def _limits_memo(facet: Any, kind: str, compute: Callable[[Any], FacetCheck]) -> FacetCheck:
+    """A facet's limit check, computed once per facet object of a live ``FacetCache`` (read-only, shared by the
+    events decoded through it), else on every call."""
+    for ref in _CACHES:
+        cache = ref()
+        if cache is not None and cache.holds(facet):
+            return cache.derived(facet, kind, compute)
+    return compute(facet)
 
 
 # The layouts as (key → (kind code, nested layout)): the walks below run for every object of every event.
@@ -367,8 +383,43 @@ class _JobRef(_Facets):
     name: str = Field(min_length=1)
 
 
-class _RunRef(_Facets):
+class _ParentRun(_Open):
     runId: UUID
+
+
+class _ParentJob(_Open):
+    namespace: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+
+
+class _ParentRoot(_Open):
+    run: _ParentRun
+    job: _ParentJob
+
+
+class _ParentFacet(_Open):
+    """ParentRunFacet (1-1-0): the parent's run and job, and optionally the root's (the partition key reads them)."""
+
+    run: _ParentRun
+    job: _ParentJob
+    root: _ParentRoot | None = None
+
+
+class _RunFacets(_Open):
+    __pydantic_extra__: dict[str, dict[str, Any]]  # every other facet: an object
+    parent: _ParentFacet | None = None
+
+    @field_validator("parent", mode="before")
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        if value is None:  # absent is fine, an explicit null is not a facet
+            raise ValueError("Input should be a valid dictionary")
+        return value
+
+
+class _RunRef(_Open):
+    runId: UUID
+    facets: _RunFacets | None = None
 
 
 class _InputDataset(_JobRef):
@@ -428,10 +479,15 @@ _MODELS: dict[str, type[_BaseEvent]] = {"RunEvent": _RunEvent, "DatasetEvent": _
 
 
 def validate_event(event: Any) -> str:
-    """Check an event against the OpenLineage 2-0-x core; returns its kind or raises InvalidEvent naming fields."""
+    """Check an event against the OpenLineage 2-0-x core and the size limits of ``schemas/limits.py``; returns its
+    kind or raises InvalidEvent naming the field(s)."""
     if not isinstance(event, dict):
         raise InvalidEvent(f"event: expected a JSON object, got {type(event).__name__}")
     kind = event_kind(event)
+    try:
+        check_limits(event, _limits_memo)
+    except LimitExceeded as exc:
+        raise InvalidEvent(f"invalid {kind}: {exc}") from None
     try:
         _MODELS[kind].model_validate(event)
     except ValidationError as exc:
@@ -444,21 +500,36 @@ def validate_event(event: Any) -> str:
     return kind
 
 
-def partition_key(event: dict[str, Any]) -> str:
+def _job_key(job: Any) -> str | None:
+    if isinstance(job, dict):
+        namespace, name = job.get("namespace"), job.get("name")
+        if isinstance(namespace, str) and namespace and isinstance(name, str) and name:
+            return f"{namespace}/{name}"
+    return None
+
+
+def _get(obj: Any, key: str) -> Any:
+    return obj.get(key) if isinstance(obj, dict) else None
+
+
+def partition_key(event: Any) -> str:
     """Kafka key that keeps one application's events on one partition, in order (openlineage-python's convention).
 
     RunEvent: ``run:{ns}/{name}`` of the parent facet's root job, else the parent job, else the event's job.
-    DatasetEvent: ``dataset:{ns}/{name}``; JobEvent: ``job:{ns}/{name}``.
+    DatasetEvent: ``dataset:{ns}/{name}``; JobEvent: ``job:{ns}/{name}``. Total: any value gets a key (a part that
+    is missing or malformed is skipped, ``None`` written for a missing name), so no caller ever fails here.
     """
+    if not isinstance(event, dict):
+        return "event:invalid"
     if "run" in event:
-        parent = ((event.get("run") or {}).get("facets") or {}).get("parent") or {}
-        for job in ((parent.get("root") or {}).get("job"), parent.get("job"), event.get("job")):
-            if isinstance(job, dict) and job.get("namespace") and job.get("name"):
-                return f"run:{job['namespace']}/{job['name']}"
-    if isinstance(event.get("dataset"), dict):
-        return f"dataset:{event['dataset'].get('namespace')}/{event['dataset'].get('name')}"
-    job = event.get("job") or {}
-    return f"job:{job.get('namespace')}/{job.get('name')}"
+        parent = _get(_get(event.get("run"), "facets"), "parent")
+        for job in (_get(_get(parent, "root"), "job"), _get(parent, "job"), event.get("job")):
+            if (key := _job_key(job)) is not None:
+                return f"run:{key}"
+    if isinstance(dataset := event.get("dataset"), dict):
+        return f"dataset:{dataset.get('namespace')}/{dataset.get('name')}"
+    job = event.get("job")
+    return f"job:{_get(job, 'namespace')}/{_get(job, 'name')}"
 
 
 # The lifecycle order of a run's events, shared by the processor (reordering) and the sinks (state only moves forward).

@@ -109,3 +109,61 @@ def test_partition_key_follows_the_root_job() -> None:
     assert partition_key(event) == "run:spark/orders.etl"  # the job itself
     assert partition_key(dataset_event()) == "dataset:kafka://broker:9092/orders"
     assert partition_key(job_event()) == "job:dbt/model.orders"
+
+
+REPRODUCER = ('{"eventTime":"2024-05-01T12:00:00Z","producer":"p","schemaURL":"s","run":{"runId":'
+              '"e3e70682-c209-4cac-929f-6fbed82c07cd","facets":{"parent":{"root":1}}},"job":{"namespace":"n","name":"j"}}')
+PARENT_RUN = {"runId": "0190b2c4-6c4e-7a3e-8f2a-1b2c3d4e5f60"}
+PARENT_JOB = {"namespace": "airflow", "name": "dag.task"}
+
+
+def _with_parent(parent: object) -> dict:
+    event = json.loads(REPRODUCER)
+    event["run"]["facets"]["parent"] = parent
+    return event
+
+
+@pytest.mark.parametrize(("parent", "fields"), [
+    ({"root": 1}, ["run.facets.parent.run", "run.facets.parent.job", "run.facets.parent.root"]),
+    ({"run": PARENT_RUN, "job": PARENT_JOB, "root": 1}, ["run.facets.parent.root"]),
+    ({"run": PARENT_RUN, "job": PARENT_JOB, "root": {"run": PARENT_RUN}}, ["run.facets.parent.root.job"]),
+    ({"run": PARENT_RUN, "job": PARENT_JOB, "root": {"run": PARENT_RUN, "job": {"namespace": "a", "name": 5}}},
+     ["run.facets.parent.root.job.name"]),
+    ({"run": PARENT_RUN, "job": PARENT_JOB, "root": {"run": {"runId": "x"}, "job": PARENT_JOB}},
+     ["run.facets.parent.root.run.runId"]),
+    ({"run": "x", "job": 5}, ["run.facets.parent.run", "run.facets.parent.job"]),
+    ({"run": PARENT_RUN, "job": {"namespace": "", "name": "j"}}, ["run.facets.parent.job.namespace"]),
+    (None, ["run.facets.parent"]),
+    ([], ["run.facets.parent"]),
+])
+def test_a_malformed_parent_facet_is_refused_naming_the_field(parent: object, fields: list[str]) -> None:
+    event = _with_parent(parent)
+    with pytest.raises(InvalidEvent) as caught:
+        validate_event(event)
+    for field in fields:
+        assert f"{field}:" in str(caught.value), str(caught.value)
+    assert partition_key(event) in ("run:n/j", "run:airflow/dag.task")  # total all the same: what is usable
+
+
+def test_a_complete_parent_facet_is_valid_and_keys_by_the_root() -> None:
+    root = {"run": {"runId": str(uuid.uuid4())}, "job": {"namespace": "airflow", "name": "dag"}}
+    event = _with_parent({"_producer": "p", "_schemaURL": "u", "run": PARENT_RUN, "job": PARENT_JOB, "root": root,
+                          "custom": {"kept": True}})
+    assert validate_event(event) == "RunEvent"
+    assert partition_key(event) == "run:airflow/dag"
+    assert _through_avro(event) == event
+    del event["run"]["facets"]["parent"]["root"]
+    assert validate_event(event) == "RunEvent" and partition_key(event) == "run:airflow/dag.task"
+
+
+GARBAGE = [None, 1, "x", [], [1], {}, {"run": 1}, {"run": {"facets": 1}}, {"run": {"facets": {"parent": 1}}},
+           {"run": {"facets": {"parent": {"root": 1}}}}, {"run": {"facets": {"parent": {"root": {"job": 1}}}}},
+           {"run": {"facets": {"parent": {"job": {"namespace": 1, "name": ["x"]}}}}}, {"run": None, "job": "j"},
+           {"dataset": 1}, {"dataset": {"namespace": 1}}, {"job": [1]}, {"job": {"namespace": None}},
+           json.loads(REPRODUCER)]
+
+
+@pytest.mark.parametrize("value", GARBAGE, ids=range(len(GARBAGE)))
+def test_partition_key_is_total(value: object) -> None:
+    key = partition_key(value)  # type: ignore[arg-type]
+    assert isinstance(key, str) and key
