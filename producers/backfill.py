@@ -144,6 +144,10 @@ def backfill(lines: Iterable[bytes | str], publisher: EventPublisher,
                     problem = f"invalid OpenLineage event: {exc}"
                 except RecursionError:  # nested just below json's limit, but too deep for validation or encoding
                     problem = "invalid OpenLineage event: nested too deeply"
+                except PublishError as exc:  # the registry could not be asked: this line is not published
+                    problem = f"not published: {exc}"
+                except Exception as exc:  # a failure on this one event: report it and go on with the others
+                    problem = f"cannot be encoded ({type(exc).__name__}: {str(exc)[:200]})"
                 if problem is None:
                     batch.append(record)
                     batch_lines.append(number)

@@ -154,6 +154,11 @@ class Collector:
                 continue
             except PublishError as exc:  # the registry could not be reached: the client should retry later
                 raise Rejection(503, str(exc)) from None
+            except Exception as exc:  # a failure of ours on this event: a retry would fail alike, so not a 5xx
+                log.exception("event %d of a request could not be encoded", index)
+                errors.append({"index": index, "error": f"event: cannot be encoded ({type(exc).__name__}: "
+                                                        f"{str(exc)[:200]})"})
+                continue
             if (reason := oversize(record, self.max_record_bytes)) is not None:
                 too_large.append({"index": index, "error": reason})
             records.append(record)

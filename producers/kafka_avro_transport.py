@@ -29,21 +29,13 @@ from confluent_kafka import KafkaError, Message
 from kafka_lineage.config import ClientSettings
 from kafka_lineage.metrics import Metrics, serve_http
 from kafka_lineage.producers.client_events import event_dict
-from kafka_lineage.producers.publisher import EventPublisher
+from kafka_lineage.producers.publisher import KNOWN_GOOD_EVENT, EventPublisher, PublishError
 from kafka_lineage.schemas.openlineage import InvalidEvent
 from openlineage.client.transport.transport import Config, Transport
 
 log = logging.getLogger(__name__)
 
 _STOP = object()
-_PRIMING_EVENT = {
-    "eventTime": "1970-01-01T00:00:00Z",
-    "producer": "kafka_lineage",
-    "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
-    "run": {"runId": "00000000-0000-0000-0000-000000000000"},
-    "job": {"namespace": "kafka_lineage", "name": "serializer-priming"},
-}
-
 
 @attr.define
 class KafkaAvroConfig(Config):
@@ -139,7 +131,7 @@ class KafkaAvroTransport(Transport):
         # Look the subject's schema up now, off the job's thread: an event flushed by the exit hook then needs no
         # registry round trip while the interpreter is shutting down.
         try:
-            self._encode_with_retry(_PRIMING_EVENT)
+            self._encode_with_retry(KNOWN_GOOD_EVENT)
         except Exception:
             log.exception("OpenLineage transport could not prepare its Avro serializer")
         while True:
@@ -154,23 +146,28 @@ class KafkaAvroTransport(Transport):
                 log.exception("OpenLineage event could not be published")
 
     def _publish(self, item: Any) -> None:
-        event = event_dict(item)
         try:
+            event = event_dict(item)
             key, value = self._encode_with_retry(event)
         except InvalidEvent as exc:
             self._count("invalid")
             log.error("OpenLineage event rejected: %s", exc)
             return
+        except PublishError:  # closing while the registry is still unreachable
+            raise
+        except Exception:  # anything else is this event's problem: count it and go on with the next one
+            self._count("invalid")
+            log.exception("OpenLineage event could not be converted or validated; it is dropped")
+            return
         self._publisher.produce(key, value, self._on_delivery)
 
     def _encode_with_retry(self, event: dict[str, Any]) -> tuple[bytes, bytes]:
+        """Only an unreachable registry (PublishError) is retried: nothing else gets better by waiting."""
         delay = 0.5
         while True:
             try:
                 return self._publisher.encode(event)
-            except InvalidEvent:
-                raise
-            except Exception as exc:  # registry unreachable: back off, keep the event
+            except PublishError as exc:  # registry unreachable: back off, keep the event
                 if self._closed:
                     raise
                 log.warning("schema registry unavailable (%s); retrying in %.1fs", exc, delay)

@@ -23,6 +23,15 @@ from kafka_lineage.schemas.avro_schemas import schema_text
 from kafka_lineage.schemas.openlineage import InvalidEvent, event_to_record, partition_key, validate_event
 from kafka_lineage.schemas.registry import value_subject
 
+# A minimal valid event: if it serializes, the registry is reachable and holds the schema.
+KNOWN_GOOD_EVENT: dict[str, Any] = {
+    "eventTime": "1970-01-01T00:00:00Z",
+    "producer": "kafka_lineage",
+    "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+    "run": {"runId": "00000000-0000-0000-0000-000000000000"},
+    "job": {"namespace": "kafka_lineage", "name": "serializer-priming"},
+}
+
 
 def unwritable_path(event: Any, max_depth: int = 200) -> str:
     """The dotted path of the first value in ``event`` that JSON cannot write (not a JSON type, a string that is not
@@ -75,7 +84,8 @@ class EventPublisher:
         )
 
     def encode(self, event: Any) -> tuple[bytes, bytes]:
-        """(partition key, Avro value) of a valid event; raises InvalidEvent naming the offending field."""
+        """(partition key, Avro value) of a valid event; raises InvalidEvent naming the offending field, or
+        PublishError when the registry cannot be asked (the event is fine: retry later)."""
         validate_event(event)
         try:
             value = self._serialize(event, self._context)
@@ -84,9 +94,19 @@ class EventPublisher:
                 raise PublishError(f"cannot serialize with the registered schema of {self.topic}: {exc}") from exc
             raise InvalidEvent(f"{unwritable_path(event)}: cannot be written as JSON ({type(exc).__name__}: "
                                f"{str(exc)[:200]})") from None
-        except Exception as exc:  # the registry lookup (cached after the first event) failed
+        except Exception as exc:  # the registry lookup (cached after the first event) failed — or this event did
+            if self._serializes(KNOWN_GOOD_EVENT):  # the registry answers: the failure is this event's
+                raise InvalidEvent(f"event: cannot be written as Avro ({type(exc).__name__}: {str(exc)[:200]})"
+                                   ) from None
             raise PublishError(f"cannot serialize with the registered schema of {self.topic}: {exc}") from exc
         return partition_key(event).encode(), value
+
+    def _serializes(self, event: dict[str, Any]) -> bool:
+        try:
+            self._serialize(event, self._context)
+        except Exception:
+            return False
+        return True
 
     def produce(self, key: bytes, value: bytes, on_delivery: DeliveryCallback) -> None:
         self._kafka.produce(self.topic, key, value, on_delivery)

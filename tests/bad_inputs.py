@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafka_lineage.schemas.limits import MAX_JSON_DEPTH, MAX_NAME_CHARS
+
 PRODUCER = "https://github.com/kafka-lineage/tests/bad-input"
 SCHEMA_URL = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
 SCHEMA_FACET_URL = "https://openlineage.io/spec/facets/1-1-1/SchemaDatasetFacet.json"
@@ -41,7 +43,7 @@ def without(payload: Event, *path: str) -> Event:
 
 
 def nested(depth: int) -> dict[str, Any]:
-    """``{"a": {"a": … {}}}`` ``depth`` objects deep."""
+    """``{"a": {"a": … {}}}``: ``depth`` + 1 objects deep (``nested(0)`` is ``{}``)."""
     value: dict[str, Any] = {}
     for _ in range(depth):
         value = {"a": value}
@@ -51,6 +53,14 @@ def nested(depth: int) -> dict[str, Any]:
 def nested_text(depth: int) -> str:
     """The JSON text of ``nested(depth)``, built without recursion (a JSON encoder cannot write it at 1000)."""
     return '{"a":' * (depth - 1) + "{}" + "}" * (depth - 1)
+
+
+def chain(levels: int, name: str = "f") -> list[dict[str, Any]]:
+    """Schema fields nested ``levels`` deep (a struct in a struct …), each named ``name``."""
+    fields: list[dict[str, Any]] = [{"name": name, "type": "int"}]
+    for _ in range(levels - 1):
+        fields = [{"name": name, "type": "struct", "fields": fields}]
+    return fields
 
 
 def schema_facet(fields: Any) -> dict[str, Any]:
@@ -169,6 +179,24 @@ INVALID_CONTENT: dict[str, Content] = {
     "no-run-job-or-dataset": Content(
         lambda ns, n: {"eventTime": "2024-05-01T12:00:00Z", "producer": PRODUCER, "schemaURL": SCHEMA_URL},
         "none of run, job, dataset"),
+    # issue 16 item 4: this one made the partition key raise (collector 500, emit aborted, transport stalled)
+    "parent-root-not-an-object": Content(_run(facets={"parent": {"root": 1}}), "run.facets.parent.root"),
+    "parent-without-job": Content(_run(facets={"parent": {"run": {"runId": str(uuid.uuid4())}}}),
+                                  "run.facets.parent.job"),
+    "parent-root-without-run": Content(_run(facets={"parent": {
+        "run": {"runId": str(uuid.uuid4())}, "job": {"namespace": "n", "name": "p"},
+        "root": {"job": {"namespace": "n", "name": "r"}}}}), "run.facets.parent.root.run"),
+    "parent-with-wrong-types": Content(_run(facets={"parent": {"_producer": PRODUCER, "_schemaURL": "u",
+                                                               "run": "x", "job": 5}}), "run.facets.parent.run"),
+    # issue 16 item 6: the limits of schemas/limits.py
+    "nested-over-the-depth-limit": Content(_run(facets={"deep": {"_producer": PRODUCER, "_schemaURL": "u",
+                                                                 "v": nested(MAX_JSON_DEPTH - 4)}}),
+                                           "run.facets.deep.v.a"),
+    "job-name-over-64k": Content(_job(name="n" * (MAX_NAME_CHARS + 1)), "job.name"),
+    "schema-fields-nested-33-levels": Content(_output(facets={"schema": schema_facet(chain(33))}),
+                                              "outputs.0.facets.schema.fields.0.fields.0.fields"),
+    "schema-field-path-over-4096": Content(_output(facets={"schema": schema_facet(chain(20, "c" * 250))}),
+                                           "outputs.0.facets.schema.fields.0.fields"),
 }
 
 # Odd but valid events: every surface must accept them and deliver them unchanged.
@@ -190,15 +218,19 @@ VALID_CONTENT: dict[str, Content] = {
                    "symlinks": {"_producer": PRODUCER, "_schemaURL": "u", "identifiers": "not-a-list"}},
         "outputFacets": {"outputStatistics": {"_producer": PRODUCER, "_schemaURL": "u", "rowCount": "ten",
                                               "size": True}}}],
-        run={"runId": str(uuid.uuid4()), "facets": {"parent": {"_producer": PRODUCER, "_schemaURL": "u",
-                                                               "run": "x", "job": 5},
-                                                    "nominalTime": {"_producer": PRODUCER, "_schemaURL": "u",
+        run={"runId": str(uuid.uuid4()), "facets": {"nominalTime": {"_producer": PRODUCER, "_schemaURL": "u",
                                                                     "nominalStartTime": 17}}}), None),
     "numbers-where-strings-in-schema-fields": Content(_output(facets={"schema": schema_facet(
         [{"name": 5, "type": 7}, None, "x", {"name": None}, {"name": "ok", "type": ["array"]}])}), None),
     "schema-facet-10k-fields": Content(_output(facets={"schema": schema_facet(wide_schema())}), None),
-    "nested-500-levels": Content(_run(facets={"deep": {"_producer": PRODUCER, "_schemaURL": "u",
-                                                       "v": nested(500)}}), None),
+    # event > run > facets > deep > v: exactly MAX_JSON_DEPTH levels
+    "nested-at-the-depth-limit": Content(_run(facets={"deep": {"_producer": PRODUCER, "_schemaURL": "u",
+                                                               "v": nested(MAX_JSON_DEPTH - 5)}}), None),
+    "schema-fields-nested-32-levels": Content(_output(facets={"schema": schema_facet(chain(32))}), None),
+    "parent-and-root": Content(_run(facets={"parent": {
+        "_producer": PRODUCER, "_schemaURL": "u", "run": {"runId": str(uuid.uuid4())},
+        "job": {"namespace": "n", "name": "p"},
+        "root": {"run": {"runId": str(uuid.uuid4())}, "job": {"namespace": "n", "name": "r"}}}}), None),
 }
 
 # Python-only inputs of the emitter API (no JSON body can hold them). They are invalid as events: the emitter must

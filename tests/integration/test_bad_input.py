@@ -347,7 +347,9 @@ TOPIC_CONTENT_KINDS = [
     "impossible-calendar-time", "date-without-time", "unknown-eventType", "lowercase-eventType",
     "string-where-object", "array-where-object", "null-where-object", "object-where-array", "strings-where-datasets",
     "empty-job-name", "facets-as-array", "string-as-facet", "null-as-facet", "dataset-event-with-string-dataset",
-    "no-run-job-or-dataset", *VALID_CONTENT,
+    "no-run-job-or-dataset", "parent-root-not-an-object", "parent-without-job", "parent-root-without-run",
+    "parent-with-wrong-types", "nested-over-the-depth-limit", "job-name-over-64k", "schema-fields-nested-33-levels",
+    "schema-field-path-over-4096", *VALID_CONTENT,
 ]
 TOPIC_CASES = [
     # framing
@@ -493,7 +495,8 @@ EMIT_LINES: dict[str, tuple[Callable[[], str], str | None]] = {
     "null-line": (lambda: "null", "event: expected a JSON object, got NoneType"),
     **{kind: (lambda kind=kind: json.dumps(INVALID_CONTENT[kind].build(NS, "cli/x")), INVALID_CONTENT[kind].field)
        for kind in ("missing-runId", "missing-eventTime", "missing-job", "missing-producer", "invalid-uuid-runId",
-                    "unparsable-eventTime", "unknown-eventType", "null-as-facet", "lone-surrogate-in-name")},
+                    "unparsable-eventTime", "unknown-eventType", "null-as-facet", "lone-surrogate-in-name",
+                    "parent-root-not-an-object", "nested-over-the-depth-limit")},
     "crlf-line-ending": (lambda: json.dumps(event(NS, "cli/emit-crlf")) + "\r", None),
     "whitespace-only-line": (lambda: " \t ", None),
     "duplicate-keys-last-wins": (lambda: json.dumps(event(NS, "cli/emit-dup-first"))[:-1]
@@ -966,6 +969,33 @@ def test_transport_is_not_stalled_by_an_unserializable_event(pipeline: Pipeline)
         assert (transport.delivered, transport.invalid) == (1, 1)
     finally:
         transport.close(2)
+
+
+def test_transport_goes_on_after_an_unexpected_error_in_one_event(pipeline: Pipeline) -> None:
+    """Issue 16 item 4: an exception that is neither "invalid" nor "registry unavailable" (a bug of ours on one
+    event, here injected into the real publisher) is that event's error: counted invalid at once, never retried as
+    if the registry were down, and the events after it are delivered."""
+    transport = KafkaAvroTransport(KafkaAvroConfig.from_dict({"topic": pipeline.main.events, "flush_timeout": 5}))
+    encode = transport._publisher.encode
+
+    def failing(payload: Any) -> tuple[bytes, bytes]:
+        if (payload.get("job") or {}).get("name") == "emitter/unexpected-error":
+            raise AttributeError("'int' object has no attribute 'get'")  # what partition_key raised before
+        return encode(payload)
+
+    transport._publisher.encode = failing  # type: ignore[method-assign]
+    try:
+        transport.emit(event(NS, "emitter/unexpected-error"))
+        transport.emit(INVALID_CONTENT["parent-root-not-an-object"].build(NS, "emitter/issue-16-reproducer"))
+        after = event(NS, "good/emitter/after-unexpected-error")
+        transport.emit(after)
+        pipeline.expect(after)
+        deadline = time.monotonic() + 10
+        while transport.delivered < 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (transport.delivered, transport.invalid, transport.undelivered) == (1, 2, 0)
+    finally:
+        assert transport.close() is True
 
 
 def test_transport_delivers_an_event_over_1mb(pipeline: Pipeline) -> None:
