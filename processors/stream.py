@@ -212,7 +212,8 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
     @app.timer(settings.report_seconds)
     async def report() -> None:
         log.info("processor: %(in)d in, %(out)d normalized, %(duplicates)d duplicates, %(late)d late, "
-                 "%(drift)d schema changes, %(dead)d dead letters", stats)
+                 "%(drift)d schema changes, %(dead)d dead letters; state: %(ids)d dedupe ids, %(runs)d runs, "
+                 "%(held)d held events", {**stats, **core.state_sizes()})
 
     @app.on_partitions_revoked.connect
     async def on_revoked(app: faust.App, revoked: set, **_: Any) -> None:
