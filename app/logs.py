@@ -39,7 +39,10 @@ _SECRET_WORDS = (r"passw(?:or)?d|pwd|secret|token|api[_.-]?key|apikey|credential
                  r"|basic\.auth\.user\.info")
 _SENSITIVE_KEY = re.compile(rf"{_SECRET_WORDS}|authorization", re.IGNORECASE)
 # Authorization is not among the text keys: its own pattern masks the whole value, scheme kept ("Bearer ***").
-_KEY = rf"[\w.-]*?(?:{_SECRET_WORDS})[\w.-]*"
+# A key is a whole run of [\w.-] with a secret word in it. The lookahead finds the word, then the run is taken
+# possessively: "[\w.-]*?word[\w.-]*" would retry the rest of the run after every occurrence of a word, quadratic in
+# the run's length ("tokentoken…"); the match is the same, since a key is always followed by a non-key character.
+_KEY = rf"(?=[\w.-]*?(?:{_SECRET_WORDS}))[\w.-]*+"
 _QUOTED = r"""b?"(?:[^"\\\n]|\\.)*"|b?'(?:[^'\\\n]|\\.)*'"""
 _UNQUOTED = r"""[^\s,;&'"}\])]+"""
 
@@ -47,8 +50,11 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (
     # -----BEGIN RSA PRIVATE KEY----- … -----END RSA PRIVATE KEY-----
     (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.DOTALL),
      "-----BEGIN PRIVATE KEY-----***-----END PRIVATE KEY-----"),
-    # scheme://user:pass@host (an empty user too); RFC 3986 ends the userinfo at / ? # so those are not the password
-    (re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)([^\s:/?#@]*):([^\s/?#@]+)@"), rf"\1\2:{MASK}@"),
+    # scheme://user:pass@host (an empty user too); RFC 3986 ends the userinfo at / ? # so those are not the password.
+    # Only a whole run of scheme characters is tried (see _userinfo): trying every letter of a long dotted name as a
+    # scheme's start was quadratic in its length.
+    (re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z0-9+.-]*+://)([^\s:/?#@]*):([^\s/?#@]+)@"),
+     lambda match: _userinfo(match)),
     # Authorization: Bearer x / "Authorization": "Basic x" / ('Authorization', 'x')
     (re.compile(r"""(?i)(\bauthorization["']?[ \t]*[:=,][ \t]*["']?)(?:((?:bearer|basic|digest|token|apikey)[ \t]+))?"""
                 r"""[^\s"',;}\])]+"""), rf"\1\2{MASK}"),
@@ -57,6 +63,20 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (
     (re.compile(r"\b([Bb]earer|BEARER)[ \t]+[A-Za-z0-9\-._~+/]{8,}=*"), rf"\1 {MASK}"),
     (re.compile(r"\b([Bb]asic|BASIC)[ \t]+(?=[A-Za-z0-9+/]*[0-9A-Z+/])[A-Za-z0-9+/]{8,}={0,2}"), rf"\1 {MASK}"),
 )
+_WORD_CHAR = re.compile(r"\w")
+
+
+def _userinfo(match: re.Match[str]) -> str:
+    """``scheme://user:***@`` if the run before ``://`` holds a scheme as ``\b[A-Za-z][A-Za-z0-9+.-]*`` finds it: a
+    letter at a word boundary (the run's start, or after one of + . -), else the text unchanged."""
+    run, start, text = match.group(1)[:-3], match.start(), match.string
+    for offset, char in enumerate(run):
+        if ("A" <= char <= "Z" or "a" <= char <= "z") and (
+                run[offset - 1] in "+.-" if offset else start == 0 or not _WORD_CHAR.match(text, start - 1)):
+            return f"{match.group(1)}{match.group(2)}:{MASK}@"
+    return match.group(0)
+
+
 # 'password', 'x' (a tuple in a repr) and password=x, password: "x", 'sasl.password': 'x', NEO4J_PASSWORD=x
 _PAIR = re.compile(rf"""(?i)(?<![\w.-])(?P<key>(?P<q>["']){_KEY}(?P=q)[ \t]*,[ \t]*)(?P<value>{_QUOTED})""")
 _KEY_VALUE = re.compile(

@@ -5,7 +5,9 @@ from __future__ import annotations
 import io
 import json
 import logging
+import random
 import re
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -245,3 +247,58 @@ def test_problem_points_at_the_caller(capture: Callable[[bool], io.StringIO]) ->
     logging.getLogger(LOGGER).addHandler(keep)
     problem(logging.getLogger(LOGGER), "lag high", "add consumers")
     assert records[0].funcName == "test_problem_points_at_the_caller"
+
+
+# --- redaction is linear in the line's length (issue 16 item 6) --------------------------------------------------
+def _cpu_seconds(redactor: Redactor, text: str, rounds: int) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        started = time.process_time()
+        redactor.redact(text)
+        best = min(best, time.process_time() - started)
+    return max(best, 1e-5)
+
+
+@pytest.mark.parametrize("unit", ["orders.daily_", "a-b+c.", "tokenpassword.",
+                                  "job=x password=hunter22 url=postgres://u:pw@db/x Bearer abcdefghijk "],
+                         ids=["dotted-name", "scheme-characters", "secret-words", "mixed"])
+def test_redaction_time_grows_linearly_with_the_line(unit: str) -> None:
+    """A 1 M-character line costs about 100 times a 10 K one (quadratic would be 10,000 times; a 128 K name took 48 s
+    before). The bound is generous against noise; the times are CPU seconds of this process."""
+    redactor = Redactor([SECRET])
+    short, long = unit * (10_000 // len(unit)), unit * (1_000_000 // len(unit))
+    ratio = _cpu_seconds(redactor, long, 1) / _cpu_seconds(redactor, short, 5)
+    assert ratio < 400, f"{ratio:.0f}x for 100x the characters"
+
+
+# The patterns before they were made linear: the reference that the results must still equal.
+_OLD_KEY = rf"[\w.-]*?(?:{logs._SECRET_WORDS})[\w.-]*"
+_OLD_URL = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)([^\s:/?#@]*):([^\s/?#@]+)@")
+_OLD_PAIR = re.compile(rf"""(?i)(?<![\w.-])(?P<key>(?P<q>["']){_OLD_KEY}(?P=q)[ \t]*,[ \t]*)"""
+                       rf"""(?P<value>{logs._QUOTED})""")
+_OLD_KEY_VALUE = re.compile(rf"""(?i)(?<![\w.-])(?P<key>(?P<q>["']?){_OLD_KEY}(?P=q)[ \t]*[:=][ \t]*)"""
+                            rf"""(?P<value>{logs._QUOTED}|{logs._UNQUOTED})""")
+
+
+def _reference_redact(text: str) -> str:
+    for index, (pattern, replacement) in enumerate(logs._PATTERNS):
+        if index == 1:
+            pattern, replacement = _OLD_URL, rf"\1\2:{MASK}@"
+        text = pattern.sub(replacement, text)
+    text = _OLD_PAIR.sub(logs._mask_value, text)
+    return _OLD_KEY_VALUE.sub(logs._mask_value, text)
+
+
+def test_linear_redaction_gives_the_same_results_as_before() -> None:
+    """Differential: random lines made of the pieces the patterns care about, redacted both ways."""
+    pieces = ["password", "token", "api_key", "secret", "user", "=", ":", ": ", ",", "'", '"', "\\", "://", "@", "/",
+              "?", "#", ".", "-", "+", "_", " ", "\t", "x", "Z", "9", "é", "ß", "http", "s3a", "1x", "Bearer ",
+              "Basic QWxhZGRpbjpvcGVu", "authorization: ", "b'", "}", "]", ")", ";", "&", "\n", "PRIVATE KEY"]
+    rng = random.Random(16)
+    redactor = Redactor()
+    for _ in range(20_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 14)))
+        assert redactor.redact(text) == _reference_redact(text), repr(text)
+    for text in ("x.http://u:p@h", "-1.http://u:p@h", "_http://u:p@h", "éhttp://u:p@h", "1http://u:p@h",
+                 "a+b://:p@h", "://u:p@h", "pg://u:p@h/a://v:q@i", "my_password_file.txt=/etc/x", "'tokens', 'v'"):
+        assert redactor.redact(text) == _reference_redact(text), text
