@@ -208,8 +208,6 @@ VALID_CONTENT: dict[str, Content] = {
     "null-eventType": Content(_with(eventType=None), None),
     "ancient-time-year-0001": Content(_with(eventTime="0001-01-01T00:00:00Z"), None),
     "ancient-time-with-offset": Content(_with(eventTime="0001-01-01T00:00:00+01:00"), None),
-    "far-future-year-9999": Content(_with(eventTime="9999-12-31T23:59:59.999999Z"), None),
-    "far-future-with-negative-offset": Content(_with(eventTime="9999-12-31T23:59:59-01:00"), None),
     "wrong-types-inside-facets": Content(lambda ns, n: event(ns, n, outputs=[{
         "namespace": ns, "name": f"{n}/out",
         "facets": {"schema": schema_facet("id bigint, name string"),
@@ -231,6 +229,14 @@ VALID_CONTENT: dict[str, Content] = {
         "_producer": PRODUCER, "_schemaURL": "u", "run": {"runId": str(uuid.uuid4())},
         "job": {"namespace": "n", "name": "p"},
         "root": {"run": {"runId": str(uuid.uuid4())}, "job": {"namespace": "n", "name": "r"}}}}), None),
+}
+
+# Valid events every emitter accepts, which the processor dead-letters as ``event-time-in-future`` (an eventTime over
+# an hour ahead of the record's Kafka timestamp: docs/ARCHITECTURE.md decision 33). Sent only to the emitter API
+# (encode) and the raw topic.
+FUTURE_CONTENT: dict[str, Content] = {
+    "far-future-year-9999": Content(_with(eventTime="9999-12-31T23:59:59.999999Z"), None),
+    "far-future-with-negative-offset": Content(_with(eventTime="9999-12-31T23:59:59-01:00"), None),
 }
 
 # Python-only inputs of the emitter API (no JSON body can hold them). They are invalid as events: the emitter must

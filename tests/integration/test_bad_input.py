@@ -51,6 +51,7 @@ from kafka_lineage.stack.smoke import ensure_topic
 from openlineage.client import OpenLineageClient
 
 from tests.bad_inputs import (
+    FUTURE_CONTENT,
     HOSTILE_NAMES,
     INVALID_CONTENT,
     PRODUCER,
@@ -140,7 +141,7 @@ def content_case(surface: str, kind: str, content: Content) -> Case:
 
 # === the emitter API =================================================================================================
 EMITTER_CASES = [content_case("emitter", kind, content)
-                 for kind, content in {**INVALID_CONTENT, **VALID_CONTENT, **PYTHON_ONLY}.items()]
+                 for kind, content in {**INVALID_CONTENT, **VALID_CONTENT, **FUTURE_CONTENT, **PYTHON_ONLY}.items()]
 # Hooks (producers/hooks): a mistake in the author's call raises at once, naming it (documented in hooks/runs.py).
 HOOK_CASES = [
     Case("emitter", "hook-blank-job-name", lambda: lineage_task("  "), "job_name"),
@@ -323,12 +324,14 @@ class TopicContext:
 
 
 def _content_on_topic(kind: str) -> Case:
-    content = INVALID_CONTENT.get(kind) or VALID_CONTENT[kind]
+    content = INVALID_CONTENT.get(kind) or VALID_CONTENT.get(kind) or FUTURE_CONTENT[kind]
 
     def build(ctx: TopicContext) -> tuple[bytes, dict]:
         payload = content.build(NS, f"topic/{kind}")
         return ctx.avro(payload), payload
 
+    if kind in FUTURE_CONTENT:
+        return Case("topic", kind, build, dead("event-time-in-future", text="ahead"))
     return Case("topic", kind, build, dead("invalid-event", text=content.field) if content.field else Intact())
 
 
@@ -349,7 +352,7 @@ TOPIC_CONTENT_KINDS = [
     "empty-job-name", "facets-as-array", "string-as-facet", "null-as-facet", "dataset-event-with-string-dataset",
     "no-run-job-or-dataset", "parent-root-not-an-object", "parent-without-job", "parent-root-without-run",
     "parent-with-wrong-types", "nested-over-the-depth-limit", "job-name-over-64k", "schema-fields-nested-33-levels",
-    "schema-field-path-over-4096", *VALID_CONTENT,
+    "schema-field-path-over-4096", *VALID_CONTENT, *FUTURE_CONTENT,
 ]
 TOPIC_CASES = [
     # framing
@@ -927,7 +930,7 @@ def test_transport_counts_bad_events_as_invalid_and_delivers_the_rest(pipeline: 
     emits its run (with an extractionError facet)."""
     transport = KafkaAvroTransport(KafkaAvroConfig.from_dict({"topic": pipeline.main.events}))
     refused = [c for c in EMITTER_CASES if isinstance(c.expect, Refused) and not c.bug]
-    accepted = [c for c in EMITTER_CASES if isinstance(c.expect, Intact)]
+    accepted = [c for c in EMITTER_CASES if isinstance(c.expect, Intact) and c.kind not in FUTURE_CONTENT]
     sent = 0
     for case in refused + accepted:
         payload = case.build(NS, f"emitter/{case.kind}")
