@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -61,6 +62,7 @@ __all__ = [
     "graph_batch",
     "state_rank",
     "statements",
+    "stored_key",
     "transformation_text",
     "utc_time",
 ]
@@ -97,6 +99,30 @@ def utc_time(value: Any) -> str | None:
 def state_rank(event_type: Any) -> int | None:
     """START=0, RUNNING=1, COMPLETE/FAIL/ABORT=2 (``lifecycle_rank``); None for OTHER or no type: no state change."""
     return lifecycle_rank(event_type) if event_type in _STATEFUL else None
+
+
+# --- node keys ------------------------------------------------------------------------------------------------------
+# Neo4j's range indexes (behind the uniqueness constraints) refuse keys over ~8 KB for the whole composite key, and a
+# Field is keyed by three strings: a namespace, name or field over KEY_MAX_BYTES is stored by a hash instead.
+KEY_MAX_BYTES = 2048
+_KEY_PREFIX_CHARS = 256  # the start of the value is kept in the key, readable in Neo4j Browser
+_KEY_MARK = "#sha256:"
+_HASHED_KEY = re.compile(r"#sha256:[0-9a-f]{64}\Z")
+
+
+def stored_key(value: str) -> str:
+    """What a node stores in a key property (``namespace``, ``name``, ``field``) for ``value``: the value itself, or
+    for a value over ``KEY_MAX_BYTES`` UTF-8 bytes (or one that reads like such a key, so no name can take another's
+    node) its first 256 characters + ``#sha256:`` + the SHA-256 of the whole value. The whole value is then kept in
+    ``fullNamespace``/``fullName``/``fullField`` (not indexed). Look a node up by ``stored_key(name)``; show
+    ``coalesce(n.fullName, n.name)``. Ordinary values are their own key: the graph and its fingerprint do not change.
+    """
+    if len(value) <= KEY_MAX_BYTES // 4 and _KEY_MARK not in value:  # at most 4 bytes a character: short enough
+        return value
+    data = value.encode("utf-8", "surrogatepass")
+    if len(data) <= KEY_MAX_BYTES and not _HASHED_KEY.search(value):
+        return value
+    return f"{value[:_KEY_PREFIX_CHARS]}{_KEY_MARK}{hashlib.sha256(data).hexdigest()}"
 
 
 # --- small pure helpers --------------------------------------------------------------------------------------------
@@ -226,6 +252,18 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "derives_from": ("namespace", "name", "field", "inputNamespace", "inputName", "inputField"),
     "has_schema": ("namespace", "name", "hash"),
     "run_totals": ("runId",),
+    # the whole values behind hashed keys (stored_key): rows only for nodes that have one
+    "jobs_names": ("namespace", "name"),
+    "datasets_names": ("namespace", "name"),
+    "fields_names": ("namespace", "name", "field"),
+    "schema_versions_names": ("namespace", "name", "hash"),
+}
+# Per node kind, its key columns that may be hashed → the property holding the whole value.
+_FULL: dict[str, dict[str, str]] = {
+    "jobs": {"namespace": "fullNamespace", "name": "fullName"},
+    "datasets": {"namespace": "fullNamespace", "name": "fullName"},
+    "fields": {"namespace": "fullNamespace", "name": "fullName", "field": "fullField"},
+    "schema_versions": {"namespace": "fullNamespace", "name": "fullName"},
 }
 
 
@@ -235,6 +273,7 @@ _KEY_OF: dict[str, Callable[[Row], Any]] = {kind: itemgetter(*columns) for kind,
 class _Builder:
     def __init__(self) -> None:
         self.rows: dict[str, dict[Any, Row]] = {kind: {} for kind in _KEYS}
+        self.originals: dict[str, str] = {}  # stored key → the value it stands for, for values stored by hash
         # (namespace, name, version) whose field rows are in: every event of a job repeats its output's schema
         self.schemas_done: set[tuple[str, str, str]] = set()
         self.versions: dict[str, str] = {}  # fields JSON → schema version: hashing is the costlier step
@@ -251,9 +290,25 @@ class _Builder:
         if kind == "runs":
             _merge_state(old, row)
 
-    # nodes
+    def key(self, value: str) -> str:
+        """``stored_key(value)``, remembering the value when it is stored by hash (for its node's full names)."""
+        stored = stored_key(value)
+        if stored is not value:
+            self.originals[stored] = value
+        return stored
+
+    def full_names(self, kind: str, row: Row) -> None:
+        """A ``…_names`` row (the whole values behind hashed keys) for a node row whose keys include one."""
+        originals = self.originals
+        if originals and any(row[column] in originals for column in _FULL[kind]):
+            self.add(f"{kind}_names", {**{column: row[column] for column in _KEYS[kind]},
+                                       **{_FULL[kind][column]: originals.get(row[column]) for column in _FULL[kind]}})
+
+    # nodes (every string of a key is a stored key: Builder.key)
     def job(self, namespace: str, name: str, time: str | None = None, job_type: Row | None = None) -> None:
-        self.add("jobs", {"namespace": namespace, "name": name, "lastEventTime": time, "jobType": job_type})
+        row = {"namespace": namespace, "name": name, "lastEventTime": time, "jobType": job_type}
+        self.add("jobs", row)
+        self.full_names("jobs", row)
 
     def run(self, run_id: str, **props: Any) -> None:
         row: Row = {"runId": run_id, "state": None, "rank": None, "stateOrder": None, "startTime": None,
@@ -262,24 +317,29 @@ class _Builder:
         self.add("runs", row)
 
     def dataset(self, namespace: str, name: str, schema: Row | None = None) -> None:
-        self.add("datasets", {"namespace": namespace, "name": name, "schema": schema})
+        row = {"namespace": namespace, "name": name, "schema": schema}
+        self.add("datasets", row)
+        self.full_names("datasets", row)
 
     def field(self, namespace: str, name: str, path: str, with_dataset: bool = True) -> None:
         if with_dataset:
             self.dataset(namespace, name)
-        self.add("fields", {"namespace": namespace, "name": name, "field": path})
+        row = {"namespace": namespace, "name": name, "field": path}
+        self.add("fields", row)
+        self.full_names("fields", row)
         self.add("has_field", {"namespace": namespace, "name": name, "field": path})
 
 
-def _identity(obj: Any) -> tuple[str, str] | None:
-    """(namespace, name) of a job or dataset object; None when either is missing (MERGE cannot key on null)."""
+def _identity(b: _Builder, obj: Any) -> tuple[str, str] | None:
+    """Stored keys of (namespace, name) of a job or dataset object; None when either is missing (MERGE cannot key
+    on null)."""
     namespace, name = _str(_dict(obj).get("namespace")), _str(_dict(obj).get("name"))
-    return (namespace, name) if namespace is not None and name is not None else None
+    return (b.key(namespace), b.key(name)) if namespace is not None and name is not None else None
 
 
 def _dataset_facets(b: _Builder, dataset: Any, time: str | None) -> tuple[str, str] | None:
     """Dataset node, its fields and schema version (schema facet) and field lineage (columnLineage facet)."""
-    ident = _identity(dataset)
+    ident = _identity(b, dataset)
     if ident is None:
         return None
     namespace, name = ident
@@ -291,13 +351,15 @@ def _dataset_facets(b: _Builder, dataset: Any, time: str | None) -> tuple[str, s
         if version is None:  # the processor's hash, so alerts and graph name versions alike
             version = b.versions[fields_json] = schema_version(fields)
         b.dataset(namespace, name, _group(time or _NO_TIME_MAX, version=version))
-        b.add("schema_versions", {"namespace": namespace, "name": name, "hash": version,
-                                  "first": _group(time or _NO_TIME_MIN, fields=fields_json, firstSeen=time)})
+        version_row = {"namespace": namespace, "name": name, "hash": version,
+                       "first": _group(time or _NO_TIME_MIN, fields=fields_json, firstSeen=time)}
+        b.add("schema_versions", version_row)
+        b.full_names("schema_versions", version_row)
         b.add("has_schema", {"namespace": namespace, "name": name, "hash": version})
         if (namespace, name, version) not in b.schemas_done:  # field rows have no merge rules: once is enough
             b.schemas_done.add((namespace, name, version))
             for path in field_paths(fields):
-                b.field(namespace, name, path, with_dataset=False)
+                b.field(namespace, name, b.key(path), with_dataset=False)
     else:
         b.dataset(namespace, name)
     for out_field, spec in _dict(_dict(facets.get("columnLineage")).get("fields")).items():
@@ -305,14 +367,15 @@ def _dataset_facets(b: _Builder, dataset: Any, time: str | None) -> tuple[str, s
             continue
         spec = _dict(spec)
         for entry in _list(spec.get("inputFields")):
-            source, in_field = _identity(entry), _str(_dict(entry).get("field"))
+            source, in_field = _identity(b, entry), _str(_dict(entry).get("field"))
             if source is None or in_field is None:
                 continue
+            out_key, in_key = b.key(out_field), b.key(in_field)
             text = transformation_text(entry) or (_str(spec.get("transformationType")) or "")
-            b.field(namespace, name, out_field)
-            b.field(*source, in_field)
-            b.add("derives_from", {"namespace": namespace, "name": name, "field": out_field,
-                                   "inputNamespace": source[0], "inputName": source[1], "inputField": in_field,
+            b.field(namespace, name, out_key)
+            b.field(*source, in_key)
+            b.add("derives_from", {"namespace": namespace, "name": name, "field": out_key,
+                                   "inputNamespace": source[0], "inputName": source[1], "inputField": in_key,
                                    "lineage": _group(time or _NO_TIME_MAX, transformation=text)})
     return ident
 
@@ -333,7 +396,7 @@ def _add_event(b: _Builder, event: Mapping[str, Any]) -> None:
     if isinstance(event.get("dataset"), dict) and "run" not in event:  # DatasetEvent
         _dataset_facets(b, event["dataset"], time)
         return
-    job_ident = _identity(event.get("job"))
+    job_ident = _identity(b, event.get("job"))
     if job_ident is not None:
         job_type = _facet_content(_dict(_dict(event["job"].get("facets")).get("jobType")))
         type_group = _group(time or _NO_TIME_MAX, processingType=job_type.get("processingType"),
@@ -360,7 +423,7 @@ def _add_event(b: _Builder, event: Mapping[str, Any]) -> None:
         if job_ident is not None:
             b.add("of_job", {"runId": run_id, "namespace": job_ident[0], "name": job_ident[1]})
         parent = _dict(facets.get("parent"))
-        parent_id, parent_job = _str(_dict(parent.get("run")).get("runId")), _identity(parent.get("job"))
+        parent_id, parent_job = _str(_dict(parent.get("run")).get("runId")), _identity(b, parent.get("job"))
         if parent_id is not None and parent_id != run_id:
             b.run(parent_id)
             b.add("child_of", {"runId": run_id, "parentRunId": parent_id})
@@ -465,6 +528,17 @@ STATEMENTS: dict[str, str] = {
     "schema_versions": "UNWIND $rows AS row\n"
                        "MERGE (s:SchemaVersion {namespace: row.namespace, name: row.name, hash: row.hash})\n"
                        + _take_latest("s", "first", {"fields": "fields", "firstSeen": "firstSeen"}, earliest=True),
+    # --- the whole values behind hashed keys: not indexed, so any length
+    "jobs_names": "UNWIND $rows AS row\nMATCH (n:Job {namespace: row.namespace, name: row.name})\n"
+                  "SET n.fullNamespace = row.fullNamespace, n.fullName = row.fullName",
+    "datasets_names": "UNWIND $rows AS row\nMATCH (n:Dataset {namespace: row.namespace, name: row.name})\n"
+                      "SET n.fullNamespace = row.fullNamespace, n.fullName = row.fullName",
+    "fields_names": "UNWIND $rows AS row\n"
+                    "MATCH (n:Field {namespace: row.namespace, name: row.name, field: row.field})\n"
+                    "SET n.fullNamespace = row.fullNamespace, n.fullName = row.fullName, n.fullField = row.fullField",
+    "schema_versions_names": "UNWIND $rows AS row\n"
+                             "MATCH (n:SchemaVersion {namespace: row.namespace, name: row.name, hash: row.hash})\n"
+                             "SET n.fullNamespace = row.fullNamespace, n.fullName = row.fullName",
     # --- relationships (every end has a node row in the same batch, written above)
     "of_job": "UNWIND $rows AS row\nMATCH (r:Run {runId: row.runId})\n"
               "MATCH (j:Job {namespace: row.namespace, name: row.name})\nMERGE (r)-[:OF_JOB]->(j)",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import random
 import re
@@ -13,6 +14,7 @@ from kafka_lineage.schemas.schema_diff import schema_fields, schema_version
 from kafka_lineage.sinks.graph_model import (
     CONSTRAINTS,
     FINGERPRINT_QUERIES,
+    KEY_MAX_BYTES,
     STATEMENTS,
     GraphBatch,
     field_paths,
@@ -20,6 +22,7 @@ from kafka_lineage.sinks.graph_model import (
     graph_batch,
     state_rank,
     statements,
+    stored_key,
     transformation_text,
     utc_time,
 )
@@ -369,7 +372,7 @@ def test_statements_are_parameterized():
 
 def test_statement_texts_are_constants():
     for name, query in STATEMENTS.items():
-        assert "UNWIND $rows AS row" in query and ("MERGE" in query or name == "run_totals")
+        assert "UNWIND $rows AS row" in query and ("MERGE" in query or name == "run_totals" or name.endswith("_names"))
     assert {q for q, _ in statements(graph_batch(scenario()))} <= set(STATEMENTS.values())
 
 
@@ -456,3 +459,51 @@ def test_fingerprint_queries_cover_the_model():
     for name, query in FINGERPRINT_QUERIES.items():
         assert query.startswith("MATCH ") and "$" not in query
         assert (f":{name})" in query) if name in labels else (f":{name}]" in query)
+
+
+# --- keys of very long names (issue 16 item 6) ------------------------------------------------------------------
+def _named(namespace: str, name: str, field: str) -> dict:
+    """A COMPLETE run of job ``name`` writing dataset ``name`` with schema field ``field`` deriving from itself."""
+    return {"eventType": "COMPLETE", "eventTime": "2024-05-01T12:00:00Z", "producer": "p", "schemaURL": "u",
+            "run": {"runId": RUN}, "job": {"namespace": namespace, "name": name},
+            "outputs": [{"namespace": namespace, "name": name, "facets": {
+                "schema": {"fields": [{"name": field, "type": "int"}]},
+                "columnLineage": {"fields": {field: {"inputFields": [
+                    {"namespace": namespace, "name": name, "field": field}]}}}}}]}
+
+
+def test_ordinary_names_are_their_own_keys():
+    for value in ("orders", "n" * KEY_MAX_BYTES, "é" * (KEY_MAX_BYTES // 2), "\U0001f4c8" * (KEY_MAX_BYTES // 4),
+                  "a#sha256:" + "0" * 63, "#sha256:xyz"):
+        assert stored_key(value) is value
+    batch = graph_batch([_named("ns", "n" * KEY_MAX_BYTES, "f" * KEY_MAX_BYTES)])
+    assert not any(name.endswith("_names") for name in batch.rows)
+    assert batch["jobs"][0]["name"] == "n" * KEY_MAX_BYTES
+
+
+def test_a_long_name_is_keyed_by_its_hash_and_kept_whole():
+    long_name, long_ns, long_field = "n" * 10_000, "s3://" + "b" * 3000, "\U0001f4c8" * 1000  # 4,000 bytes
+    key = stored_key(long_name)
+    assert key == "n" * 256 + "#sha256:" + hashlib.sha256(long_name.encode()).hexdigest()
+    assert stored_key(long_name + "x") != key and len(key.encode()) <= KEY_MAX_BYTES
+    batch = graph_batch([_named(long_ns, long_name, long_field)])
+    ns_key, field_key = stored_key(long_ns), stored_key(long_field)
+    assert [(r["namespace"], r["name"]) for r in batch["jobs"]] == [(ns_key, key)]
+    assert batch["jobs_names"] == ({"namespace": ns_key, "name": key, "fullNamespace": long_ns, "fullName": long_name},)
+    assert batch["datasets_names"] == batch["jobs_names"]
+    assert batch["fields_names"] == ({"namespace": ns_key, "name": key, "field": field_key, "fullNamespace": long_ns,
+                                      "fullName": long_name, "fullField": long_field},)
+    assert [r["namespace"] for r in batch["schema_versions_names"]] == [ns_key]
+    assert batch["derives_from"][0]["field"] == batch["derives_from"][0]["inputField"] == field_key
+    assert all(len(str(value).encode()) <= KEY_MAX_BYTES for kind in ("jobs", "datasets", "fields", "derives_from")
+               for row in batch[kind] for column, value in row.items() if column in ("namespace", "name", "field"))
+    order = list(STATEMENTS)  # after their nodes, before any relationship
+    assert all(order.index("schema_versions") < order.index(n) < order.index("of_job") for n in order if "_names" in n)
+
+
+def test_a_name_that_reads_like_a_hashed_key_cannot_take_its_node():
+    long_name = "n" * 10_000
+    forged = stored_key(long_name)  # sent as a name of its own
+    assert stored_key(forged) != forged
+    batch = graph_batch([_named("ns", forged, "f"), _named("ns", long_name, "f") | {"run": {"runId": PARENT}}])
+    assert len(batch["jobs"]) == 2 and {r["fullName"] for r in batch["jobs_names"]} == {forged, long_name}
