@@ -6,7 +6,7 @@
 - missing: expected, not found;
 - extra: found, not expected;
 - wrong: same identity, different value (``Run.state``, ``WROTE.rowCount``/``bytes``,
-  ``DERIVES_FROM.transformation``; an alert's ``severity`` or ``alertId``);
+  ``DERIVES_FROM.transformation``; an alert's ``severity`` or ``changeId``);
 - duplicates: one identity found more than once. The graph MERGEs, so it should hold none, but concurrent MERGEs
   of one relationship in two transactions can create two, and a missing uniqueness constraint two nodes; for
   alerts, the same alert (id) published twice.

@@ -99,14 +99,23 @@ def _wait_for_downstream(clients: ClientSettings, dataset: str, timeout: float =
 
 
 def _wait_for_alert(clients: ClientSettings, dataset: str, since: datetime, timeout: float = 120) -> dict[str, Any]:
-    """This run's alert for ``dataset`` (an earlier demo on the same stack left its own on the topic)."""
+    """This run's alert for the change made after ``since``: an earlier demo on the same stack left its own on the
+    topic, and this run's first Spark job changed the schema back (an alert of its own, from an earlier event)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for alert in tail(clients, clients.drift_topic, "schema_drift_alert", 200, follow=False):
-            if alert["dataset"]["name"] == dataset and alert["detectedAt"] >= since:
+            if alert["dataset"]["name"] == dataset and _event_time(alert["eventTime"]) >= since:
                 return alert
         time.sleep(1)
     raise RuntimeError(f"no schema-drift alert for {dataset} within {timeout:.0f}s")
+
+
+def _event_time(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return datetime.min.replace(tzinfo=UTC)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def run_demo(clients: ClientSettings, stack: StackSettings) -> None:
@@ -142,6 +151,10 @@ def run_demo(clients: ClientSettings, stack: StackSettings) -> None:
 
     _step("what the operator sees on lineage.schema-drift (lineage alerts tail)")
     print(format_alert(alert))
+    columns = ", ".join(f"{c['name']}.{c['field']} (depth {c['depth']})" for c in alert["impactedColumns"]) or "none"
+    print(f"  columns derived from the changed field: {columns}")
+    if not alert["impactComplete"]:
+        print("  (the graph sink had not caught up when the impact was read: the lists may be incomplete)")
     _step(f"impact of the change (lineage impact file {cleaned})")
     with driver_for(clients) as driver:
         graph = neighbourhood(driver, "file", cleaned, depth=5)
