@@ -25,11 +25,15 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings
 from kafka_lineage.kafka_io import AckingProducer, end_offsets, prepare_pipeline
 from kafka_lineage.processes import (
+    TAIL_LINES,
     alert_sink_process,
+    check_children,
     collector_process,
     pipeline_env,
     processor_process,
     sink_process,
+    sleep_watching,
+    wait_until,
 )
 from kafka_lineage.producers.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
 from kafka_lineage.producers.publisher import EventPublisher
@@ -169,7 +173,8 @@ def _rss_mib(pid: int) -> float:
 
 def _drain_normalized(settings: ClientSettings, topic: str, count: int, timeout: float
                       ) -> list[tuple[float, float]]:
-    """Wait for ``count`` normalized records: (producedAt in epoch ms, added latency processedAt - producedAt in ms)."""
+    """Wait for ``count`` normalized records: (producedAt in epoch ms, added latency processedAt - producedAt in ms).
+    A worker that ends meanwhile ends the wait (``ChildExited``)."""
     codec = AvroCodec("normalized_event", registry.schema_fetcher(SchemaRegistryClient(settings.registry_config())))
     consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap_servers, "group.id": f"bench-{uuid.uuid4()}",
                          "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
@@ -178,6 +183,7 @@ def _drain_normalized(settings: ClientSettings, topic: str, count: int, timeout:
     deadline = time.monotonic() + timeout
     try:
         while len(latencies) < count and time.monotonic() < deadline:
+            check_children()
             for message in consumer.consume(1000, 0.5):
                 if message.error() is None:
                     processing = codec.decode(message.value())["processing"]
@@ -213,7 +219,7 @@ def bench_processor_workers(settings: ClientSettings, workers: int, count: int) 
         steady_from = time.time() * 1000
         for index in range(0, len(steady), 50):  # 50 events every 0.1 s
             publisher.send([publisher.encode(event) for event in steady[index:index + 50]])
-            time.sleep(0.1)
+            sleep_watching(0.1)
         publisher.close()
         latencies = [latency for produced, latency in
                      _drain_normalized(settings, env["LINEAGE_NORMALIZED_TOPIC"], count + len(steady), 120)
@@ -228,10 +234,12 @@ def bare_faust(topic: str, count: int) -> dict[str, Any]:
     """Events/s of a Faust worker that only consumes ``count`` records of ``topic`` (``bench_faust``): the ceiling
     Faust's consume path sets for the processor, measured right after it on the same backlog."""
     result = subprocess.run([sys.executable, "-m", "kafka_lineage.bench_faust", topic, str(count)],
-                            capture_output=True, text=True, timeout=600)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
     lines = [line[line.index('{"events"'):] for line in result.stdout.splitlines() if '{"events"' in line]
     if result.returncode != 0 or not lines:  # (the worker's terminal codes can precede the line)
-        raise RuntimeError(f"bench_faust failed ({result.returncode}): {result.stderr.strip()[-600:]}")
+        tail = "\n".join(result.stdout.splitlines()[-TAIL_LINES:])
+        raise RuntimeError(f"bench_faust exited with code {result.returncode} without its figure; its last "
+                           f"{TAIL_LINES} log lines:\n{tail}")
     return json.loads(lines[-1])
 
 
@@ -254,6 +262,7 @@ def run_memory_bench(count: int, output: Path, ttl_seconds: float = 60.0, chunk:
     env = {**pipeline_env(prefix, 6, Path(".lineage/bench") / prefix), "LINEAGE_DEDUPE_TTL": str(ttl_seconds)}
     samples = []
     watcher = Consumer({"bootstrap.servers": settings.kafka_bootstrap_servers, "group.id": f"bench-{uuid.uuid4()}"})
+    normalized = env["LINEAGE_NORMALIZED_TOPIC"]
     with processor_process(env) as child:
         publisher = EventPublisher.from_settings(settings, env["LINEAGE_EVENTS_TOPIC"])
         started, sent = time.perf_counter(), 0
@@ -262,11 +271,9 @@ def run_memory_bench(count: int, output: Path, ttl_seconds: float = 60.0, chunk:
                 events = run_pairs(min(chunk, count - sent))
                 publisher.send([publisher.encode(event) for event in events]).result(600)
                 sent += len(events)
-                deadline = time.monotonic() + 600
                 # records on the topic: the processor's producer is idempotent, not transactional (no markers)
-                while sum(end_offsets(watcher, env["LINEAGE_NORMALIZED_TOPIC"]).values()) < sent \
-                        and time.monotonic() < deadline:
-                    time.sleep(0.5)
+                wait_until(lambda sent=sent: sum(end_offsets(watcher, normalized).values()) >= sent, 600,
+                           interval=0.5, what=f"the worker's output of {sent:,} events")
                 samples.append({"events": sent, "seconds": time.perf_counter() - started,
                                 "rss_mib": _rss_mib(child.process.pid)})
         finally:
@@ -322,13 +329,11 @@ def bench_sink(settings: ClientSettings, count: int) -> dict[str, Any]:
         started = time.perf_counter()
         producer.send(local.normalized_topic, records).result(300)
         producer.close()
-        with driver_for(local) as driver:
-            runs, deadline = 0, time.monotonic() + 1800
-            while runs < count // 2 and time.monotonic() < deadline:
-                time.sleep(0.5)
-                with driver.session() as session:
-                    runs = session.run("MATCH (:Job {namespace: $ns})<-[:OF_JOB]-(r:Run) WHERE r.state = 'COMPLETE' "
-                                       "RETURN count(r)", ns=namespace).single()[0]
+        with driver_for(local) as driver, driver.session() as session:
+            wait_until(lambda: session.run("MATCH (:Job {namespace: $ns})<-[:OF_JOB]-(r:Run) "
+                                           "WHERE r.state = 'COMPLETE' RETURN count(r)",
+                                           ns=namespace).single()[0] >= count // 2,
+                       1800, interval=0.5, what=f"the graph sink's {count // 2:,} completed runs")
         elapsed = time.perf_counter() - started
     return {"events": count, "events_per_s": count / elapsed, "seconds": elapsed}
 
@@ -476,11 +481,8 @@ def bench_end_to_end(settings: ClientSettings, count: int, rate: int = 1000, sec
         records = [publisher.encode(event) for event in backlog]
         started = time.perf_counter()
         publisher.send(records).result(600)
-        deadline = time.monotonic() + 1800
-        while _counter(sink.metrics_url, "lineage_events_out_total", stage="graph-sink") < count:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the graph sink did not catch up within 30 minutes")
-            time.sleep(0.2)
+        wait_until(lambda: _counter(sink.metrics_url, "lineage_events_out_total", stage="graph-sink") >= count,
+                   1800, what="the graph sink catching up with the backlog")
         elapsed = time.perf_counter() - started
         graph_before = _histogram(sink.metrics_url, "lineage_end_to_end_latency_seconds", path="graph")
         alert_before = _histogram(alerts.metrics_url, "lineage_end_to_end_latency_seconds", path="alert")
@@ -496,15 +498,13 @@ def bench_end_to_end(settings: ClientSettings, count: int, rate: int = 1000, sec
                 changes += 1
             publisher.send([publisher.encode(event) for event in batch])
             next_tick += tick
-            time.sleep(max(0.0, next_tick - time.monotonic()))
+            sleep_watching(max(0.0, next_tick - time.monotonic()))
         publisher.close()
         expected = count + len(steady) + 2 * changes
-        deadline = time.monotonic() + 120
-        while (_counter(sink.metrics_url, "lineage_events_out_total", stage="graph-sink") < expected
-               or _counter(alerts.metrics_url, "lineage_events_out_total", stage="alert-sink") < changes - 1):
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
+        with contextlib.suppress(TimeoutError):  # the latencies are of what arrived by then
+            wait_until(lambda: (_counter(sink.metrics_url, "lineage_events_out_total", stage="graph-sink") >= expected
+                                and _counter(alerts.metrics_url, "lineage_events_out_total",
+                                             stage="alert-sink") >= changes - 1), 120, interval=0.5)
         graph_after = _histogram(sink.metrics_url, "lineage_end_to_end_latency_seconds", path="graph")
         alert_after = _histogram(alerts.metrics_url, "lineage_end_to_end_latency_seconds", path="alert")
     return {"events": count, "events_per_s": count / elapsed, "seconds": elapsed, "steady_rate": rate,

@@ -18,6 +18,7 @@ import time
 import uuid
 
 import faust
+import mode
 from kafka_lineage.config import ClientSettings, ProcessorSettings
 from kafka_lineage.processors.faust_transport import App, broker_credentials
 
@@ -32,7 +33,8 @@ def main(argv: list[str]) -> int:
               broker_credentials=broker_credentials(clients.kafka_security), store="memory://",
               value_serializer="raw", key_serializer="raw", consumer_auto_offset_reset="earliest",
               web_enabled=False, datadir=tempfile.mkdtemp(prefix="lineage-bench-faust-"),
-              stream_buffer_maxsize=max(4096, settings.batch_size * 4))
+              stream_buffer_maxsize=max(4096, settings.batch_size * 4),
+              agent_supervisor=mode.CrashingSupervisor)  # a crashed agent ends the process, as in the processor
     topic = app.topic(topic_name, value_serializer="raw", key_serializer="raw")
     seen = {"events": 0, "first": 0.0}
 

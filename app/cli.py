@@ -29,6 +29,7 @@ from kafka_lineage.config import (
     port_number,
 )
 from kafka_lineage.gc_tuning import tune_gc
+from kafka_lineage.processes import ChildExited
 from kafka_lineage.producers.publisher import EventPublisher, PublishError
 from kafka_lineage.stack.manager import ServiceStatus, Stack, StackError
 from kafka_lineage.stack.maven import ResolutionError
@@ -313,8 +314,6 @@ def cmd_faults(args: argparse.Namespace) -> int:
                         neo4j_outage=args.neo4j_outage, inject=args.inject)
     assert report.check is not None
     print(format_report(report.check))
-    if report.exited:
-        print(f"ended by themselves during the run: {', '.join(report.exited)} (their logs: .lineage/faults/)")
     print(f"{report.events} events; faults: {'; '.join(report.faults)}; converged after "
           f"{report.converge_seconds:.0f}s: {'OK' if report.ok else 'NOT OK'}")
     return 0 if report.ok else 1
@@ -534,6 +533,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.handler(args)
     except (ConfigError, StackError, ResolutionError, PublishError) as exc:
         print(f"lineage: {exc}", file=sys.stderr)
+        return 1
+    except ChildExited as exc:  # a bench's, fault run's or the demo's component died: say which, and how
+        print("\n".join([f"lineage: {exc}", *getattr(exc, "__notes__", ())]), file=sys.stderr)
         return 1
     except (Neo4jError, DriverError) as exc:
         print(f"lineage: Neo4j: {getattr(exc, 'message', None) or exc}", file=sys.stderr)

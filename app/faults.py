@@ -4,7 +4,8 @@ check (``lineage workload``: the same without the faults).
 The workload (``workload.generate``: duplicates, late STARTs, retries, schema changes) is published at a steady
 rate while the processor and the graph sink are killed with SIGKILL at random points and restarted, the Kafka broker
 is restarted and Neo4j is stopped for a while. Then the graph and the alert topic are compared with the ground truth
-(``checker.check``): every element present, nothing extra, nothing wrong, no alert twice.
+(``checker.check``): every element present, nothing extra, nothing wrong, no alert twice. A component that ends by
+itself (not killed by the run) ends the run at once with ``ChildExited``: its exit code and last log lines.
 """
 
 from __future__ import annotations
@@ -23,7 +24,16 @@ from typing import Any
 from kafka_lineage.checker import GRAPH_QUERIES, CheckReport, check, query_parameters
 from kafka_lineage.config import ClientSettings, StackSettings
 from kafka_lineage.kafka_io import prepare_pipeline
-from kafka_lineage.processes import ChildProcess, alert_sink_process, pipeline_env, processor_process, sink_process
+from kafka_lineage.processes import (
+    ChildExited,
+    ChildProcess,
+    alert_sink_process,
+    pipeline_env,
+    processor_process,
+    sink_process,
+    sleep_watching,
+    wait_until,
+)
 from kafka_lineage.producers.publisher import EventPublisher
 from kafka_lineage.sinks.graph_sink import driver_for
 from kafka_lineage.sinks.tail import tail
@@ -38,11 +48,10 @@ class FaultReport:
     publish_seconds: float = 0.0
     converge_seconds: float = 0.0
     check: CheckReport | None = None
-    exited: list[str] = field(default_factory=list)  # components whose process had ended by itself at the end
 
     @property
-    def ok(self) -> bool:  # the exact graph and alerts, and every component still running
-        return self.check is not None and self.check.ok and not self.exited
+    def ok(self) -> bool:  # the exact graph and alerts (a component that ended by itself raised ChildExited)
+        return self.check is not None and self.check.ok
 
 
 class _Component:
@@ -65,10 +74,16 @@ class _Component:
         self._stack = contextlib.ExitStack()
         self.start()
 
-    def stop(self) -> None:
-        self._stack.close()
+    def check(self) -> None:  # watched by the run's waits through its current child
         if self.child is not None:
-            self.outputs.append(self.child.output)
+            self.child.check()
+
+    def stop(self) -> None:
+        try:
+            self._stack.close()  # raises ChildExited if the child had ended by itself, unreported
+        finally:
+            if self.child is not None:
+                self.outputs.append(self.child.output)
 
 
 def graph_rows(clients: ClientSettings, workload: Workload) -> dict[str, list[dict[str, Any]]]:
@@ -116,6 +131,7 @@ def run_faults(stack_settings: StackSettings, base: ClientSettings, *, jobs: int
     components = {name: _Component(name, lambda start=start: start(env)) for name, start in
                   (("processor", processor_process), ("graph sink", sink_process),
                    ("alert sink", alert_sink_process))}
+    watched = list(components.values())
     stack = Stack(stack_settings)
     rng = random.Random(seed)
     stop = threading.Event()
@@ -128,7 +144,7 @@ def run_faults(stack_settings: StackSettings, base: ClientSettings, *, jobs: int
         publish_span = len(workload.events) / rate
 
         def at(share: float) -> None:  # wait until ``share`` of the publishing time (± jitter) has passed
-            time.sleep(max(0.0, started + publish_span * (share + rng.uniform(-0.05, 0.05)) - time.monotonic()))
+            sleep_watching(max(0.0, started + publish_span * (share + rng.uniform(-0.05, 0.05)) - time.monotonic()))
 
         def fault(text: str, action: Callable[[], Any]) -> None:
             say(f"  {time.monotonic() - started:6.1f}s  {text}")
@@ -143,27 +159,36 @@ def run_faults(stack_settings: StackSettings, base: ClientSettings, *, jobs: int
             at(0.45)
             fault("restart the Kafka broker", lambda: (stack.down(["kafka"]), stack.up(["kafka"])))
             at(0.60)
-            fault(f"stop Neo4j for {neo4j_outage:.0f}s", lambda: (stack.down(["neo4j"]), time.sleep(neo4j_outage),
+            fault(f"stop Neo4j for {neo4j_outage:.0f}s", lambda: (stack.down(["neo4j"]), sleep_watching(neo4j_outage),
                                                                  stack.up(["neo4j"])))
             at(0.80)
             fault("SIGKILL processor, restart", components["processor"].kill_and_restart)
             fault("SIGKILL graph sink, restart", components["graph sink"].kill_and_restart)
-        publisher.join(timeout)
+        with contextlib.suppress(TimeoutError):  # a publisher still stuck shows in the check below
+            wait_until(lambda: not publisher.is_alive(), timeout, watch=watched)
         report.publish_seconds = time.monotonic() - started
         say(f"  {report.publish_seconds:6.1f}s  all {len(workload.events)} events acknowledged by Kafka")
-        deadline = time.monotonic() + timeout
-        while True:  # converged when the check passes; otherwise the last check is the report
+
+        def converged() -> bool:
             report.check = check(workload.truth, graph_rows(clients, workload), drift_alerts(clients))
-            if report.check.ok or time.monotonic() > deadline:
-                break
-            time.sleep(10)
+            return report.check.ok
+
+        with contextlib.suppress(TimeoutError):  # not converged: the last check is the report
+            wait_until(converged, timeout, watch=watched, interval=10)
         report.converge_seconds = time.monotonic() - started
-        report.exited = [name for name, component in components.items()
-                         if component.child is not None and component.child.process.poll() is not None]
+    except ChildExited as exc:
+        exc.add_note(f"every component's whole output: {workdir}")
+        raise
     finally:
         stop.set()
         workdir.mkdir(parents=True, exist_ok=True)
+        ended: list[ChildExited] = []
         for name, component in components.items():
-            component.stop()
+            try:
+                component.stop()
+            except ChildExited as exc:  # ended by itself after the last wait: still a failed run
+                ended.append(exc)
             (workdir / f"{name.replace(' ', '-')}.log").write_text("\n".join(component.outputs))
+    if ended:
+        raise ended[0]
     return report

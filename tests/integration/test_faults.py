@@ -16,5 +16,4 @@ def test_a_broken_pipeline_still_builds_the_exact_graph(stack_settings: StackSet
     assert report.events >= 90_000
     assert len(report.faults) == 6
     assert report.check is not None
-    assert not report.exited, f"components ended during the run: {report.exited}; their logs are in {tmp_path}"
     assert report.ok, f"{format_report(report.check)}\ncomponents' logs: {tmp_path}"
