@@ -68,8 +68,10 @@ class _Popen(subprocess.Popen):
     stop_requested = False
 
     def send_signal(self, sig: int) -> None:
-        if sig in _ENDING:
-            self.stop_requested = True  # before the signal: the exit may be seen the instant it is sent
+        # Before the signal (the exit may be seen the instant it is sent), and only while it runs: killing a child
+        # that had already died by itself must not hide that death.
+        if sig in _ENDING and self.poll() is None:
+            self.stop_requested = True
         super().send_signal(sig)
 
 

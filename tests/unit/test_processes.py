@@ -111,3 +111,9 @@ def test_the_watchdog_lets_requested_stops_and_calm_blocks_be() -> None:
         time.sleep(1)
     with interrupting_on_child_exit():
         time.sleep(0.3)
+
+
+def test_killing_a_child_that_had_already_died_does_not_hide_its_death() -> None:
+    with pytest.raises(ChildExited, match="code 3"), _python(DIES.format(delay=0)) as child:
+        child.process.wait(10)
+        child.process.kill()  # e.g. the fault suite's SIGKILL, too late
