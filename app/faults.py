@@ -177,7 +177,7 @@ def run_faults(stack_settings: StackSettings, base: ClientSettings, *, jobs: int
             wait_until(converged, timeout, watch=watched, interval=10)
         report.converge_seconds = time.monotonic() - started
     except ChildExited as exc:
-        exc.add_note(f"every component's whole output: {workdir}")
+        exc.add_note(f"every component's whole output: {workdir.resolve()}")
         raise
     finally:
         stop.set()

@@ -1,4 +1,4 @@
-"""Harnesses fail fast: a bench whose worker dies stops at once and says which child died and how (the real CLI)."""
+"""Harnesses fail fast: a bench or fault run whose component dies stops at once, saying which and how (the real CLI)."""
 
 from __future__ import annotations
 
@@ -22,17 +22,18 @@ def _children(pid: int) -> list[int]:
     return [int(child) for child in children]
 
 
-def _still_running(bench: subprocess.Popen) -> None:
-    if bench.poll() is not None:
-        raise AssertionError(f"the bench ended (code {bench.returncode}) before its worker was killed:\n"
-                             f"{bench.communicate()[1][-5000:]}")
+def _still_running(harness: subprocess.Popen) -> None:
+    if harness.poll() is not None:
+        raise AssertionError(f"the harness ended (code {harness.returncode}) before its child was killed:\n"
+                             f"{harness.communicate()[1][-5000:]}")
 
 
-def _processor_worker(bench: subprocess.Popen) -> int | None:
-    _still_running(bench)
-    for pid in _children(bench.pid):
+def _child_running(harness: subprocess.Popen, args: bytes) -> int | None:
+    """The pid of the harness's child ``lineage ARGS`` (NUL-separated), if it has started."""
+    _still_running(harness)
+    for pid in _children(harness.pid):
         try:
-            if b"kafka_lineage.cli\0processor" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if b"kafka_lineage.cli\0" + args + b"\0" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 return pid
         except FileNotFoundError:
             continue
@@ -56,7 +57,7 @@ def test_the_processor_bench_fails_at_once_when_its_worker_dies(clients: ClientS
                               "--output", str(tmp_path / "processor.json")],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        worker = wait_until(lambda: _processor_worker(bench), 300, what="the bench's processor worker")
+        worker = wait_until(lambda: _child_running(bench, b"processor"), 300, what="the bench's processor worker")
         env = _environment(worker)
         group, topic = env["LINEAGE_PROCESSOR_GROUP"], env["LINEAGE_EVENTS_TOPIC"]
         reader = Consumer({"bootstrap.servers": clients.kafka_bootstrap_servers, "group.id": group})
@@ -82,3 +83,31 @@ def test_the_processor_bench_fails_at_once_when_its_worker_dies(clients: ClientS
     assert any(f"[{worker}]" in line or "faust" in line for line in tail), tail  # the worker's own log
     assert "Traceback" not in err, err[-3000:]
     assert not (tmp_path / "processor.json").exists()
+
+
+def test_the_fault_run_fails_at_once_when_a_component_ends_by_itself(tmp_path: Path) -> None:
+    """``lineage workload`` (the fault suite's runner without its own faults): the alert sink is SIGKILLed by someone
+    else than the runner while events are being published. Before, the run went on to its end and only then listed
+    the component as ``exited``."""
+    run = subprocess.Popen([sys.executable, "-m", "kafka_lineage.cli", "workload", "--jobs", "200", "--runs-per-job",
+                            "10", "--rate", "200"], cwd=tmp_path,  # its logs go to ./.lineage/faults
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        sink = wait_until(lambda: _child_running(run, b"alerts\0run"), 300, what="the run's alert sink")
+        time.sleep(5)  # the run is publishing by now (~4,800 events at 200 events/s)
+        os.kill(sink, signal.SIGKILL)
+        killed = time.monotonic()
+        out, err = run.communicate(timeout=120)
+        took = time.monotonic() - killed
+        print(f"the fault run ended {took:.1f} s after its alert sink was killed")
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 1, (out[-2000:], err[-3000:])
+    assert took < 30, f"the run took {took:.0f} s to notice"
+    assert f"lineage: lineage alerts run (pid {sink}) exited with code -9 (killed by SIGKILL) without being asked" \
+           in err, err[-3000:]
+    logs = tmp_path / ".lineage" / "faults"
+    assert f"every component's whole output: {logs.resolve()}" in err, err[-3000:]
+    assert all((logs / f"{name}.log").read_text() for name in ("processor", "graph-sink", "alert-sink"))
