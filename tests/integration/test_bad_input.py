@@ -46,6 +46,7 @@ from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.openlineage import InvalidEvent, event_to_record, record_to_event
 from kafka_lineage.schemas.wire import AvroCodec
+from kafka_lineage.sinks.graph_model import stored_key
 from kafka_lineage.sinks.graph_sink import driver_for, write_events
 from kafka_lineage.stack.smoke import ensure_topic
 from openlineage.client import OpenLineageClient
@@ -1141,19 +1142,12 @@ def test_a_stopped_processor_commits_nothing_it_did_not_process(pipeline: Pipeli
 
 
 # === the graph, delivery, the DLQ, the count =========================================================================
-HOSTILE_GRAPH_BUGS = {
-    "name-10k-characters": "graph sink: a job/dataset name of 10,000 characters is a valid event, but Neo4j refuses "
-                           "it ('Property value is too large to index' — the job_key/dataset_key uniqueness "
-                           "constraints' range index takes keys up to ~8 KB); the record goes to the DLQ as "
-                           "neo4j-rejected and the job never reaches the graph",
-}
-
-
-@pytest.mark.parametrize("kind", [pytest.param(k, marks=[pytest.mark.xfail(strict=True, reason=HOSTILE_GRAPH_BUGS[k])]
-                                               if k in HOSTILE_GRAPH_BUGS else []) for k in HOSTILE_NAMES])
+@pytest.mark.parametrize("kind", list(HOSTILE_NAMES))
 @pytest.mark.parametrize("surface", ["emitter", "collector", "topic"])
 def test_hostile_name_reaches_the_graph_intact(pipeline: Pipeline, surface: str, kind: str) -> None:
-    """A valid event whose job and output dataset carry a hostile name: in Neo4j exactly as sent."""
+    """A valid event whose job and output dataset carry a hostile name: in Neo4j exactly as sent, found by that
+    name. (A name over ~2 KB is keyed by its hash, ``graph_model.stored_key``, and kept whole in ``fullName``: Neo4j
+    indexes no key over ~8 KB, so 10,000 characters were dead-lettered as neo4j-rejected before.)"""
     name, namespace = HOSTILE_NAMES[kind], f"{NS}.hostile.{surface}"
     if surface == "collector":
         payload = hostile_event(surface, name)
@@ -1165,7 +1159,9 @@ def test_hostile_name_reaches_the_graph_intact(pipeline: Pipeline, surface: str,
         while True:
             with driver.session() as session:
                 found = session.run("MATCH (j:Job {namespace: $ns, name: $name})-[:OUTPUTS]->(d:Dataset) "
-                                    "RETURN j.name AS job, d.name AS dataset", ns=namespace, name=name).data()
+                                    "RETURN coalesce(j.fullName, j.name) AS job, "
+                                    "coalesce(d.fullName, d.name) AS dataset", ns=namespace,
+                                    name=stored_key(name)).data()
             if found or time.monotonic() > deadline or _sink_refused(pipeline, namespace, name):
                 break
             time.sleep(0.3)
@@ -1188,14 +1184,40 @@ def _sink_refused(pipeline: Pipeline, namespace: str, name: str) -> list[str]:
     return [reason for job, reason in _sink_letters(pipeline) if job == (namespace, name)]
 
 
+def test_names_at_the_limits_are_written_and_found_by_their_whole_value(pipeline: Pipeline) -> None:
+    """Namespace, name and field at their limits (64 KiB, 10 K, a 4,096-character path of 4-byte characters) as job,
+    dataset, schema field and column lineage: written to Neo4j (twice: idempotent), each node found by
+    ``stored_key`` of its whole value and holding that value."""
+    namespace, name, path = "s3://" + "b" * 65_531, "n" * 10_000, "\U0001f4c8" * 4096
+    payload = event(namespace, name, outputs=[{"namespace": namespace, "name": name, "facets": {
+        "schema": {"_producer": PRODUCER, "_schemaURL": "u", "fields": [{"name": path, "type": "int"}]},
+        "columnLineage": {"_producer": PRODUCER, "_schemaURL": "u", "fields": {path: {"inputFields": [
+            {"namespace": namespace, "name": name, "field": path}]}}}}}])
+    pipeline.publisher.encode(payload)  # valid, within every limit
+    keys = {"ns": stored_key(namespace), "name": stored_key(name), "field": stored_key(path)}
+    with driver_for(pipeline.main.settings) as driver:
+        for _ in range(2):
+            write_events(driver, [payload])
+        with driver.session() as session:
+            found = session.run(
+                "MATCH (j:Job {namespace: $ns, name: $name})-[:OUTPUTS]->(d:Dataset {namespace: $ns, name: $name})"
+                "-[:HAS_FIELD]->(f:Field {namespace: $ns, name: $name, field: $field})-[:DERIVES_FROM]->(f) "
+                "MATCH (d)-[:HAS_SCHEMA]->(s:SchemaVersion) "
+                "RETURN count(*) AS n, j.fullNamespace AS ns, j.fullName AS job, d.fullName AS dataset, "
+                "f.fullField AS field, s.fullNamespace AS schemaNamespace", **keys).data()
+    assert found == [{"n": 1, "ns": namespace, "job": name, "dataset": name, "field": path,
+                      "schemaNamespace": namespace}], [{k: str(v)[:40] for k, v in row.items()} for row in found]
+
+
 def test_no_hostile_name_touched_anything_else(pipeline: Pipeline) -> None:
     with driver_for(pipeline.main.settings) as driver:
         assert _canary(driver) == pipeline.canary
         assert _node_count(driver) >= pipeline.nodes_before
         with driver.session() as session:
             for surface in ("emitter", "collector", "topic"):
-                names = session.run("MATCH (n) WHERE n.namespace = $ns AND NOT n:Field RETURN collect(n.name)",
-                                    ns=f"{NS}.hostile.{surface}").single()[0]
+                names = session.run("MATCH (n) WHERE n.namespace = $ns AND NOT n:Field "
+                                    "RETURN collect(coalesce(n.fullName, n.name))", ns=f"{NS}.hostile.{surface}"
+                                    ).single()[0]
                 assert set(names) <= {*HOSTILE_NAMES.values(), "hostile-input"}, "a node under a name never sent"
 
 
@@ -1234,9 +1256,7 @@ def test_the_dlq_holds_exactly_the_bad_records(pipeline: Pipeline) -> None:
     time.sleep(2)  # anything extra would be there by now
     letters = [r for _, r in pipeline.dead() if isinstance(r, dict)]
     assert Counter(r["key"] for r in letters if r["stage"] == "processor") == expected
-    known = {(f"{NS}.hostile.{surface}", HOSTILE_NAMES[kind]) for kind in HOSTILE_GRAPH_BUGS
-             for surface in ("emitter", "collector", "topic")}  # refused by known bugs: their own tests show them
-    refused = [(job[1][:40], reason) for job, reason in _sink_letters(pipeline) if job not in known]
+    refused = [(job[1][:40], reason) for job, reason in _sink_letters(pipeline)]
     assert not refused, refused
 
 
