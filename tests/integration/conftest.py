@@ -5,6 +5,7 @@ the shared caches (Maven's local repository, LINEAGE_CACHE_DIR), so only the fir
 Set LINEAGE_TEST_KEEP_STACK=1 to leave the stack running after the session for inspection, and
 LINEAGE_TEST_REUSE_STACK=1 to run against that stack as it is (no clean restart): quick iterations while developing,
 and several test sessions at once. Every test uses its own topics and ids, so sessions do not disturb each other.
+A pipeline component a test started (``kafka_lineage.processes``) that ends by itself fails the running test at once.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from kafka_lineage.config import ClientSettings, StackSettings
-from kafka_lineage.processes import collector_process
+from kafka_lineage.processes import collector_process, interrupting_on_child_exit
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import record_to_event
 from kafka_lineage.stack.manager import Stack
@@ -70,6 +71,15 @@ def stack_settings() -> Iterator[StackSettings]:
         os.environ.pop("LINEAGE_STATE_DIR", None)
     else:
         os.environ["LINEAGE_STATE_DIR"] = previous
+
+
+@pytest.fixture(autouse=True)
+def children_fail_fast() -> Iterator[None]:
+    """A processor, sink or collector the test runs (its own or a module fixture's) that ends without being asked to
+    fails the test at once with its exit code and last log lines, whatever the test is waiting on: no test waits
+    out its own timeout for output from a dead child."""
+    with interrupting_on_child_exit():
+        yield
 
 
 @pytest.fixture(scope="session")

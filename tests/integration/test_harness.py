@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from kafka_lineage.config import ClientSettings
-from kafka_lineage.processes import TAIL_LINES, wait_until
+from kafka_lineage.processes import TAIL_LINES, ChildExited, collector_process, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -111,3 +111,14 @@ def test_the_fault_run_fails_at_once_when_a_component_ends_by_itself(tmp_path: P
     logs = tmp_path / ".lineage" / "faults"
     assert f"every component's whole output: {logs.resolve()}" in err, err[-3000:]
     assert all((logs / f"{name}.log").read_text() for name in ("processor", "graph-sink", "alert-sink"))
+
+
+def test_a_test_whose_child_dies_fails_at_once(events_topic: str) -> None:
+    """The autouse fixture of conftest: a test waiting in its own loop for a child that died is interrupted."""
+    with pytest.raises(ChildExited) as raised, collector_process({"LINEAGE_EVENTS_TOPIC": events_topic}) as child:
+        os.kill(child.process.pid, signal.SIGKILL)  # not through the harness: an unexpected death
+        killed = time.monotonic()
+        time.sleep(60)  # what a test's own polling loop does
+    assert time.monotonic() - killed < 2
+    assert raised.value.code == -signal.SIGKILL and raised.value.name.startswith("lineage collector")
+    assert "collector" in raised.value.tail
