@@ -209,7 +209,7 @@ def bench_processor_workers(settings: ClientSettings, workers: int, count: int) 
     events, steady = run_pairs(count), run_pairs(2000)
     with contextlib.ExitStack() as stack:
         children = [stack.enter_context(processor_process(env)) for _ in range(workers)]
-        time.sleep(5 if workers > 1 else 0)  # let the group settle after the last join
+        sleep_watching(5 if workers > 1 else 0)  # let the group settle after the last join
         publisher = EventPublisher.from_settings(settings, env["LINEAGE_EVENTS_TOPIC"])
         records = [publisher.encode(event) for event in events]
         started = time.perf_counter()

@@ -20,7 +20,13 @@ from typing import Any
 
 import requests
 from kafka_lineage.config import ClientSettings, StackSettings
-from kafka_lineage.processes import alert_sink_process, collector_process, processor_process, sink_process
+from kafka_lineage.processes import (
+    alert_sink_process,
+    collector_process,
+    processor_process,
+    sink_process,
+    sleep_watching,
+)
 from kafka_lineage.producers.connect_watcher import watch
 from kafka_lineage.producers.hooks import load_task, sql_task
 from kafka_lineage.producers.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
@@ -94,7 +100,7 @@ def _wait_for_downstream(clients: ClientSettings, dataset: str, timeout: float =
                 if session.run("MATCH (:Dataset {namespace: 'file', name: $name})-[:INPUT_TO]->(j:Job) "
                                "RETURN count(j)", name=dataset).single()[0]:
                     return
-            time.sleep(0.5)
+            sleep_watching(0.5)  # a pipeline component that died ends the wait
     raise RuntimeError(f"the graph did not show the readers of {dataset} within {timeout:.0f}s")
 
 
@@ -106,7 +112,7 @@ def _wait_for_alert(clients: ClientSettings, dataset: str, since: datetime, time
         for alert in tail(clients, clients.drift_topic, "schema_drift_alert", 200, follow=False):
             if alert["dataset"]["name"] == dataset and _event_time(alert["eventTime"]) >= since:
                 return alert
-        time.sleep(1)
+        sleep_watching(1)
     raise RuntimeError(f"no schema-drift alert for {dataset} within {timeout:.0f}s")
 
 
