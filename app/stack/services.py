@@ -337,7 +337,7 @@ class Neo4j(Service):
                 "server.memory.pagecache.size": s.neo4j_pagecache,
                 "dbms.usage_report.enabled": "false",
                 # Bolt keep-alive: NOOPs every 5 s on a connection waiting for a query's answer (checked every
-                # second), and the driver is told (connection.recv_timeout_seconds = 5 s × 4 probes) to drop a
+                # second), and the driver is told (connection.recv_timeout_seconds = 5 s x 4 probes) to drop a
                 # connection silent for 20 s — a query in flight when Neo4j goes away then fails instead of hanging
                 # for the default 120 s.
                 "server.bolt.connection_keep_alive_for_requests": "ALL",

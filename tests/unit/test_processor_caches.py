@@ -167,7 +167,8 @@ def test_normalize_cache_equals_normalize_event() -> None:
 
 def _frame(events: list[dict]) -> list[Incoming]:
     codec = CODECS["openlineage_event"]
-    return [Incoming(partition_key(e).encode(), codec.encode(event_to_record(e), 1), i % 3, i, 1_800_000_000_000 + i, "events")
+    produced = 1_800_000_000_000  # Kafka timestamps after the events' times
+    return [Incoming(partition_key(e).encode(), codec.encode(event_to_record(e), 1), i % 3, i, produced + i, "events")
             for i, e in enumerate(events)]
 
 

@@ -224,7 +224,8 @@ def test_the_processor_core_turns_the_workload_into_the_truth_and_its_alerts(see
     its normalized events give the truth's graph, its schema changes exactly the truth's alerts."""
     w = generate(40, 6, seed, 10)
     core = ProcessorCore(CODEC, {}, {}, window_seconds=2.0)
-    incoming = [Incoming(partition_key(e).encode(), CODEC.encode(event_to_record(e), 1), 0, offset, 1_800_000_000_000, "events")
+    produced = 1_800_000_000_000  # a Kafka timestamp after the events' times
+    incoming = [Incoming(partition_key(e).encode(), CODEC.encode(event_to_record(e), 1), 0, offset, produced, "events")
                 for offset, e in enumerate(w.events)]
     out = core.process(incoming, now=100.0)
     out.extend(core.expire(now=200.0, assigned={0}))
