@@ -13,7 +13,6 @@ import signal
 import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -22,21 +21,12 @@ from kafka_lineage.processes import processor_process
 
 from tests.openlineage_samples import PRODUCER
 
+from . import test_processor
 from .test_processor import SCHEMA_URL, _exactly, _publish
 
 pytestmark = [pytest.mark.integration, pytest.mark.fault]
 FAUST_RECORD_LIMIT = 1_000_000
-
-
-@pytest.fixture
-def pipeline(clients: ClientSettings, tmp_path: Path) -> dict[str, str]:
-    prefix = f"test.state.{uuid.uuid4().hex[:8]}"
-    return {
-        "LINEAGE_EVENTS_TOPIC": f"{prefix}.events", "LINEAGE_NORMALIZED_TOPIC": f"{prefix}.normalized",
-        "LINEAGE_DLQ_TOPIC": f"{prefix}.dlq", "LINEAGE_DRIFT_TOPIC": f"{prefix}.drift",
-        "LINEAGE_PROCESSOR_GROUP": f"{prefix}.group", "LINEAGE_PARTITIONS": "3", "LINEAGE_REPORT_SECONDS": "1",
-        "LINEAGE_PROCESSOR_DATA_DIR": str(tmp_path / "processor"), "LINEAGE_REORDER_WINDOW": "2",
-    }
+pipeline = test_processor.pipeline  # the processor tests' fixture: topics, group and data dir of their own
 
 
 def _event(run_id: str, event_type: str, moment: datetime, job: str = "stream", run_facets: dict | None = None,
