@@ -39,9 +39,10 @@ from kafka_lineage.metrics import Metrics
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, WireFormatError
+from kafka_lineage.sinks.graph_sink import driver_for
 from kafka_lineage.sinks.queries import Reached, ReachedField, column_impact, impact
 from kafka_lineage.sinks.tail import tail
-from neo4j import Driver, GraphDatabase
+from neo4j import Driver
 from neo4j.exceptions import ClientError, DriverError, Neo4jError
 
 log = logging.getLogger(__name__)
@@ -142,10 +143,8 @@ def build_alert(change: dict[str, Any], event: dict[str, Any], impacted: list[Re
 
 def alert_driver(clients: ClientSettings, settings: AlertSettings) -> Driver:
     """A driver whose every wait is bounded: connecting, acquiring a connection, the driver's own retries."""
-    return GraphDatabase.driver(clients.neo4j_uri, auth=(clients.neo4j_user, clients.neo4j_password),
-                                notifications_min_severity="OFF", connection_timeout=5.0,
-                                connection_acquisition_timeout=settings.query_timeout,
-                                max_transaction_retry_time=settings.query_timeout, liveness_check_timeout=30.0)
+    return driver_for(clients, connection_timeout=5.0, connection_acquisition_timeout=settings.query_timeout,
+                      max_transaction_retry_time=settings.query_timeout, liveness_check_timeout=30.0)
 
 
 class GraphProgress:
@@ -377,10 +376,10 @@ class AlertSink:
         thread = threading.Thread(target=target, name="impact-query", daemon=True)
         thread.start()
         deadline = time.monotonic() + timeout
-        while not done.wait(min(0.2, max(deadline - time.monotonic(), 0.0))):
-            if self.stop.is_set() or time.monotonic() >= deadline:
-                if self.stop.is_set():
-                    raise Stopped
+        while not done.wait(0.2):
+            if self.stop.is_set():
+                raise Stopped
+            if time.monotonic() >= deadline:
                 raise QueryTimeout(f"no answer from Neo4j within {timeout:.0f}s")
         if "error" in outcome:
             raise outcome["error"]

@@ -34,10 +34,11 @@ log = logging.getLogger(__name__)
 STAGE = "graph-sink"
 
 
-def driver_for(clients: ClientSettings) -> Driver:
+def driver_for(clients: ClientSettings, **options: Any) -> Driver:
+    """The pipeline's Neo4j driver; ``options``: further driver settings (timeouts)."""
     # Notifications off: the server otherwise warns about every label a query names before the graph has one.
     return GraphDatabase.driver(clients.neo4j_uri, auth=(clients.neo4j_user, clients.neo4j_password),
-                                notifications_min_severity="OFF")
+                                notifications_min_severity="OFF", **options)
 
 
 def ensure_constraints(driver: Driver) -> None:

@@ -48,6 +48,7 @@ from kafka_lineage.schemas.openlineage import InvalidEvent, event_to_record, rec
 from kafka_lineage.schemas.wire import AvroCodec
 from kafka_lineage.sinks.graph_model import stored_key
 from kafka_lineage.sinks.graph_sink import driver_for, write_events
+from kafka_lineage.sinks.queries import Reached, ReachedField, field_lineage, upstream
 from kafka_lineage.stack.smoke import ensure_topic
 from openlineage.client import OpenLineageClient
 
@@ -1205,6 +1206,9 @@ def test_names_at_the_limits_are_written_and_found_by_their_whole_value(pipeline
                 "MATCH (d)-[:HAS_SCHEMA]->(s:SchemaVersion) "
                 "RETURN count(*) AS n, j.fullNamespace AS ns, j.fullName AS job, d.fullName AS dataset, "
                 "f.fullField AS field, s.fullNamespace AS schemaNamespace", **keys).data()
+        # the queries find them by their whole values and answer with them
+        assert upstream(driver, namespace, name, 1) == [Reached(1, "job", namespace, name)]
+        assert field_lineage(driver, namespace, name, path, 1) == [ReachedField(1, namespace, name, path)]
     assert found == [{"n": 1, "ns": namespace, "job": name, "dataset": name, "field": path,
                       "schemaNamespace": namespace}], [{k: str(v)[:40] for k, v in row.items()} for row in found]
 
