@@ -394,13 +394,8 @@ class ProcessorCore:
             finding = detect_drift(previous, fields, event_time, namespace, name)
             if finding is None:
                 return None
-        if len(finding.previous_schema) > MAX_SCHEMA_TEXT_CHARS or len(finding.new_schema) > MAX_SCHEMA_TEXT_CHARS:
-            finding = replace(finding,
-                              previous_schema=finding.previous_schema if len(finding.previous_schema)
-                              <= MAX_SCHEMA_TEXT_CHARS else "",
-                              new_schema=finding.new_schema if len(finding.new_schema) <= MAX_SCHEMA_TEXT_CHARS
-                              else "")
-        return finding
+        return replace(finding, previous_schema=_bounded_text(finding.previous_schema),
+                       new_schema=_bounded_text(finding.new_schema))
 
 
 class _Overlay:
@@ -411,6 +406,11 @@ class _Overlay:
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.staged[key] if key in self.staged else self.table.get(key, default)
+
+
+def _bounded_text(schema_text: str) -> str:
+    """A finding's schema JSON, or "" when it is over ``MAX_SCHEMA_TEXT_CHARS``."""
+    return schema_text if len(schema_text) <= MAX_SCHEMA_TEXT_CHARS else ""
 
 
 def _valid_seen(value: Any) -> bool:

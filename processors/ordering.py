@@ -177,11 +177,6 @@ class RunReorderBuffer(Generic[T]):
         """Runs currently tracked (open or holding events)."""
         return len(self._runs)
 
-    def held_bytes(self, run_id: str) -> int:
-        """The ``size_of`` total of the run's held events (0 for an unknown run)."""
-        run = self._runs.get(run_id)
-        return sum(h.size for h in run.held) if run is not None else 0
-
     def held_count(self) -> int:
         """Events currently held back, over all runs."""
         return sum(len(run.held) for run in self._runs.values())
@@ -247,11 +242,10 @@ class RunReorderBuffer(Generic[T]):
         run.last_activity = max(run.last_activity, now)
         return run
 
-    def _hold(self, run_id: str, run: _Run, held: _Held) -> list[Released[T]]:
+    def _hold(self, run_id: str, run: _Run, held: _Held) -> None:
         run.held.insert(_count_before(run.held, held.key), held)
         heapq.heappush(self._deadlines, (held.arrived + self.window, run_id))
         self._changed.add(run_id)
-        return []
 
     def _make_room(self, run_id: str, run: _Run, held: _Held) -> list[Released[T]]:
         """Release the run's earliest-sorting held events until ``held`` fits the run's bounds."""

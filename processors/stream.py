@@ -51,22 +51,22 @@ _CHANGELOG_CONFIG = {"max.message.bytes": str(STATE_RECORD_MAX_BYTES + 12)}  # +
 _PARTITION: contextvars.ContextVar[int] = contextvars.ContextVar("changelog_partition")
 
 
-class PartitionedTable(faust.Table):
-    """A table written from batches: the changelog partition is the source record's, set explicitly per write
-    (Faust finds it through the current event, which batch iteration does not provide)."""
+class _WriterChosenPartition:
+    """The changelog partition of a table write is the writer's (``_PARTITION``), set explicitly per write: Faust
+    finds it through the current event, which batch iteration does not provide, or (``use_partitioner``) asks the
+    producer's metadata for the changelog topic, which crashed a fresh pipeline's first write before that metadata
+    was loaded."""
 
     def partition_for_key(self, key: Any) -> int | None:
         return _PARTITION.get()
 
 
-class PartitionedGlobalTable(faust.GlobalTable):
-    """A global table whose changelog partition is chosen by the writer (``_PARTITION``), like ``PartitionedTable``.
+class PartitionedTable(_WriterChosenPartition, faust.Table):
+    """A table written from batches, each key in its source record's partition."""
 
-    Faust's own choice (``use_partitioner``) asks the producer's metadata for the changelog topic's partitions and
-    crashed the worker on a fresh pipeline's first write, before that metadata was loaded."""
 
-    def partition_for_key(self, key: Any) -> int | None:
-        return _PARTITION.get()
+class PartitionedGlobalTable(_WriterChosenPartition, faust.GlobalTable):
+    """A global table written from batches, each key in the partition the writer computes (``key_partition``)."""
 
 
 def key_partition(serialized_key: bytes, partitions: int) -> int:
@@ -113,16 +113,10 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
     schemas = app.tables.add(PartitionedGlobalTable(
         app, name="dataset-schemas", default=None, beacon=app.tables.beacon, partitions=settings.partitions,
         standby_buffer_size=1, is_global=True, extra_topic_configs=_CHANGELOG_CONFIG))  # as app.GlobalTable sets
-    schema_partitions: dict[str, int] = {}
 
-    def schema_partition(dataset: str) -> int:
-        partition = schema_partitions.get(dataset)
-        if partition is None:
-            if len(schema_partitions) >= 100_000:
-                schema_partitions.clear()
-            key = app.serializers.dumps_key(None, dataset, serializer=schemas.key_serializer)
-            partition = schema_partitions[dataset] = key_partition(key, settings.partitions)
-        return partition
+    def schema_partition(dataset: str) -> int:  # schema writes are rare: only when a dataset's version changes
+        key = app.serializers.dumps_key(None, dataset, serializer=schemas.key_serializer)
+        return key_partition(key, settings.partitions)
 
     core = ProcessorCore(AvroCodec("openlineage_event", fetch), runs, schemas, dedupe=dedupe,
                          window_seconds=settings.window_seconds, dedupe_ttl_seconds=settings.dedupe_ttl_seconds,
