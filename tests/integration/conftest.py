@@ -49,11 +49,23 @@ def lineage(*args: str, check: bool = True, env: dict[str, str] | None = None) -
     return result
 
 
+# The test stack's own ports (each default + 20,000), so the tests run beside a stack `make demo` left running;
+# any of them set in the environment wins.
+TEST_PORTS = {
+    "LINEAGE_KAFKA_PORT": "29092", "LINEAGE_KAFKA_CONTROLLER_PORT": "29093", "LINEAGE_KAFKA_SASL_PORT": "29094",
+    "LINEAGE_REGISTRY_PORT": "28081", "LINEAGE_REGISTRY_MANAGEMENT_PORT": "28091",
+    "LINEAGE_NEO4J_BOLT_PORT": "27687", "LINEAGE_NEO4J_HTTP_PORT": "27474", "LINEAGE_CONNECT_PORT": "28083",
+}
+
+
 @pytest.fixture(scope="session")
 def stack_settings() -> Iterator[StackSettings]:
     state_dir = Path(os.environ.get("LINEAGE_TEST_STATE_DIR", REPO / ".lineage" / "test-stack")).resolve()
-    previous = os.environ.get("LINEAGE_STATE_DIR")
-    os.environ["LINEAGE_STATE_DIR"] = str(state_dir)  # the CLI subprocesses and ClientSettings see it too
+    previous = {name: os.environ.get(name) for name in ("LINEAGE_STATE_DIR", *TEST_PORTS)}
+    # The CLI subprocesses and ClientSettings see them too.
+    os.environ["LINEAGE_STATE_DIR"] = str(state_dir)
+    for name, port in TEST_PORTS.items():
+        os.environ.setdefault(name, port)
     settings = StackSettings.from_env()
     stack = Stack(settings)
     reuse = bool(os.environ.get("LINEAGE_TEST_REUSE_STACK"))
@@ -67,10 +79,11 @@ def stack_settings() -> Iterator[StackSettings]:
     yield settings
     if not (reuse or os.environ.get("LINEAGE_TEST_KEEP_STACK")):
         stack.down()
-    if previous is None:
-        os.environ.pop("LINEAGE_STATE_DIR", None)
-    else:
-        os.environ["LINEAGE_STATE_DIR"] = previous
+    for name, value in previous.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(autouse=True)

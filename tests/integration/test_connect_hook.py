@@ -92,14 +92,15 @@ def test_source_connector_start_restart_and_delete(clients: ClientSettings, even
     assert [e["eventType"] for _, e in received] == ["START", "START", "COMPLETE"]  # one key, one partition: ordered
     start = received[0][1]
     assert len({e["run"]["runId"] for _, e in received}) == 1
-    assert start["job"] == {**start["job"], "namespace": "kafka-connect://127.0.0.1:8083", "name": name}
+    worker = clients.connect_url.removeprefix("http://")  # host:port, the worker's id and the job's namespace
+    assert start["job"] == {**start["job"], "namespace": f"kafka-connect://{worker}", "name": name}
     assert start["job"]["facets"]["jobType"]["integration"] == "KAFKA_CONNECT"
     assert datasets(start, "inputs") == [("file", str(source_file))]
     assert datasets(start, "outputs") == [(kafka_namespace(clients.kafka_bootstrap_servers), topic)]
     facet = start["run"]["facets"]["kafkaConnect"]
-    assert (facet["connectorClass"], facet["state"], facet["workerId"]) == (FILE_SOURCE, "RUNNING", "127.0.0.1:8083")
+    assert (facet["connectorClass"], facet["state"], facet["workerId"]) == (FILE_SOURCE, "RUNNING", worker)
     for key, event in received:
-        assert key == partition_key(event) == f"run:kafka-connect://127.0.0.1:8083/{name}"
+        assert key == partition_key(event) == f"run:kafka-connect://{worker}/{name}"
 
 
 def test_sink_task_failure_fix_by_reconfiguring_and_delete(clients: ClientSettings, events_topic: str,
