@@ -232,7 +232,7 @@ class ProcessorCore:
             self._dead(record, "undecodable", f"record does not hold OpenLineage JSON: {reason}", out)
             return None
         try:
-            validate_event(event)
+            validate_event(event, self.facets)
         except InvalidEvent as exc:
             self._dead(record, "invalid-event", str(exc), out)
             return None

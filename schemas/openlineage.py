@@ -8,7 +8,6 @@ JSON. Hence ``record_to_event(event_to_record(e)) == e`` for every valid event, 
 from __future__ import annotations
 
 import json
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime
@@ -16,7 +15,7 @@ from enum import Enum
 from typing import Any
 from uuid import UUID
 
-from kafka_lineage.schemas.limits import FacetCheck, LimitExceeded, check_limits
+from kafka_lineage.schemas.limits import LimitExceeded, check_limits
 from kafka_lineage.schemas.wire import FrozenRecord
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -100,7 +99,6 @@ class FacetCache:
         self._by_id: dict[int, _Entry] = {}  # id of a cached object → its entry (which keeps the object alive)
         self._seen: dict[int, int] = {}  # hash of a key not cached yet → times seen (a collision only caches early)
         self._chars = 0
-        _CACHES.append(weakref.ref(self, _CACHES.remove))  # validate_event checks each of its facets once
 
     def __len__(self) -> int:
         return len(self._lru)
@@ -212,19 +210,6 @@ class FacetCache:
             _, old = self._lru.popitem(last=False)
             del self._by_id[id(old.value)]
             self._chars -= old.size
-
-
-_CACHES: list[weakref.ref[FacetCache]] = []  # the live caches (a process has one or two)
-
-
-def _limits_memo(facet: Any, kind: str, compute: Callable[[Any], FacetCheck]) -> FacetCheck:
-    """A facet's limit check, computed once per facet object of a live ``FacetCache`` (read-only, shared by the
-    events decoded through it), else on every call."""
-    for ref in _CACHES:
-        cache = ref()
-        if cache is not None and cache.holds(facet):
-            return cache.derived(facet, kind, compute)
-    return compute(facet)
 
 
 # The layouts as (key → (kind code, nested layout)): the walks below run for every object of every event.
@@ -478,14 +463,15 @@ def event_kind(event: dict[str, Any]) -> str:
 _MODELS: dict[str, type[_BaseEvent]] = {"RunEvent": _RunEvent, "DatasetEvent": _DatasetEvent, "JobEvent": _JobEvent}
 
 
-def validate_event(event: Any) -> str:
+def validate_event(event: Any, facets: FacetCache | None = None) -> str:
     """Check an event against the OpenLineage 2-0-x core and the size limits of ``schemas/limits.py``; returns its
-    kind or raises InvalidEvent naming the field(s)."""
+    kind or raises InvalidEvent naming the field(s). ``facets``: the cache the event was decoded with, so that each
+    of its facets' limits is checked once (facets are read-only)."""
     if not isinstance(event, dict):
         raise InvalidEvent(f"event: expected a JSON object, got {type(event).__name__}")
     kind = event_kind(event)
     try:
-        check_limits(event, _limits_memo)
+        check_limits(event, facets.derived if facets is not None else None)
     except LimitExceeded as exc:
         raise InvalidEvent(f"invalid {kind}: {exc}") from None
     try:

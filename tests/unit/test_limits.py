@@ -192,8 +192,8 @@ def test_each_cached_facet_is_checked_once() -> None:
     limits._FACET_CHECKS["schema"] = lambda facet: calls.append(1) or original(facet)
     try:
         for decoded in (first, second, first):
-            validate_event(decoded)
-        validate_event(json.loads(json.dumps(payload)))  # not the cache's object: checked again
+            validate_event(decoded, cache)
+        validate_event(json.loads(json.dumps(payload)), cache)  # not the cache's object: checked again
     finally:
         limits._FACET_CHECKS["schema"] = original
     assert len(calls) == 2
