@@ -170,7 +170,8 @@ class Pipeline:
             process_s += middle - started
             self._persist(core, out)
             if digest is not None:
-                digest.update(repr((sorted(out.run_writes.items()), out.duplicates, out.late, out.drift_findings,
+                digest.update(repr((sorted(out.run_writes.items()), sorted(out.dedupe_writes.items()),
+                                    out.schema_writes, out.duplicates, out.late, out.drift_findings,
                                     [k for k, _ in out.normalized])).encode())
                 for payload in encoded:
                     digest.update(payload)
@@ -197,11 +198,16 @@ class Pipeline:
 
     @staticmethod
     def _persist(core: ProcessorCore, out: Output) -> None:
-        for key, (_, value) in out.run_writes.items():  # the shell writes these to the changelog table
+        """What the shell writes to the changelog tables once the outputs are delivered."""
+        writes = [*((core.dedupe, key, value) for key, (_, value) in out.dedupe_writes.items()),
+                  *((core.runs, key, value) for key, (_, value) in out.run_writes.items()),
+                  *((core.schemas, key, value) for _, key, value in out.schema_writes)]
+        for table, key, value in writes:
             if value is None:
-                core.runs.pop(key, None)
+                table.pop(key, None)
             else:
-                core.runs[key] = value
+                table[key] = value
+        core.written(out)
 
 
 def _steps(batch: list[Incoming], core: ProcessorCore) -> dict[str, float]:
@@ -220,7 +226,7 @@ def _steps(batch: list[Incoming], core: ProcessorCore) -> dict[str, float]:
         t1 = clock()
         event = record_to_event(record, **cached)
         t2 = clock()
-        ok = _valid(event)
+        ok = _valid(event, facets)
         t3 = clock()
         spent[0] += t1 - t0
         spent[1] += t2 - t1
@@ -232,8 +238,10 @@ def _steps(batch: list[Incoming], core: ProcessorCore) -> dict[str, float]:
         t4 = clock()
         normalized = normalize(event)[0]
         t5 = clock()
-        core._drift(normalized)
+        staged = Output()
+        core._drift(normalized, staged)
         t6 = clock()
+        Pipeline._persist(core, staged)
         event_to_record(normalized, **cached)
         t7 = clock()
         for i, seconds in enumerate((t4 - t3, t5 - t4, t6 - t5, t7 - t6), start=3):
@@ -241,9 +249,9 @@ def _steps(batch: list[Incoming], core: ProcessorCore) -> dict[str, float]:
     return dict(zip(names, spent, strict=True))
 
 
-def _valid(event: dict[str, Any]) -> bool:
+def _valid(event: dict[str, Any], facets: Any = None) -> bool:
     try:
-        validate_event(event)
+        validate_event(event, facets)
     except ValueError:
         return False
     return True
