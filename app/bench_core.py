@@ -131,7 +131,8 @@ def build_events(count: int, seed: int) -> list[dict[str, Any]]:
 
 def frame(codec: AvroCodec, events: list[dict[str, Any]]) -> list[Incoming]:
     """What the publisher puts on the events topic: (partition key, framed Avro of ``event_to_record``)."""
-    return [Incoming(partition_key(e).encode(), codec.encode(event_to_record(e), 1), i % 6, i, 1_714_521_600_000 + i,
+    produced = 1_800_000_000_000  # 2027: after every event's time (a record more than an hour older is dead-lettered)
+    return [Incoming(partition_key(e).encode(), codec.encode(event_to_record(e), 1), i % 6, i, produced + i,
                      "openlineage.events") for i, e in enumerate(events)]
 
 
