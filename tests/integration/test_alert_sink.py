@@ -37,6 +37,15 @@ def _finding(namespace: str, name: str) -> dict:
                          "severity": "BREAKING"}]}
 
 
+def normalized_with_finding(job_namespace: str, dataset: str) -> dict:
+    """A normalized record as the processor writes it: a job's COMPLETE carrying one finding on s3://lake/<dataset>."""
+    event = _event(job_namespace, str(uuid.uuid4()), "ingest", "COMPLETE", 1)
+    return {"event": event_to_record(event), "schemaChanges": [_finding("s3://lake", dataset)],
+            "processing": {"dedupeId": uuid.uuid4().hex, "processedAt": datetime.now(UTC), "late": False,
+                           "sourceTopic": None, "sourcePartition": None, "sourceOffset": None,
+                           "producedAt": datetime.now(UTC), "renamedDatasets": []}}
+
+
 def test_a_finding_redelivered_after_a_restart_alerts_once(clients: ClientSettings) -> None:
     prefix = f"test.alerts.{uuid.uuid4().hex[:8]}"
     env = {"LINEAGE_NORMALIZED_TOPIC": f"{prefix}.normalized", "LINEAGE_DRIFT_TOPIC": f"{prefix}.drift",
@@ -47,11 +56,7 @@ def test_a_finding_redelivered_after_a_restart_alerts_once(clients: ClientSettin
     prepare_pipeline(settings, 2)
     client = SchemaRegistryClient(settings.registry_config())
     codec = AvroCodec("normalized_event", registry.schema_fetcher(client))
-    event = _event("alerts", str(uuid.uuid4()), "ingest", "COMPLETE", 1)
-    record = {"event": event_to_record(event), "schemaChanges": [_finding("s3://lake", f"{prefix}/orders")],
-              "processing": {"dedupeId": uuid.uuid4().hex, "processedAt": datetime.now(UTC), "late": False,
-                             "sourceTopic": None, "sourcePartition": None, "sourceOffset": None,
-                             "producedAt": datetime.now(UTC), "renamedDatasets": []}}
+    record = normalized_with_finding("alerts", f"{prefix}/orders")
     producer = Producer({"bootstrap.servers": settings.kafka_bootstrap_servers})
     value = codec.encode(record, registry.registered_id(client, settings.normalized_topic, "normalized_event"))
     producer.produce(settings.normalized_topic, key=b"k", value=value)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import signal
 import time
 import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -18,13 +17,12 @@ from kafka_lineage.config import ClientSettings, StackSettings
 from kafka_lineage.kafka_io import prepare_pipeline
 from kafka_lineage.processes import alert_sink_process, pipeline_env
 from kafka_lineage.schemas import registry
-from kafka_lineage.schemas.openlineage import event_to_record
 from kafka_lineage.schemas.wire import AvroCodec
 from kafka_lineage.stack.manager import Stack
 
 from .conftest import consume_all
-from .test_alert_sink import _finding
-from .test_graph_sink import _event, _settings
+from .test_alert_sink import normalized_with_finding
+from .test_graph_sink import _settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.fault]
 
@@ -47,11 +45,7 @@ def test_sigterm_during_a_neo4j_outage_exits_within_10s_and_a_restart_publishes_
     prepare_pipeline(settings, 2)
     client = SchemaRegistryClient(settings.registry_config())
     codec = AvroCodec("normalized_event", registry.schema_fetcher(client))
-    event = _event("alertfault", str(uuid.uuid4()), "ingest", "COMPLETE", 1)
-    record = {"event": event_to_record(event), "schemaChanges": [_finding("s3://lake", f"{prefix}/orders")],
-              "processing": {"dedupeId": uuid.uuid4().hex, "processedAt": datetime.now(UTC), "late": False,
-                             "sourceTopic": None, "sourcePartition": None, "sourceOffset": None,
-                             "producedAt": datetime.now(UTC), "renamedDatasets": []}}
+    record = normalized_with_finding("alertfault", f"{prefix}/orders")
     stack = Stack(stack_settings)
     stack.down(["neo4j"])
     try:

@@ -7,6 +7,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -50,14 +52,40 @@ def _committed(bench: subprocess.Popen, reader: Consumer, topic: str) -> int:
     return sum(max(0, tp.offset) for tp in reader.committed([TopicPartition(topic, p) for p in range(6)], timeout=10))
 
 
+@dataclass
+class Ended:
+    """How a harness ended after one of its children was SIGKILLed by someone else."""
+
+    child: int
+    code: int
+    out: str
+    err: str
+    took: float  # seconds from the kill to the harness's end
+
+
+def _kill_a_child_of(args: list[str], child: bytes, what: str, before_kill: Callable[[subprocess.Popen, int], None],
+                     cwd: Path | None = None) -> Ended:
+    """Run ``lineage ARGS``; once its child ``lineage CHILD`` runs and ``before_kill(harness, pid)`` returned,
+    SIGKILL that child (not through the harness) and wait for the harness to end."""
+    harness = subprocess.Popen([sys.executable, "-m", "kafka_lineage.cli", *args], cwd=cwd, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        pid = wait_until(lambda: _child_running(harness, child), 300, what=what)
+        before_kill(harness, pid)
+        os.kill(pid, signal.SIGKILL)
+        killed = time.monotonic()
+        out, err = harness.communicate(timeout=120)
+        return Ended(pid, harness.returncode, out, err, time.monotonic() - killed)
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+            harness.wait()
+
+
 def test_the_processor_bench_fails_at_once_when_its_worker_dies(clients: ClientSettings, tmp_path: Path) -> None:
     """The worker is SIGKILLed (by someone else than the bench) once it has committed its first batches, while the
     bench waits for the rest of its 30,000 events: before, the bench waited 30 minutes for a dead worker."""
-    bench = subprocess.Popen([sys.executable, "-m", "kafka_lineage.cli", "bench", "processor", "--events", "30000",
-                              "--output", str(tmp_path / "processor.json")],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        worker = wait_until(lambda: _child_running(bench, b"processor"), 300, what="the bench's processor worker")
+    def first_commit(bench: subprocess.Popen, worker: int) -> None:
         env = _environment(worker)
         group, topic = env["LINEAGE_PROCESSOR_GROUP"], env["LINEAGE_EVENTS_TOPIC"]
         reader = Consumer({"bootstrap.servers": clients.kafka_bootstrap_servers, "group.id": group})
@@ -65,16 +93,12 @@ def test_the_processor_bench_fails_at_once_when_its_worker_dies(clients: ClientS
             wait_until(lambda: _committed(bench, reader, topic) > 0, 300, interval=1, what="the worker's first commit")
         finally:
             reader.close()
-        os.kill(worker, signal.SIGKILL)
-        killed = time.monotonic()
-        _, err = bench.communicate(timeout=120)
-        took = time.monotonic() - killed
-        print(f"the bench ended {took:.1f} s after its worker was killed")
-    finally:
-        if bench.poll() is None:
-            bench.kill()
-            bench.wait()
-    assert bench.returncode == 1, err[-3000:]
+
+    ended = _kill_a_child_of(["bench", "processor", "--events", "30000", "--output", str(tmp_path / "processor.json")],
+                             b"processor", "the bench's processor worker", first_commit)
+    print(f"the bench ended {ended.took:.1f} s after its worker was killed")
+    worker, err, took = ended.child, ended.err, ended.took
+    assert ended.code == 1, err[-3000:]
     assert took < 30, f"the bench took {took:.0f} s to notice"
     assert (f"lineage: lineage processor (pid {worker}) exited with code -9 (killed by SIGKILL) without being asked "
             f"to; its last {TAIL_LINES} log lines:\n") in err, err[-3000:]
@@ -89,22 +113,13 @@ def test_the_fault_run_fails_at_once_when_a_component_ends_by_itself(tmp_path: P
     """``lineage workload`` (the fault suite's runner without its own faults): the alert sink is SIGKILLed by someone
     else than the runner while events are being published. Before, the run went on to its end and only then listed
     the component as ``exited``."""
-    run = subprocess.Popen([sys.executable, "-m", "kafka_lineage.cli", "workload", "--jobs", "200", "--runs-per-job",
-                            "10", "--rate", "200"], cwd=tmp_path,  # its logs go to ./.lineage/faults
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        sink = wait_until(lambda: _child_running(run, b"alerts\0run"), 300, what="the run's alert sink")
-        time.sleep(5)  # the run is publishing by now (~4,800 events at 200 events/s)
-        os.kill(sink, signal.SIGKILL)
-        killed = time.monotonic()
-        out, err = run.communicate(timeout=120)
-        took = time.monotonic() - killed
-        print(f"the fault run ended {took:.1f} s after its alert sink was killed")
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
-    assert run.returncode == 1, (out[-2000:], err[-3000:])
+    # once the run is publishing (~4,800 events at 200 events/s after 5 s)
+    ended = _kill_a_child_of(["workload", "--jobs", "200", "--runs-per-job", "10", "--rate", "200"], b"alerts\0run",
+                             "the run's alert sink", lambda _run, _sink: time.sleep(5),
+                             cwd=tmp_path)  # its logs go to ./.lineage/faults
+    print(f"the fault run ended {ended.took:.1f} s after its alert sink was killed")
+    sink, out, err, took = ended.child, ended.out, ended.err, ended.took
+    assert ended.code == 1, (out[-2000:], err[-3000:])
     assert took < 30, f"the run took {took:.0f} s to notice"
     assert f"lineage: lineage alerts run (pid {sink}) exited with code -9 (killed by SIGKILL) without being asked" \
            in err, err[-3000:]

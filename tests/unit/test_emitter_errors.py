@@ -7,38 +7,25 @@ here the emitters' own handling runs with a publisher that fails on one event in
 from __future__ import annotations
 
 import json
-from concurrent.futures import Future
 
 import pytest
 from kafka_lineage.config import CollectorSettings
 from kafka_lineage.producers.backfill import backfill
 from kafka_lineage.producers.collector import Collector, Rejection
 from kafka_lineage.producers.publisher import PublishError
-from kafka_lineage.schemas.openlineage import InvalidEvent
+
+from tests.unit.test_collector_pure import FakePublisher
 
 
-class FailingPublisher:
-    """encode: JSON of the event; ``{"boom": …}`` raises an unexpected error, ``{"down": …}`` a registry outage."""
-
-    topic = "t"
-
-    def __init__(self) -> None:
-        self.sent: list[bytes] = []
+class FailingPublisher(FakePublisher):
+    """``{"boom": …}`` raises an unexpected error, ``{"down": …}`` a registry outage; the rest as FakePublisher."""
 
     def encode(self, event: object) -> tuple[bytes, bytes]:
-        if not isinstance(event, dict):
-            raise InvalidEvent("event: expected a JSON object")
-        if "boom" in event:
+        if isinstance(event, dict) and "boom" in event:
             raise AttributeError("'int' object has no attribute 'get'")
-        if "down" in event:
+        if isinstance(event, dict) and "down" in event:
             raise PublishError("schema registry unavailable")
-        return b"k", json.dumps(event).encode()
-
-    def send(self, records: list[tuple[bytes, bytes]]) -> Future[int]:
-        self.sent += [value for _, value in records]
-        done: Future[int] = Future()
-        done.set_result(len(records))
-        return done
+        return super().encode(event)
 
 
 def test_emit_reports_the_failing_line_and_publishes_the_others() -> None:
