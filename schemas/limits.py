@@ -218,6 +218,7 @@ def _plain_check(facet: Any) -> FacetCheck:
 _FACET_CHECKS: dict[str, Callable[[Any], FacetCheck]] = {
     "schema": _schema_check, "columnLineage": _column_lineage_check, "parent": _parent_check}
 _MEMO_KINDS = {name: f"limits:{name}" for name in _FACET_CHECKS}  # one memo entry per facet and check
+_OBJECT_KINDS = {True: "limits:named-object", False: "limits:object"}
 
 
 def _no_memo(facet: Any, _kind: str, compute: Callable[[Any], FacetCheck]) -> FacetCheck:
@@ -253,24 +254,33 @@ def check_limits(event: Any, memo: Memo | None = None) -> None:
 
 
 def _check_object(obj: dict[Any, Any], path: str, above: int, named: bool, memo: Memo) -> None:
-    """A run, job or dataset object ``above`` levels deep (the event is level 1)."""
-    if named and (problem := _name_problem(obj, path)) is not None:
-        raise LimitExceeded(_message(*problem))
+    """A run, job or dataset object ``above`` levels deep (the event is level 1). Jobs and datasets repeat in a
+    stream (a decoder's cache shares them), so an object's check is memoized like a facet's."""
+    depth, problem = memo(obj, _OBJECT_KINDS[named], lambda value: _object_check(value, named, memo))
+    if above + depth > MAX_JSON_DEPTH:
+        raise LimitExceeded(_message(_join(path, _deep_path(obj, MAX_JSON_DEPTH - above)), _TOO_DEEP))
+    if problem is not None:
+        raise LimitExceeded(_message(_join(path, problem[0]), problem[1]))
+
+
+def _object_check(obj: dict[Any, Any], named: bool, memo: Memo) -> FacetCheck:
+    """An object's own nesting depth (capped past ``MAX_JSON_DEPTH``) and its first problem (path inside it): its
+    names, then its facets' checks."""
+    if named and (problem := _name_problem(obj, "")) is not None:
+        return 1, problem
+    depth = 1
     for key, value in obj.items():
         if key in _FACET_MAPS and type(value) is dict:
+            depth = max(depth, 2)
             for name, facet in value.items():
-                _check_facet(facet, path, key, name, above + 2, memo)
+                if type(facet) is not dict:
+                    depth = max(depth, 2 + _depth(facet, MAX_JSON_DEPTH))
+                    continue
+                check = _FACET_CHECKS.get(name, _plain_check) if type(name) is str else _plain_check
+                facet_depth, problem = memo(facet, _MEMO_KINDS.get(name, "limits"), check)
+                depth = max(depth, 2 + facet_depth)
+                if problem is not None:
+                    return depth, (_join(_join(key, name), problem[0]), problem[1])
         else:
-            _check_depth(value, path, key, above + 1)
-
-
-def _check_facet(facet: Any, path: str, facets_key: str, name: Any, above: int, memo: Memo) -> None:
-    if type(facet) is not dict:
-        _check_depth(facet, _join(path, facets_key), name, above)
-        return
-    check = _FACET_CHECKS.get(name, _plain_check) if type(name) is str else _plain_check
-    depth, problem = memo(facet, _MEMO_KINDS.get(name, "limits"), check)
-    if above + depth > MAX_JSON_DEPTH:
-        _check_depth(facet, _join(path, facets_key), name, above)  # raises, naming the path
-    if problem is not None:
-        raise LimitExceeded(_message(_join(_join(_join(path, facets_key), name), problem[0]), problem[1]))
+            depth = max(depth, 1 + _depth(value, MAX_JSON_DEPTH))
+    return depth, None
