@@ -7,8 +7,11 @@ worker continues where the previous one stopped. Every entry is bounded, and an 
 
 - ``dedupe``: dedupe id → ``[first seen, partition]``, one entry per accepted event, deleted ``dedupe_ttl`` after
   it was seen (a months-long streaming run adds one small entry per event instead of rewriting a growing list);
-- ``runs``: run key → ``{"order": reorder-buffer snapshot, "p": partition}`` — the run's lifecycle position and its
-  held-back events (at most ``MAX_HELD_PER_RUN`` events and ``MAX_HELD_CHARS`` of JSON; see ``ordering``);
+- ``runs``: run key → ``{"order": reorder-buffer snapshot, "p": partition}``, only while the run holds back events
+  (at most ``MAX_HELD_PER_RUN`` events and ``MAX_HELD_CHARS`` of JSON; see ``ordering``): what a restart must not
+  lose. A run's lifecycle position otherwise lives in memory only, so an in-order run costs no run writes; after a
+  restart, an open run's next event may wait one window for a START, and a START arriving after its run's end is
+  marked late only by the worker that saw the end;
 - ``schemas``: ``namespace/name`` → the dataset's last schema (``schema_state``: version, eventTime and the fields
   drift compares, split into chunk entries for wide tables).
 
@@ -124,6 +127,7 @@ class ProcessorCore:
         self._ids: OrderedDict[str, tuple[float, int]] = OrderedDict()  # ids of owned partitions → (seen, partition)
         self._ids_unsorted = False  # adopted ids arrive in any order: the expiry sweep sorts once before running
         self._loaded: dict[str, int] = {}  # run keys this worker holds state of (in the buffer) → their partition
+        self._stored: set[str] = set()  # run keys with an entry in ``runs`` (runs holding events)
         self._pending_schemas: dict[str, Any] = {}  # staged schema entries, read before the table until written
         self._restored_all = False
         self._last_sweep = 0.0
@@ -206,6 +210,7 @@ class ProcessorCore:
             if partition in partitions:
                 self.buffer.restore_run(key, None)
                 del self._loaded[key]
+                self._stored.discard(key)
         for identity, (_seen, partition) in list(self._ids.items()):
             if partition in partitions:
                 del self._ids[identity]
@@ -266,6 +271,8 @@ class ProcessorCore:
     def _adopt_run(self, key: str, stored: Any, partition: int, out: Output, track: bool = True) -> None:
         """Take a run's stored state into memory (``track``: a run, ordered by the buffer; else only the ids of
         an event key's state of the earlier layout, which is then deleted)."""
+        if isinstance(stored, dict):
+            self._stored.add(key)
         if track:
             self.buffer.restore_run(key, stored.get("order") if isinstance(stored, dict) else None)
             self._loaded[key] = partition
@@ -275,18 +282,26 @@ class ProcessorCore:
                     self._ids[identity] = (float(seen), partition)
                     out.dedupe_writes[identity] = (partition, [seen, partition])
             self._ids_unsorted = True
-            snapshot = self.buffer.snapshot_run(key)
-            out.run_writes[key] = (partition, {"order": snapshot, "p": partition} if snapshot else None)
+            self._persist_run(key, partition, out)  # rewritten without the ids (or deleted)
 
     def _persist_runs(self, out: Output) -> None:
         for key in self.buffer.drain_changed():
             partition = self._loaded.get(key)
             if partition is None:
                 continue
-            snapshot = self.buffer.snapshot_run(key)
-            if snapshot is None:  # dropped after the retention
+            if self.buffer.snapshot_run(key) is None:  # dropped after the retention
                 del self._loaded[key]
-            out.run_writes[key] = (partition, {"order": snapshot, "p": partition} if snapshot else None)
+            self._persist_run(key, partition, out)
+
+    def _persist_run(self, key: str, partition: int, out: Output) -> None:
+        """Stage the run's entry: written while it holds events, deleted once it holds none."""
+        snapshot = self.buffer.snapshot_run(key)
+        if snapshot is not None and snapshot["held"]:
+            out.run_writes[key] = (partition, {"order": snapshot, "p": partition})
+            self._stored.add(key)
+        elif key in self._stored:
+            out.run_writes[key] = (partition, None)
+            self._stored.discard(key)
 
     def _forget_ids(self, cutoff: float, out: Output) -> None:
         """Delete the dedupe ids first seen before ``cutoff`` (oldest first: the dict is in first-seen order)."""

@@ -75,7 +75,7 @@ def test_a_streaming_run_of_30000_running_events_keeps_its_state_small(clients: 
     sizes = _changelog_records(clients, pipeline["LINEAGE_PROCESSOR_GROUP"])
     runs = next(v for k, v in sizes.items() if "-runs-" in k)
     dedupe = next(v for k, v in sizes.items() if "-dedupe-" in k)
-    assert max(runs) < 1_000, f"the run's state grew to {max(runs)} bytes"
+    assert max(runs, default=0) < 1_000, f"the run's state grew to {max(runs)} bytes"  # written only while held
     assert len(dedupe) >= len(events) and max(dedupe) < 200  # one small entry per event
 
 
