@@ -261,7 +261,9 @@ class ProcessorCore:
     def _seen(self, identity: str) -> bool:
         if identity in self._ids:
             return True
-        stored = self.dedupe.get(identity)  # restored before this worker adopted its partition's ids
+        if self._restored_all:  # every id of the owned partitions is in ``_ids`` (adopted by ``expire``)
+            return False
+        stored = self.dedupe.get(identity)  # restored, but not adopted yet: after a start or a rebalance
         if _valid_seen(stored):
             self._ids[identity] = (float(stored[0]), int(stored[1]))
             self._ids_unsorted = True
