@@ -103,6 +103,10 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
         broker_credentials=broker_credentials(clients.kafka_security),
         broker_heartbeat_interval=2.0,
         producer_max_request_size=STATE_RECORD_MAX_BYTES,
+        # No standby copies of the partitioned tables: Faust's recovery never finished (and the worker stopped
+        # processing for good) when a partition it kept as a standby became one of its actives; a partition that
+        # moves is read from its changelog instead, which is compacted and bounded (ARCHITECTURE 32).
+        table_standby_replicas=0,
     )
     events = app.topic(clients.events_topic, value_serializer="raw", key_serializer="raw")
     outputs = AckingProducer(clients.kafka_config({"linger.ms": "5"}))
