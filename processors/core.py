@@ -179,7 +179,7 @@ class ProcessorCore:
     def expire(self, now: float, assigned: set[int]) -> Output:
         """Release held events whose window passed; forget dedupe ids and idle runs past the dedupe TTL.
 
-        ``assigned``: the partitions this worker owns now (a table also holds standby copies of other partitions).
+        ``assigned``: the partitions this worker owns now (the tables may still hold entries of partitions it gave up).
         """
         out = Output()
         if not self._restored_all:  # after a start or a rebalance: adopt the state of the partitions we own
