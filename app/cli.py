@@ -224,14 +224,14 @@ def _report_unreadable(what: str) -> Callable[[int, int, Exception], None]:
 def cmd_impact(args: argparse.Namespace) -> int:
     from kafka_lineage.sinks import render
     from kafka_lineage.sinks.graph_sink import driver_for
-    from kafka_lineage.sinks.queries import as_rows, neighbourhood
+    from kafka_lineage.sinks.queries import as_rows, traverse
 
     direction = "down" if args.command == "impact" else "up"
     if args.column:
         return _column_lineage(args, direction)
     try:
         with driver_for(ClientSettings.from_env()) as driver:
-            graph = neighbourhood(driver, args.namespace, args.name, args.depth, direction)
+            graph = traverse(driver, args.namespace, args.name, args.depth, direction)
     except ValueError as exc:
         raise ConfigError(f"--depth: {exc}") from None
     title = f"{'downstream of' if direction == 'down' else 'upstream of'} {args.namespace} {args.name}"

@@ -32,7 +32,7 @@ from kafka_lineage.producers.hooks import load_task, sql_task
 from kafka_lineage.producers.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
 from kafka_lineage.sinks import render
 from kafka_lineage.sinks.graph_sink import driver_for
-from kafka_lineage.sinks.queries import as_rows, neighbourhood
+from kafka_lineage.sinks.queries import as_rows, traverse
 from kafka_lineage.sinks.tail import format_alert, tail
 from openlineage.client import OpenLineageClient
 
@@ -163,7 +163,7 @@ def run_demo(clients: ClientSettings, stack: StackSettings) -> None:
         print("  (the graph sink had not caught up when the impact was read: the lists may be incomplete)")
     _step(f"impact of the change (lineage impact file {cleaned})")
     with driver_for(clients) as driver:
-        graph = neighbourhood(driver, "file", cleaned, depth=5)
+        graph = traverse(driver, "file", cleaned, depth=5)
     for row in as_rows(graph.nodes):
         print(f"  {row['depth']:>3}  {row['kind']:8} {row['namespace']}  {row['name']}")
     picture = workdir / "impact.html"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 import json
 
-from kafka_lineage.sinks.queries import Neighbourhood, Reached
+from kafka_lineage.sinks.queries import Reached, Traversal
 
 Key = tuple[str, str, str]
 BOX_W, BOX_H, GAP_X, GAP_Y = 230, 44, 90, 22
@@ -23,7 +23,7 @@ def _label(key: Key) -> str:
     return f"{key[1]}\n{key[2]}"
 
 
-def to_dot(graph: Neighbourhood) -> str:
+def to_dot(graph: Traversal) -> str:
     keys = [_key(graph.start), *(_key(n) for n in graph.nodes)]
     ids = {key: f"n{i}" for i, key in enumerate(dict.fromkeys(keys))}
     lines = ["digraph lineage {", "  rankdir=LR;", '  node [fontname="Helvetica", fontsize=10];']
@@ -43,7 +43,7 @@ def _column(node: Reached, upstream: bool) -> int:
     return -column if upstream else column
 
 
-def to_svg(graph: Neighbourhood, upstream: bool = False) -> str:
+def to_svg(graph: Traversal, upstream: bool = False) -> str:
     columns: dict[int, list[Key]] = {0: [_key(graph.start)]}
     for node in graph.nodes:
         if _key(node) != _key(graph.start):
@@ -80,7 +80,7 @@ def _short(text: str, limit: int = 34) -> str:
     return text if len(text) <= limit else "…" + text[-(limit - 1):]
 
 
-def to_html(graph: Neighbourhood, title: str, upstream: bool = False) -> str:
+def to_html(graph: Traversal, title: str, upstream: bool = False) -> str:
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head>"
             f"<body style='font-family:Helvetica'><h2>{html.escape(title)}</h2>"
             "<p>Jobs are square boxes, datasets round ones; hover a box for its full name.</p>"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from kafka_lineage.sinks.queries import Neighbourhood, Reached
+from kafka_lineage.sinks.queries import Reached, Traversal
 from kafka_lineage.sinks.render import to_dot, to_html, to_svg
 
 HOSTILE = '<script>alert("x")</script> & "quotes"'
-GRAPH = Neighbourhood(
+GRAPH = Traversal(
     start=Reached(0, "dataset", "s3://lake", "orders"),
     nodes=[Reached(1, "job", "etl", "daily"), Reached(1, "dataset", "s3://lake", HOSTILE),
            Reached(2, "job", "etl", "report")],
