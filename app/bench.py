@@ -41,7 +41,7 @@ from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import event_to_record
 from kafka_lineage.schemas.wire import AvroCodec
 from kafka_lineage.sinks.graph_sink import driver_for
-from kafka_lineage.sinks.queries import impact, upstream
+from kafka_lineage.sinks.queries import field_lineage, impact, traverse, upstream
 from kafka_lineage.sinks.replay import replay
 from kafka_lineage.sinks.spark_replay import replay_on_spark
 from kafka_lineage.stack.smoke import ensure_topic
@@ -367,6 +367,76 @@ def bench_query(settings: ClientSettings, jobs: int, queries: int = 200, depth: 
                for name, values in timings.items()}}
 
 
+def _dag_rows(jobs: int, seed: int = 7, fields: int = 4, hubs: int = 20
+              ) -> tuple[int, list[list[Any]], list[list[Any]]]:
+    """A DAG as real platforms have them: 40 layers of jobs, each job reading 2-4 datasets of the layer above (and,
+    three times in ten, one of ``hubs`` shared upstream tables) and writing one; every output column derives from 1-2
+    columns of the job's inputs. Returns the width, job rows [layer, slot, [[input layer, input slot], ...]] and
+    column rows [layer, slot, field, input layer, input slot, input field]."""
+    import random
+
+    rng = random.Random(seed)
+    width = max(10, jobs // 40)
+    job_rows, column_rows = [], []
+    for layer in range(1, 41):
+        for slot in range(width):
+            inputs = {(layer - 1, other) for other in rng.sample(range(width), rng.randint(2, 4))}
+            if rng.random() < 0.3:
+                inputs.add((0, rng.randrange(min(hubs, width))))
+            job_rows.append([layer, slot, [list(pair) for pair in sorted(inputs)]])
+            ordered = sorted(inputs)
+            for column in range(fields):
+                for source_layer, source_slot in rng.sample(ordered, rng.randint(1, 2)):
+                    column_rows.append([layer, slot, column, source_layer, source_slot, rng.randrange(fields)])
+    return width, job_rows, column_rows
+
+
+def bench_query_dag(settings: ClientSettings, jobs: int, queries: int = 30, depths: tuple[int, ...] = (3, 10, 20),
+                    limit: int = 1000) -> dict[str, Any]:
+    """Traversal latency on a fan-in DAG (``_dag_rows``) at table and column level, upstream from the last layer
+    and downstream from the first, p50/p99 per depth; also how many answers were cut by ``limit``."""
+    namespace = f"bench-dag-{uuid.uuid4().hex[:6]}"
+    width, job_rows, column_rows = _dag_rows(jobs)
+    with driver_for(settings) as driver:
+        with driver.session() as session:
+            for start in range(0, len(job_rows), 2000):
+                session.run(
+                    "UNWIND $rows AS row "
+                    "MERGE (j:Job {namespace: $ns, name: 'j-' + toString(row[0]) + '-' + toString(row[1])}) "
+                    "MERGE (o:Dataset {namespace: $ns, name: 'd-' + toString(row[0]) + '-' + toString(row[1])}) "
+                    "MERGE (j)-[:OUTPUTS]->(o) WITH j, row UNWIND row[2] AS input "
+                    "MERGE (i:Dataset {namespace: $ns, name: 'd-' + toString(input[0]) + '-' + toString(input[1])}) "
+                    "MERGE (i)-[:INPUT_TO]->(j)", rows=job_rows[start:start + 2000], ns=namespace).consume()
+            for start in range(0, len(column_rows), 10_000):
+                session.run(
+                    "UNWIND $rows AS row "
+                    "MERGE (o:Field {namespace: $ns, name: 'd-' + toString(row[0]) + '-' + toString(row[1]), "
+                    "field: 'c' + toString(row[2])}) "
+                    "MERGE (i:Field {namespace: $ns, name: 'd-' + toString(row[3]) + '-' + toString(row[4]), "
+                    "field: 'c' + toString(row[5])}) MERGE (o)-[:DERIVES_FROM]->(i)",
+                    rows=column_rows[start:start + 10_000], ns=namespace).consume()
+            relationships = session.run("MATCH ()-[r]->() RETURN count(r)").single()[0]
+        results: dict[str, Any] = {}
+        cut: dict[str, int] = {}
+        for depth in depths:
+            for direction, layer in (("up", 40), ("down", 0)):
+                table, column = [], []
+                for index in range(queries):
+                    name = f"d-{layer}-{(index * 7919) % width}"
+                    started = time.perf_counter()
+                    walk = traverse(driver, namespace, name, depth, direction, limit)
+                    table.append((time.perf_counter() - started) * 1000)
+                    cut[f"table_{direction}_{depth}"] = cut.get(f"table_{direction}_{depth}", 0) + walk.truncated
+                    started = time.perf_counter()
+                    field_lineage(driver, namespace, name, "c0", depth, direction, limit)
+                    column.append((time.perf_counter() - started) * 1000)
+                for level, values in (("table", table), ("column", column)):
+                    results[f"{level}_{direction}_{depth}_ms"] = {"p50": _percentile(values, 0.5),
+                                                                  "p99": _percentile(values, 0.99)}
+    return {"jobs": len(job_rows), "width": width, "relationships_in_database": relationships, "queries": queries,
+            "limit": limit, "truncated_answers": cut, **results}
+
+
 def bench_replay(settings: ClientSettings, count: int) -> dict[str, Any]:
     """Events/s of ``lineage replay`` (raw topic → processor core → graph) over ``count`` raw events, in this process
     and on Spark (``local[2]``, Spark's start-up included)."""
@@ -401,6 +471,7 @@ def run_graph_bench(stage: str, count: int, jobs: int, output: Path) -> dict[str
         result["replay"] = bench_replay(settings, count)
     if stage in ("query", "graph"):
         result["query"] = bench_query(settings, jobs)
+        result["query_dag"] = bench_query_dag(settings, jobs)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(result, indent=2) + "\n")
     return result
@@ -418,6 +489,13 @@ def format_graph(result: dict[str, Any]) -> str:
         lines.append(f"queries at depth {query['depth']} over {query['relationships_in_database']:,} relationships: "
                      f"impact p50 {query['impact_ms']['p50']:.1f} ms / p99 {query['impact_ms']['p99']:.1f} ms, "
                      f"upstream p50 {query['upstream_ms']['p50']:.1f} ms / p99 {query['upstream_ms']['p99']:.1f} ms")
+    if "query_dag" in result:
+        dag = result["query_dag"]
+        lines.append(f"fan-in DAG of {dag['jobs']:,} jobs, {dag['relationships_in_database']:,} relationships in the "
+                     f"database, limit {dag['limit']} (p50 / p99 ms):")
+        for key, value in dag.items():
+            if key.endswith("_ms"):
+                lines.append(f"  {key[:-3].replace('_', ' ')}: {value['p50']:.1f} / {value['p99']:.1f}")
     return "\n".join(lines)
 
 

@@ -4,12 +4,13 @@
 jobs that read it, the next the datasets those jobs write. Depth counts jobs: depth 1 = the readers of the dataset
 and what they write. Column lineage walks ``(Field)-[:DERIVES_FROM]->(Field)`` (output → input), one hop per depth.
 
-Every traversal is breadth-first with a visited set: one parameterized query per hop expands the frontier (the
-nodes first reached at the previous hop), so the cost follows the nodes and edges visited. A variable-length pattern
-enumerated every *path* before deduplicating: on a DAG with fan-in 2-3 per job, upstream at depth 10 took 36-71 s.
-Limits are explicit: depth, nodes (a traversal stops once it has more than ``limit``, keeps the nearest ``limit`` in
-the order depth, kind, namespace, name and says ``truncated``), rows per hop, and time (each hop's query carries the
-remaining budget as its server-side timeout; a budget spent between hops ends the walk with what it has, flagged).
+Every traversal is breadth-first with a visited set: one parameterized query per depth level expands the frontier
+(the nodes first reached at the previous level; for datasets both hops, to the jobs and on to their datasets), so
+the cost follows the nodes and edges visited. A variable-length pattern enumerated every *path* before deduplicating:
+on a DAG with fan-in 2-3 per job, upstream at depth 10 took 36-71 s. Limits are explicit: depth, nodes (a traversal
+stops once it has more than ``limit``, keeps the nearest ``limit`` in the order depth, kind, namespace, name and says
+``truncated``), rows per level, and time (each level's query carries the remaining budget as its server-side
+timeout; a budget spent between levels ends the walk with what it has, flagged).
 
 Nodes are looked up by their stored keys (``graph_model.stored_key``: a name over 2 KB is keyed by its hash) and
 answered with their whole names (``coalesce(n.fullName, n.name)``), so a very long name is found and shown as sent.
@@ -18,7 +19,7 @@ answered with their whole names (``coalesce(n.fullName, n.name)``), so a very lo
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,31 +27,51 @@ from kafka_lineage.sinks.graph_model import stored_key
 from neo4j import READ_ACCESS, Driver, Query, Session
 
 MAX_DEPTH = 50
-# One hop's query returns at most this many edges: a hub read by more jobs than this truncates the walk (flagged)
-# instead of streaming an unbounded answer into memory.
-MAX_EDGES_PER_HOP = 200_000
-
-_NAMES = "coalesce(b.fullNamespace, b.namespace) AS namespace, coalesce(b.fullName, b.name) AS name"
+# One level's query returns at most this many rows (edges): a hub read by more jobs than this truncates the walk
+# (flagged) instead of streaming an unbounded answer into memory.
+MAX_ROWS_PER_LEVEL = 200_000
 
 
-def _hop(pattern: str, names: str = _NAMES) -> str:
-    """One hop from the frontier (``$ids``, element ids of ``a``) to its neighbours ``b``, one row per edge."""
+def _names(node: str, field: bool = False) -> str:
+    columns = (f"elementId({node}), coalesce({node}.fullNamespace, {node}.namespace), "
+               f"coalesce({node}.fullName, {node}.name)")
+    return columns + (f", coalesce({node}.fullField, {node}.field)" if field else "")
+
+
+# Each level's answer is ONE record holding a list of edge rows: the driver decodes one big list ~5x faster than as
+# many records (635 rows: 3 ms instead of 14 ms). A row is [frontier id, (id, namespace, name[, field]) per hop].
+def _dataset_level(reads: str, writes: str) -> str:
+    """One depth level from the frontier datasets (``$ids``): the jobs next to them and the datasets next to those
+    jobs, one row per (edge, edge) pair; a job without one still comes as a row (OPTIONAL MATCH)."""
+    return (f"UNWIND $ids AS id MATCH {reads} WHERE elementId(a) = id OPTIONAL MATCH {writes} "
+            f"WITH id, j, o LIMIT $rows RETURN collect([id, {_names('j')}, {_names('o')}])")
+
+
+def _field_level(pattern: str) -> str:
     return (f"UNWIND $ids AS id MATCH {pattern} WHERE elementId(a) = id "
-            f"RETURN id AS source, elementId(b) AS target, {names} LIMIT $rows")
+            f"WITH id, b LIMIT $rows RETURN collect([id, {_names('b', True)}])")
 
 
-# Per direction: the hops of one depth level (dataset → job, job → dataset), each with the kind it reaches and
-# whether the stored edge points from the frontier to the neighbour (edges are answered as stored).
-_DATASET_HOPS = {
-    "down": ((_hop("(a:Dataset)-[:INPUT_TO]->(b:Job)"), "job", True),
-             (_hop("(a:Job)-[:OUTPUTS]->(b:Dataset)"), "dataset", True)),
-    "up": ((_hop("(a:Dataset)<-[:OUTPUTS]-(b:Job)"), "job", False),
-           (_hop("(a:Job)<-[:INPUT_TO]-(b:Dataset)"), "dataset", False)),
+@dataclass(frozen=True)
+class _Level:
+    """One depth level's query, the kind each of its hops reaches, the values per reached node in a row (id and
+    names), and whether the stored edges point from the frontier outwards (edges are answered as stored)."""
+
+    query: str
+    kinds: tuple[str, ...]
+    width: int
+    outward: bool
+
+
+_DATASET_LEVELS = {
+    "down": _Level(_dataset_level("(a:Dataset)-[:INPUT_TO]->(j:Job)", "(j)-[:OUTPUTS]->(o:Dataset)"),
+                   ("job", "dataset"), 3, True),
+    "up": _Level(_dataset_level("(a:Dataset)<-[:OUTPUTS]-(j:Job)", "(j)<-[:INPUT_TO]-(o:Dataset)"),
+                 ("job", "dataset"), 3, False),
 }
-_FIELD_NAMES = _NAMES + ", coalesce(b.fullField, b.field) AS field"
-_FIELD_HOPS = {  # DERIVES_FROM points from the derived (output) column to its input
-    "down": ((_hop("(a:Field)<-[:DERIVES_FROM]-(b:Field)", _FIELD_NAMES), "field", False),),
-    "up": ((_hop("(a:Field)-[:DERIVES_FROM]->(b:Field)", _FIELD_NAMES), "field", True),),
+_FIELD_LEVELS = {  # DERIVES_FROM points from the derived (output) column to its input
+    "down": _Level(_field_level("(a:Field)<-[:DERIVES_FROM]-(b:Field)"), ("field",), 4, False),
+    "up": _Level(_field_level("(a:Field)-[:DERIVES_FROM]->(b:Field)"), ("field",), 4, True),
 }
 
 
@@ -71,51 +92,59 @@ def _checked_depth(depth: int) -> int:
 
 @dataclass
 class _Walk:
-    """What a breadth-first walk found: node id → (hop, kind, record), the stored edges among visited nodes, and
+    """What a breadth-first walk found: node id → (depth, kind, names), the stored edges among visited nodes, and
     why it stopped early (None: it did not)."""
 
-    found: dict[str, tuple[int, str, dict[str, Any]]] = field(default_factory=dict)
+    found: dict[str, tuple[int, str, list[str]]] = field(default_factory=dict)
     edges: set[tuple[str, str]] = field(default_factory=set)
     stopped: str | None = None
 
 
-def _walk(session: Session, start: Sequence[str], hops: Sequence[tuple[str, str, bool]], max_hops: int,
-          level_of: Callable[[int], int], limit: int, deadline: float | None) -> _Walk:
-    """Breadth-first from the ``start`` node ids over ``hops`` (cycled), at most ``max_hops`` hops.
+def _walk(session: Session, start: Sequence[str], level: _Level, depth: int, limit: int, deadline: float | None
+          ) -> _Walk:
+    """Breadth-first from the ``start`` node ids, one query per depth level, at most ``depth`` levels.
 
-    A start node is reported only when some edge reaches it (a cycle), as the path query did. The walk ends after a
-    completed depth level (``level_of(hop)``) that brought the count over ``limit``: every node at that level is
-    known, so the nearest ``limit`` are exact and ``truncated`` is honest.
+    Within a level the second hop may start from a job visited at an earlier level: its neighbours were all found
+    then, so the visited set drops them again and every node keeps its shortest depth. A start node is reported
+    only when some edge reaches it (a cycle), as the path query did. The walk ends after a level that brought the
+    count over ``limit``: every node at that depth is known, so the nearest ``limit`` are exact.
     """
     walk = _Walk()
+    starts = set(start)
     visited = set(start)
     frontier = list(start)
-    for hop in range(1, max_hops + 1):
+    for depth_now in range(1, depth + 1):
         if not frontier:
             break
         remaining = None if deadline is None else deadline - time.monotonic()
         if remaining is not None and remaining <= 0:
             walk.stopped = "time"
             break
-        text, kind, outward = hops[(hop - 1) % len(hops)]
-        rows = session.run(Query(text, timeout=remaining), ids=frontier, rows=MAX_EDGES_PER_HOP + 1).data()
-        if len(rows) > MAX_EDGES_PER_HOP:
+        rows = session.run(Query(level.query, timeout=remaining), ids=frontier,
+                           rows=MAX_ROWS_PER_LEVEL + 1).single(strict=True)[0]
+        if len(rows) > MAX_ROWS_PER_LEVEL:
             walk.stopped = "edges"
-            rows = rows[:MAX_EDGES_PER_HOP]
+            rows = rows[:MAX_ROWS_PER_LEVEL]
         following = []
         for row in rows:
-            source, target = row["source"], row["target"]
-            walk.edges.add((source, target) if outward else (target, source))
-            if target not in walk.found and (target not in visited or target in start):
-                walk.found[target] = (hop, kind, row)
-                if target not in visited:
-                    visited.add(target)
-                    following.append(target)
+            source = row[0]
+            for hop, kind in enumerate(level.kinds):
+                at = 1 + hop * level.width
+                target = row[at]
+                if target is None:
+                    break
+                walk.edges.add((source, target) if level.outward else (target, source))
+                if target not in walk.found and (target not in visited or target in starts):
+                    walk.found[target] = (depth_now, kind, row[at + 1:at + level.width])
+                    if target not in visited:
+                        visited.add(target)
+                        if hop == len(level.kinds) - 1:
+                            following.append(target)
+                source = target
         frontier = following
         if walk.stopped:
             break
-        last_of_level = hop == max_hops or level_of(hop + 1) != level_of(hop)
-        if last_of_level and len(walk.found) > limit:
+        if len(walk.found) > limit:
             walk.stopped = "nodes"
             break
     return walk
@@ -142,8 +171,8 @@ class Traversal:
 def traverse(driver: Driver, namespace: str, name: str, depth: int = 5, direction: str = "down", limit: int = 1000,
              timeout: float | None = None) -> Traversal:
     """Jobs and datasets downstream (``down``) or upstream (``up``) of a dataset within ``depth`` jobs.
-    ``timeout``: the whole walk's time budget in seconds (None = the server's default per hop)."""
-    if direction not in _DATASET_HOPS:
+    ``timeout``: the whole walk's time budget in seconds (None = the server's default per level)."""
+    if direction not in _DATASET_LEVELS:
         raise ValueError(f"direction must be 'down' or 'up', got {direction!r}")
     depth = _checked_depth(depth)
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -154,14 +183,12 @@ def traverse(driver: Driver, namespace: str, name: str, depth: int = 5, directio
         if record is None:
             return Traversal(start, [], [], False, limit)
         start_id = record["id"]
-        walk = _walk(session, [start_id], _DATASET_HOPS[direction], 2 * depth, lambda hop: (hop + 1) // 2, limit,
-                     deadline)
-    reached = {node: Reached((hop + 1) // 2, kind, row["namespace"], row["name"])
-               for node, (hop, kind, row) in walk.found.items()}
+        walk = _walk(session, [start_id], _DATASET_LEVELS[direction], depth, limit, deadline)
+    reached = {node: Reached(level, kind, *names) for node, (level, kind, names) in walk.found.items()}
     nodes = sorted(reached.values())[:limit]
-    kept = {node: value for node, value in reached.items() if value in set(nodes)}
-    named = {**{node: (r.kind, r.namespace, r.name) for node, r in kept.items()},
-             start_id: ("dataset", namespace, name)}
+    returned = set(nodes)
+    named = {node: (r.kind, r.namespace, r.name) for node, r in reached.items() if r in returned}
+    named[start_id] = ("dataset", namespace, name)
     edges = sorted((named[a], named[b]) for a, b in walk.edges if a in named and b in named)
     stopped = walk.stopped if walk.stopped != "nodes" or len(reached) > limit else None
     return Traversal(start, nodes, edges, True, limit, stopped)
@@ -208,7 +235,7 @@ def column_impact(driver: Driver, namespace: str, name: str, fields: list[str], 
 
 def _field_reach(driver: Driver, namespace: str, name: str, fields: list[str], depth: int, direction: str,
                  limit: int, timeout: float | None = None) -> list[ReachedField]:
-    if direction not in _FIELD_HOPS:
+    if direction not in _FIELD_LEVELS:
         raise ValueError(f"direction must be 'down' or 'up', got {direction!r}")
     depth = _checked_depth(depth)
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -217,6 +244,5 @@ def _field_reach(driver: Driver, namespace: str, name: str, fields: list[str], d
             Query("UNWIND $fields AS start MATCH (f:Field {namespace: $namespace, name: $name, field: start}) "
                   "RETURN elementId(f) AS id", timeout=timeout),
             namespace=stored_key(namespace), name=stored_key(name), fields=[stored_key(f) for f in fields])]
-        walk = _walk(session, starts, _FIELD_HOPS[direction], depth, lambda hop: hop, limit, deadline)
-    return sorted(ReachedField(hop, row["namespace"], row["name"], row["field"])
-                  for hop, _kind, row in walk.found.values())[:limit]
+        walk = _walk(session, starts, _FIELD_LEVELS[direction], depth, limit, deadline)
+    return sorted(ReachedField(level, *names) for level, _kind, names in walk.found.values())[:limit]
