@@ -96,6 +96,7 @@ class _Walk:
     why it stopped early (None: it did not)."""
 
     found: dict[str, tuple[int, str, list[str]]] = field(default_factory=dict)
+    parent: dict[str, str] = field(default_factory=dict)  # node id → the node it was first reached from
     edges: set[tuple[str, str]] = field(default_factory=set)
     stopped: str | None = None
 
@@ -136,6 +137,7 @@ def _walk(session: Session, start: Sequence[str], level: _Level, depth: int, lim
                 walk.edges.add((source, target) if level.outward else (target, source))
                 if target not in walk.found and (target not in visited or target in starts):
                     walk.found[target] = (depth_now, kind, row[at + 1:at + level.width])
+                    walk.parent[target] = source
                     if target not in visited:
                         visited.add(target)
                         if hop == len(level.kinds) - 1:
@@ -150,6 +152,9 @@ def _walk(session: Session, start: Sequence[str], level: _Level, depth: int, lim
     return walk
 
 
+Key = tuple[str, str, str]  # (kind, namespace, name)
+
+
 @dataclass(frozen=True)
 class Traversal:
     """Nodes reached from a dataset (nearest first, at most ``limit``) and the lineage edges among them and the
@@ -158,14 +163,28 @@ class Traversal:
 
     start: Reached
     nodes: list[Reached]
-    edges: list[tuple[tuple[str, str, str], tuple[str, str, str]]]  # ((kind, namespace, name), (kind, ns, name))
+    edges: list[tuple[Key, Key]]
     found: bool = True
     limit: int = 1000
     stopped: str | None = None
+    parents: dict[Key, Key] = field(default_factory=dict)  # node → the node it was first reached from
 
     @property
     def truncated(self) -> bool:
         return self.stopped is not None
+
+    def path(self, kind: str, namespace: str, name: str) -> list[Key]:
+        """One shortest path from the start to a returned node, start first ([] if the node was not returned)."""
+        node: Key = (kind, namespace, name)
+        start: Key = (self.start.kind, self.start.namespace, self.start.name)
+        if node not in self.parents:
+            return []
+        path = [node]
+        while path[-1] != start or len(path) == 1:
+            path.append(self.parents[path[-1]])
+            if len(path) > 2 * MAX_DEPTH + 1:  # cannot happen for a breadth-first tree; a guard, not a loop
+                break
+        return path[::-1]
 
 
 def traverse(driver: Driver, namespace: str, name: str, depth: int = 5, direction: str = "down", limit: int = 1000,
@@ -191,7 +210,9 @@ def traverse(driver: Driver, namespace: str, name: str, depth: int = 5, directio
     named[start_id] = ("dataset", namespace, name)
     edges = sorted((named[a], named[b]) for a, b in walk.edges if a in named and b in named)
     stopped = walk.stopped if walk.stopped != "nodes" or len(reached) > limit else None
-    return Traversal(start, nodes, edges, True, limit, stopped)
+    known = {**{node: (r.kind, r.namespace, r.name) for node, r in reached.items()}, start_id: named[start_id]}
+    parents = {known[node]: known[parent] for node, parent in walk.parent.items()}
+    return Traversal(start, nodes, edges, True, limit, stopped, parents)
 
 
 def impact(driver: Driver, namespace: str, name: str, depth: int = 5, limit: int = 1000,

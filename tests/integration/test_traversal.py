@@ -4,6 +4,7 @@ graphs). Random DAGs with diamonds, shared hubs and cycles (bad events can make 
 
 from __future__ import annotations
 
+import itertools
 import random
 import uuid
 from collections.abc import Iterator
@@ -144,3 +145,22 @@ def test_column_traversals_walk_breadth_first_with_cycles(driver: Driver) -> Non
         ReachedField(1, namespace, "b", "z"), ReachedField(1, namespace, "c", "z")]
     assert column_impact(driver, namespace, "a", ["x"], depth=1, limit=2) == [
         ReachedField(1, namespace, "b", "x"), ReachedField(1, namespace, "b", "z")]
+
+
+def test_a_path_leads_from_the_start_to_each_node_along_stored_edges(driver: Driver) -> None:
+    namespace = f"bfs-{uuid.uuid4().hex[:8]}"
+    reads, writes = _random_graph(5, jobs=40, hubs=3, cycles=1)
+    _store(driver, namespace, reads, writes)
+    stored = {(("dataset", f"d{d}"), ("job", f"j{j}")) for d, j in reads} | \
+        {(("job", f"j{j}"), ("dataset", f"d{d}")) for j, d in writes}
+    for direction in ("down", "up"):
+        start = "d0" if direction == "down" else "d42"
+        walk = traverse(driver, namespace, start, 6, direction, limit=15)
+        for node in walk.nodes:
+            path = walk.path(node.kind, node.namespace, node.name)
+            assert path[0] == ("dataset", namespace, start) and path[-1] == (node.kind, node.namespace, node.name)
+            assert len(path) == 2 * node.depth - (node.kind == "job") + 1  # a shortest one
+            for a, b in itertools.pairwise(path):
+                edge = ((a[0], a[2]), (b[0], b[2])) if direction == "down" else ((b[0], b[2]), (a[0], a[2]))
+                assert edge in stored
+        assert walk.path("dataset", namespace, "not-there") == []
