@@ -221,6 +221,10 @@ def _report_unreadable(what: str) -> Callable[[int, int, Exception], None]:
     return report
 
 
+_CUT = {"nodes": "more nodes exist within the depth", "edges": "a level had more edges than a query may return",
+        "time": "the time budget ran out"}
+
+
 def cmd_impact(args: argparse.Namespace) -> int:
     from kafka_lineage.sinks import render
     from kafka_lineage.sinks.graph_sink import driver_for
@@ -248,6 +252,8 @@ def cmd_impact(args: argparse.Namespace) -> int:
         print(f"{len(graph.nodes)} nodes {title}: picture in {output.resolve()}")
     else:
         print(f"{len(graph.nodes)} nodes {title} (depth ≤ {args.depth})")
+        if graph.truncated:
+            print(f"  (truncated: {_CUT[graph.stopped]}; the nearest {len(graph.nodes)} are listed)")
         for row in as_rows(graph.nodes):
             print(f"  {row['depth']:>3}  {row['kind']:8} {row['namespace']}  {row['name']}")
     return 0
