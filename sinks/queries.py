@@ -10,7 +10,8 @@ the cost follows the nodes and edges visited. A variable-length pattern enumerat
 on a DAG with fan-in 2-3 per job, upstream at depth 10 took 36-71 s. Limits are explicit: depth, nodes (a traversal
 stops once it has more than ``limit``, keeps the nearest ``limit`` in the order depth, kind, namespace, name and says
 ``truncated``), rows per level, and time (each level's query carries the remaining budget as its server-side
-timeout; a budget spent between levels ends the walk with what it has, flagged).
+timeout; ``traverse`` answers what it found before the budget ran out, flagged, while the functions that answer a
+bare list raise ``TraversalTimeout``, since a partial list would pass for the whole answer).
 
 Nodes are looked up by their stored keys (``graph_model.stored_key``: a name over 2 KB is keyed by its hash) and
 answered with their whole names (``coalesce(n.fullName, n.name)``), so a very long name is found and shown as sent.
@@ -25,8 +26,12 @@ from typing import Any
 
 from kafka_lineage.sinks.graph_model import stored_key
 from neo4j import READ_ACCESS, Driver, Query, Session
+from neo4j.exceptions import ClientError
 
 MAX_DEPTH = 50
+# A walk's time budget unless the caller sets one: each level's query carries what is left of it as its server-side
+# timeout, so no question can keep Neo4j busy for longer (None = no budget, the server's own limit only).
+DEFAULT_TIMEOUT = 30.0
 # One level's query returns at most this many rows (edges): a hub read by more jobs than this truncates the walk
 # (flagged) instead of streaming an unbounded answer into memory.
 MAX_ROWS_PER_LEVEL = 200_000
@@ -50,6 +55,11 @@ def _dataset_level(reads: str, writes: str) -> str:
 def _field_level(pattern: str) -> str:
     return (f"UNWIND $ids AS id MATCH {pattern} WHERE elementId(a) = id "
             f"WITH id, b LIMIT $rows RETURN collect([id, {_names('b', True)}])")
+
+
+class TraversalTimeout(TimeoutError):
+    """A list-answering traversal (``impact``, ``upstream``, column lineage) ran out of its time budget: a partial
+    list without a flag would pass for the whole answer. ``traverse`` answers partially instead, flagged."""
 
 
 @dataclass(frozen=True)
@@ -118,11 +128,17 @@ def _walk(session: Session, start: Sequence[str], level: _Level, depth: int, lim
         if not frontier:
             break
         remaining = None if deadline is None else deadline - time.monotonic()
-        if remaining is not None and remaining <= 0:
+        if remaining is not None and remaining < 0.001:  # the driver sends milliseconds, and 0 means no timeout
             walk.stopped = "time"
             break
-        rows = session.run(Query(level.query, timeout=remaining), ids=frontier,
-                           rows=MAX_ROWS_PER_LEVEL + 1).single(strict=True)[0]
+        try:
+            rows = session.run(Query(level.query, timeout=remaining), ids=frontier,
+                               rows=MAX_ROWS_PER_LEVEL + 1).single(strict=True)[0]
+        except ClientError as exc:
+            if "TransactionTimedOut" not in (exc.code or ""):
+                raise
+            walk.stopped = "time"  # the server ended the level's query at the budget: keep what the others found
+            break
         if len(rows) > MAX_ROWS_PER_LEVEL:
             walk.stopped = "edges"
             rows = rows[:MAX_ROWS_PER_LEVEL]
@@ -188,9 +204,9 @@ class Traversal:
 
 
 def traverse(driver: Driver, namespace: str, name: str, depth: int = 5, direction: str = "down", limit: int = 1000,
-             timeout: float | None = None) -> Traversal:
+             timeout: float | None = DEFAULT_TIMEOUT) -> Traversal:
     """Jobs and datasets downstream (``down``) or upstream (``up``) of a dataset within ``depth`` jobs.
-    ``timeout``: the whole walk's time budget in seconds (None = the server's default per level)."""
+    ``timeout``: the whole walk's time budget in seconds (None = the server's own limit only)."""
     if direction not in _DATASET_LEVELS:
         raise ValueError(f"direction must be 'down' or 'up', got {direction!r}")
     depth = _checked_depth(depth)
@@ -216,16 +232,22 @@ def traverse(driver: Driver, namespace: str, name: str, depth: int = 5, directio
 
 
 def impact(driver: Driver, namespace: str, name: str, depth: int = 5, limit: int = 1000,
-           timeout: float | None = None) -> list[Reached]:
+           timeout: float | None = DEFAULT_TIMEOUT) -> list[Reached]:
     """Jobs and datasets downstream of a dataset, nearest first. ``timeout``: the walk's time budget, in seconds
-    (each hop's query carries what is left of it as its server-side timeout; None = the server's default)."""
-    return traverse(driver, namespace, name, depth, "down", limit, timeout).nodes
+    (each level's query carries what is left of it as its server-side timeout)."""
+    return _whole(traverse(driver, namespace, name, depth, "down", limit, timeout), timeout)
 
 
 def upstream(driver: Driver, namespace: str, name: str, depth: int = 5, limit: int = 1000,
-             timeout: float | None = None) -> list[Reached]:
+             timeout: float | None = DEFAULT_TIMEOUT) -> list[Reached]:
     """Jobs and datasets a dataset derives from (root cause candidates), nearest first."""
-    return traverse(driver, namespace, name, depth, "up", limit, timeout).nodes
+    return _whole(traverse(driver, namespace, name, depth, "up", limit, timeout), timeout)
+
+
+def _whole(walk: Traversal, timeout: float | None) -> list[Reached]:
+    if walk.stopped == "time":
+        raise TraversalTimeout(f"the traversal ran out of its {timeout} s budget")
+    return walk.nodes
 
 
 def as_rows(reached: list[Reached]) -> list[dict[str, Any]]:
@@ -247,7 +269,7 @@ def field_lineage(driver: Driver, namespace: str, name: str, field: str, depth: 
 
 
 def column_impact(driver: Driver, namespace: str, name: str, fields: list[str], depth: int = 5, limit: int = 1000,
-                  timeout: float | None = None) -> list[ReachedField]:
+                  timeout: float | None = DEFAULT_TIMEOUT) -> list[ReachedField]:
     """Columns derived, through ``(Field)-[:DERIVES_FROM]->(Field)`` (output → input), from any of a dataset's
     ``fields``, each at its smallest hop count, nearest first; the fields themselves are not listed unless one
     derives from another."""
@@ -255,7 +277,7 @@ def column_impact(driver: Driver, namespace: str, name: str, fields: list[str], 
 
 
 def _field_reach(driver: Driver, namespace: str, name: str, fields: list[str], depth: int, direction: str,
-                 limit: int, timeout: float | None = None) -> list[ReachedField]:
+                 limit: int, timeout: float | None = DEFAULT_TIMEOUT) -> list[ReachedField]:
     if direction not in _FIELD_LEVELS:
         raise ValueError(f"direction must be 'down' or 'up', got {direction!r}")
     depth = _checked_depth(depth)
@@ -266,4 +288,6 @@ def _field_reach(driver: Driver, namespace: str, name: str, fields: list[str], d
                   "RETURN elementId(f) AS id", timeout=timeout),
             namespace=stored_key(namespace), name=stored_key(name), fields=[stored_key(f) for f in fields])]
         walk = _walk(session, starts, _FIELD_LEVELS[direction], depth, limit, deadline)
+    if walk.stopped == "time":
+        raise TraversalTimeout(f"the column traversal ran out of its {timeout} s budget")
     return sorted(ReachedField(level, *names) for level, _kind, names in walk.found.values())[:limit]

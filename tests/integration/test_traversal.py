@@ -12,7 +12,15 @@ from collections.abc import Iterator
 import pytest
 from kafka_lineage.config import ClientSettings
 from kafka_lineage.sinks.graph_sink import driver_for
-from kafka_lineage.sinks.queries import Reached, ReachedField, column_impact, field_lineage, traverse
+from kafka_lineage.sinks.queries import (
+    Reached,
+    ReachedField,
+    TraversalTimeout,
+    column_impact,
+    field_lineage,
+    impact,
+    traverse,
+)
 from neo4j import Driver
 
 pytestmark = pytest.mark.integration
@@ -120,6 +128,8 @@ def test_a_limit_keeps_the_nearest_nodes_and_says_it_cut(driver: Driver) -> None
     assert exact.nodes == full.nodes and not exact.truncated
     spent = traverse(driver, namespace, "d0", 20, "down", limit=10_000, timeout=0.0)
     assert spent.truncated and spent.stopped == "time"
+    with pytest.raises(TraversalTimeout):  # a bare list cannot say it is partial
+        impact(driver, namespace, "d0", 20, timeout=0.0)
 
 
 def test_an_unknown_dataset_is_not_found_rather_than_empty(driver: Driver) -> None:
