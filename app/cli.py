@@ -228,7 +228,7 @@ _CUT = {"nodes": "more nodes exist within the depth", "edges": "a level had more
 def cmd_impact(args: argparse.Namespace) -> int:
     from kafka_lineage.sinks import render
     from kafka_lineage.sinks.graph_sink import driver_for
-    from kafka_lineage.sinks.queries import as_rows, traverse
+    from kafka_lineage.sinks.queries import as_rows, closest_datasets, traverse
 
     direction = "down" if args.command == "impact" else "up"
     if args.column:
@@ -236,6 +236,9 @@ def cmd_impact(args: argparse.Namespace) -> int:
     try:
         with driver_for(ClientSettings.from_env()) as driver:
             graph = traverse(driver, args.namespace, args.name, args.depth, direction)
+            if not graph.found:
+                return _not_found(f"dataset {args.namespace} {args.name}", [
+                    f"{ns} {name}" for ns, name in closest_datasets(driver, args.namespace, args.name)])
     except ValueError as exc:
         raise ConfigError(f"--depth: {exc}") from None
     title = f"{'downstream of' if direction == 'down' else 'upstream of'} {args.namespace} {args.name}"
@@ -259,13 +262,27 @@ def cmd_impact(args: argparse.Namespace) -> int:
     return 0
 
 
+def _not_found(what: str, hints: list[str]) -> int:
+    """An unknown node: one line naming what was asked, the closest existing names, exit 1 (an empty answer would
+    read as "nothing depends on it")."""
+    print(f"lineage: not found in the graph: {what}", file=sys.stderr)
+    if hints:
+        print("  closest existing: " + "; ".join(hints), file=sys.stderr)
+    return 1
+
+
 def _column_lineage(args: argparse.Namespace, direction: str) -> int:
     from kafka_lineage.sinks.graph_sink import driver_for
-    from kafka_lineage.sinks.queries import field_lineage
+    from kafka_lineage.sinks.queries import closest_datasets, closest_fields, field_exists, field_lineage
 
     try:
         with driver_for(ClientSettings.from_env()) as driver:
             fields = field_lineage(driver, args.namespace, args.name, args.column, args.depth, direction)
+            if not fields and not field_exists(driver, args.namespace, args.name, args.column):
+                hints = closest_fields(driver, args.namespace, args.name, args.column)
+                return _not_found(f"column {args.column} of dataset {args.namespace} {args.name}", [
+                    f"{args.namespace} {args.name} --column {hint}" for hint in hints] or [
+                    f"{ns} {name}" for ns, name in closest_datasets(driver, args.namespace, args.name)])
     except ValueError as exc:
         raise ConfigError(f"--depth: {exc}") from None
     rows = [{"depth": f.depth, "namespace": f.namespace, "name": f.name, "field": f.field} for f in fields]

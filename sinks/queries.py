@@ -19,6 +19,7 @@ answered with their whole names (``coalesce(n.fullName, n.name)``), so a very lo
 
 from __future__ import annotations
 
+import difflib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -291,3 +292,41 @@ def _field_reach(driver: Driver, namespace: str, name: str, fields: list[str], d
     if walk.stopped == "time":
         raise TraversalTimeout(f"the column traversal ran out of its {timeout} s budget")
     return sorted(ReachedField(level, *names) for level, _kind, names in walk.found.values())[:limit]
+
+
+# Candidates the "did you mean" answer ranks: nodes of the same namespace or whose name shares the last path segment.
+MAX_NAME_CANDIDATES = 2000
+
+
+def field_exists(driver: Driver, namespace: str, name: str, field: str) -> bool:
+    with driver.session(default_access_mode=READ_ACCESS) as session:
+        return session.run(Query("MATCH (f:Field {namespace: $namespace, name: $name, field: $field}) RETURN 1 LIMIT 1",
+                                 timeout=DEFAULT_TIMEOUT), namespace=stored_key(namespace), name=stored_key(name),
+                           field=stored_key(field)).single() is not None
+
+
+def closest_datasets(driver: Driver, namespace: str, name: str, count: int = 5) -> list[tuple[str, str]]:
+    """Existing datasets whose namespace and name are most like the ones asked for (an unknown node's hints)."""
+    tail = name.rstrip("/").rsplit("/", 1)[-1].rsplit(".", 1)[-1] or name
+    with driver.session(default_access_mode=READ_ACCESS) as session:
+        rows = session.run(Query("MATCH (d:Dataset) WHERE d.namespace = $namespace OR d.name CONTAINS $tail "
+                                 "RETURN coalesce(d.fullNamespace, d.namespace) AS namespace, "
+                                 "coalesce(d.fullName, d.name) AS name LIMIT $candidates", timeout=5.0),
+                           namespace=stored_key(namespace), tail=tail[:200], candidates=MAX_NAME_CANDIDATES).values()
+    return _ranked([(row[0], row[1]) for row in rows], (namespace, name), count)
+
+
+def closest_fields(driver: Driver, namespace: str, name: str, field: str, count: int = 5) -> list[str]:
+    """Existing columns of the dataset most like the one asked for."""
+    with driver.session(default_access_mode=READ_ACCESS) as session:
+        rows = session.run(Query("MATCH (f:Field {namespace: $namespace, name: $name}) "
+                                 "RETURN coalesce(f.fullField, f.field) LIMIT $candidates", timeout=5.0),
+                           namespace=stored_key(namespace), name=stored_key(name),
+                           candidates=MAX_NAME_CANDIDATES).values()
+    return [found for (found,) in _ranked([(row[0],) for row in rows], (field,), count)]
+
+
+def _ranked(candidates: list[tuple[str, ...]], asked: tuple[str, ...], count: int) -> list[tuple[str, ...]]:
+    target = " ".join(asked)
+    scored = [(difflib.SequenceMatcher(None, target, " ".join(c)).ratio(), c) for c in set(candidates)]
+    return [c for score, c in sorted(scored, key=lambda item: (-item[0], item[1])) if score >= 0.5][:count]

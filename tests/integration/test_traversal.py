@@ -23,6 +23,8 @@ from kafka_lineage.sinks.queries import (
 )
 from neo4j import Driver
 
+from .conftest import lineage
+
 pytestmark = pytest.mark.integration
 
 
@@ -174,3 +176,24 @@ def test_a_path_leads_from_the_start_to_each_node_along_stored_edges(driver: Dri
                 edge = ((a[0], a[2]), (b[0], b[2])) if direction == "down" else ((b[0], b[2]), (a[0], a[2]))
                 assert edge in stored
         assert walk.path("dataset", namespace, "not-there") == []
+
+
+def test_the_cli_names_an_unknown_dataset_or_column_with_the_closest_existing_ones(driver: Driver,
+                                                                                    clients: ClientSettings) -> None:
+    namespace = f"bfs-{uuid.uuid4().hex[:8]}"
+    with driver.session() as session:
+        session.run("MERGE (d:Dataset {namespace: $ns, name: 'warehouse.orders'}) "
+                    "MERGE (f:Field {namespace: $ns, name: 'warehouse.orders', field: 'order_id'})",
+                    ns=namespace).consume()
+    missing = lineage("impact", namespace, "warehouse.order", check=False)
+    assert missing.returncode == 1 and missing.stdout == ""
+    assert f"not found in the graph: dataset {namespace} warehouse.order" in missing.stderr
+    assert f"closest existing: {namespace} warehouse.orders" in missing.stderr
+    unknown_column = lineage("upstream", namespace, "warehouse.orders", "--column", "orderid", check=False)
+    assert unknown_column.returncode == 1
+    assert "not found in the graph: column orderid" in unknown_column.stderr
+    assert "--column order_id" in unknown_column.stderr
+    # a known dataset with nothing downstream is an answer, not an error
+    known = lineage("impact", namespace, "warehouse.orders")
+    assert known.stdout.startswith("0 nodes downstream of")
+    assert lineage("impact", namespace, "warehouse.orders", "--column", "order_id").returncode == 0
