@@ -34,6 +34,7 @@ from kafka_lineage.producers.publisher import EventPublisher, PublishError
 from kafka_lineage.stack.manager import ServiceStatus, Stack, StackError
 from kafka_lineage.stack.maven import ResolutionError
 from kafka_lineage.stack.services import SERVICES_BY_NAME
+from kafka_lineage.terminal import shown
 from neo4j.exceptions import DriverError, Neo4jError
 
 if TYPE_CHECKING:
@@ -215,8 +216,8 @@ def _report_unreadable(what: str) -> Callable[[int, int, Exception], None]:
     """tail's handler of a record that does not decode: one line on stderr (stdout may be JSON), then go on."""
 
     def report(partition: int, offset: int, error: Exception) -> None:
-        print(f"lineage: record at partition {partition} offset {offset} is not {what}: {error}", file=sys.stderr,
-              flush=True)
+        print(f"lineage: record at partition {partition} offset {offset} is not {what}: {shown(error)}",
+              file=sys.stderr, flush=True)
 
     return report
 
@@ -252,22 +253,22 @@ def cmd_impact(args: argparse.Namespace) -> int:
         output = Path(args.output or f".lineage/pictures/{args.command}.{args.format}")
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(picture)
-        print(f"{len(graph.nodes)} nodes {title}: picture in {output.resolve()}")
+        print(f"{len(graph.nodes)} nodes {shown(title)}: picture in {shown(output.resolve())}")
     else:
-        print(f"{len(graph.nodes)} nodes {title} (depth ≤ {args.depth})")
+        print(f"{len(graph.nodes)} nodes {shown(title)} (depth ≤ {args.depth})")
         if graph.truncated:
             print(f"  (truncated: {_CUT[graph.stopped]}; the nearest {len(graph.nodes)} are listed)")
         for row in as_rows(graph.nodes):
-            print(f"  {row['depth']:>3}  {row['kind']:8} {row['namespace']}  {row['name']}")
+            print(f"  {row['depth']:>3}  {row['kind']:8} {shown(row['namespace'])}  {shown(row['name'])}")
     return 0
 
 
 def _not_found(what: str, hints: list[str]) -> int:
     """An unknown node: one line naming what was asked, the closest existing names, exit 1 (an empty answer would
     read as "nothing depends on it")."""
-    print(f"lineage: not found in the graph: {what}", file=sys.stderr)
+    print(f"lineage: not found in the graph: {shown(what)}", file=sys.stderr)
     if hints:
-        print("  closest existing: " + "; ".join(hints), file=sys.stderr)
+        print("  closest existing: " + "; ".join(shown(hint) for hint in hints), file=sys.stderr)
     return 1
 
 
@@ -292,9 +293,10 @@ def _column_lineage(args: argparse.Namespace, direction: str) -> int:
     if args.format != "table":
         raise ConfigError("--column: pictures are table-level; use --format table or json")
     relation = "derived from" if direction == "down" else "that feed"
-    print(f"{len(rows)} columns {relation} {args.namespace} {args.name}.{args.column} (depth ≤ {args.depth})")
+    print(f"{len(rows)} columns {relation} {shown(args.namespace)} {shown(args.name)}.{shown(args.column)} "
+          f"(depth ≤ {args.depth})")
     for row in rows:
-        print(f"  {row['depth']:>3}  {row['namespace']}  {row['name']}.{row['field']}")
+        print(f"  {row['depth']:>3}  {shown(row['namespace'])}  {shown(row['name'])}.{shown(row['field'])}")
     return 0
 
 
@@ -363,11 +365,11 @@ def cmd_emit(args: argparse.Namespace) -> int:
         report = backfill(source, publisher, progress_printer())
     publisher.close()
     for problem in report.problems[:50]:
-        print(f"  {problem}", file=sys.stderr)
+        print(f"  {shown(problem)}", file=sys.stderr)
     if len(report.problems) > 50:
         print(f"  ... and {len(report.problems) - 50} more", file=sys.stderr)
     if report.failure is not None:  # the lines read before it are published (and counted) all the same
-        print(f"lineage: {args.file}: {report.failure}", file=sys.stderr)
+        print(f"lineage: {shown(args.file)}: {shown(report.failure)}", file=sys.stderr)
     elapsed = time.monotonic() - started
     print(f"published {report.published} events to {publisher.topic} in {elapsed:.1f}s; "
           f"{len(report.problems)} problems")
@@ -555,13 +557,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.handler(args)
     except (ConfigError, StackError, ResolutionError, PublishError) as exc:
-        print(f"lineage: {exc}", file=sys.stderr)
+        print(f"lineage: {shown(exc)}", file=sys.stderr)
         return 1
     except ChildExited as exc:  # a bench's, fault run's or the demo's component died: say which, and how
         print("\n".join([f"lineage: {exc}", *getattr(exc, "__notes__", ())]), file=sys.stderr)
         return 1
     except (Neo4jError, DriverError) as exc:
-        print(f"lineage: Neo4j: {getattr(exc, 'message', None) or exc}", file=sys.stderr)
+        print(f"lineage: Neo4j: {shown(getattr(exc, 'message', None) or exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("lineage: interrupted", file=sys.stderr)

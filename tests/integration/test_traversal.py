@@ -5,6 +5,7 @@ graphs). Random DAGs with diamonds, shared hubs and cycles (bad events can make 
 from __future__ import annotations
 
 import itertools
+import json
 import random
 import uuid
 from collections.abc import Iterator
@@ -197,3 +198,22 @@ def test_the_cli_names_an_unknown_dataset_or_column_with_the_closest_existing_on
     known = lineage("impact", namespace, "warehouse.orders")
     assert known.stdout.startswith("0 nodes downstream of")
     assert lineage("impact", namespace, "warehouse.orders", "--column", "order_id").returncode == 0
+
+
+def test_hostile_names_reach_the_terminal_escaped_and_json_exact(driver: Driver) -> None:
+    namespace = f"bfs-{uuid.uuid4().hex[:8]}"
+    evil, job = "evil\x1b[31mRED\x1b[0m\x1b]0;pwned\x07\rSPOOF\u202e", "job\x1b[2Jx"
+    with driver.session() as session:
+        session.run("MERGE (s:Dataset {namespace: $ns, name: 'source'}) MERGE (j:Job {namespace: $ns, name: $job}) "
+                    "MERGE (o:Dataset {namespace: $ns, name: $evil}) MERGE (s)-[:INPUT_TO]->(j) "
+                    "MERGE (j)-[:OUTPUTS]->(o)", ns=namespace, job=job, evil=evil).consume()
+    table = lineage("impact", namespace, "source")
+    assert "\x1b" not in table.stdout and "\r" not in table.stdout and "\u202e" not in table.stdout
+    assert "evil\\x1b[31mRED\\x1b[0m\\x1b]0;pwned\\x07\\x0dSPOOF\\u202e" in table.stdout
+    assert "job\\x1b[2Jx" in table.stdout
+    rows = json.loads(lineage("impact", namespace, "source", "--format", "json").stdout)
+    assert {row["name"] for row in rows} == {evil, job}  # exact
+    upstream = lineage("upstream", namespace, evil)
+    assert "\x1b" not in upstream.stdout and "\\x1b[31m" in upstream.stdout
+    missing = lineage("impact", namespace, evil + "x", check=False)
+    assert missing.returncode == 1 and "\x1b" not in missing.stderr and "\\x1b]0;pwned" in missing.stderr
