@@ -30,6 +30,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from kafka_lineage.config import AlertSettings, ClientSettings, ProcessorSettings, SinkSettings, StackSettings
 from kafka_lineage.stack.manager import Stack
+from kafka_lineage.terminal import shown
 
 PROBE_TIMEOUT_SECONDS = 5.0
 SERVICES_TIMEOUT_SECONDS = 20.0  # Stack.status() probes the four services one after another, each bounded (≤ 5 s)
@@ -481,7 +482,7 @@ def format_status(status: PipelineStatus) -> str:
     lines.append("")
     lines.append(f"verdict: {status.verdict}")
     lines += [f"  - {reason}" for reason in status.reasons]
-    return "\n".join(lines)
+    return "\n".join(shown(line) for line in lines)  # details quote servers' and records' own words
 
 
 def _ms_json(last_event_ms: int | None) -> str | None:
