@@ -28,6 +28,8 @@ from datetime import UTC, datetime
 from typing import IO, Any
 from urllib.parse import quote, quote_plus
 
+from kafka_lineage.terminal import shown
+
 MASK = "***"
 # Secrets shorter than this are not masked as literals: masking e.g. every "ab" would destroy the logs, and such a
 # secret is no protection anyway. Key/URL/header patterns still mask them.
@@ -246,6 +248,16 @@ class TextFormatter(logging.Formatter):
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         return _utc_time(record)
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        """Messages quote names from events: control characters shown as escapes, and the lines after the first
+        indented, so no message can draw a line that passes for a record of its own (records start unindented)."""
+        original = record.message
+        record.message = "\n    ".join(shown(line) for line in original.split("\n"))
+        try:
+            return super().formatMessage(record)
+        finally:
+            record.message = original
 
     def format(self, record: logging.LogRecord) -> str:
         text = super().format(record)

@@ -177,6 +177,17 @@ def test_text_format_is_readable_and_has_no_secret(capture: Callable[[bool], io.
     assert "bolt://neo4j:***@localhost:7687" in output
 
 
+def test_text_messages_cannot_drive_the_terminal_or_forge_a_record(capture: Callable[[bool], io.StringIO]) -> None:
+    stream = capture(False)
+    logging.getLogger(LOGGER).warning("dataset %s", "evil\x1b]0;pwned\x07\rSPOOF\u202e\n2024-01-01T00:00:00.000Z "
+                                      "INFO forged record")
+    output = stream.getvalue()
+    assert "\x1b" not in output and "\r" not in output and "\u202e" not in output
+    assert "evil\\x1b]0;pwned\\x07\\x0dSPOOF\\u202e" in output
+    _first, second = output.splitlines()
+    assert second.startswith("    2024-01-01T00:00:00.000Z INFO forged record")  # indented: not a record of its own
+
+
 def test_secrets_added_after_configuration_are_masked(capture: Callable[[bool], io.StringIO]) -> None:
     stream = capture(True)
     logs.active_redactor().add_secrets("late-secret-value")
