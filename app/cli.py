@@ -244,7 +244,7 @@ def cmd_impact(args: argparse.Namespace) -> int:
         raise ConfigError(f"--depth: {exc}") from None
     title = f"{'downstream of' if direction == 'down' else 'upstream of'} {args.namespace} {args.name}"
     if args.format == "json":
-        print(json.dumps(as_rows(graph.nodes), indent=2))
+        print(json.dumps(as_rows(graph.nodes, graph.unwritten), indent=2))
     elif args.format == "dot":
         print(render.to_dot(graph), end="")
     elif args.format in ("svg", "html"):
@@ -258,8 +258,9 @@ def cmd_impact(args: argparse.Namespace) -> int:
         print(f"{len(graph.nodes)} nodes {shown(title)} (depth ≤ {args.depth})")
         if graph.truncated:
             print(f"  (truncated: {_CUT[graph.stopped]}; the nearest {len(graph.nodes)} are listed)")
-        for row in as_rows(graph.nodes):
-            print(f"  {row['depth']:>3}  {row['kind']:8} {shown(row['namespace'])}  {shown(row['name'])}")
+        for row in as_rows(graph.nodes, graph.unwritten):
+            never = "  (declared only: no completed run wrote it)" if row.get("written") is False else ""
+            print(f"  {row['depth']:>3}  {row['kind']:8} {shown(row['namespace'])}  {shown(row['name'])}{never}")
     return 0
 
 
@@ -276,6 +277,8 @@ def _column_lineage(args: argparse.Namespace, direction: str) -> int:
     from kafka_lineage.sinks.graph_sink import driver_for
     from kafka_lineage.sinks.queries import closest_datasets, closest_fields, field_exists, field_lineage
 
+    if args.format not in ("table", "json"):
+        raise ConfigError("--column: pictures are table-level; use --format table or json")
     try:
         with driver_for(ClientSettings.from_env()) as driver:
             fields = field_lineage(driver, args.namespace, args.name, args.column, args.depth, direction)
@@ -290,8 +293,6 @@ def _column_lineage(args: argparse.Namespace, direction: str) -> int:
     if args.format == "json":
         print(json.dumps(rows, indent=2))
         return 0
-    if args.format != "table":
-        raise ConfigError("--column: pictures are table-level; use --format table or json")
     relation = "derived from" if direction == "down" else "that feed"
     print(f"{len(rows)} columns {relation} {shown(args.namespace)} {shown(args.name)}.{shown(args.column)} "
           f"(depth ≤ {args.depth})")

@@ -86,6 +86,11 @@ _FIELD_LEVELS = {  # DERIVES_FROM points from the derived (output) column to its
 }
 
 
+# Which of the datasets (``$ids``) some completed run wrote: a declared output of a failed run is not a write.
+_WRITTEN = ("UNWIND $ids AS id MATCH (d:Dataset) WHERE elementId(d) = id "
+            "RETURN collect(CASE WHEN EXISTS { (d)<-[:WROTE]-(:Run {state: 'COMPLETE'}) } THEN id END)")
+
+
 @dataclass(frozen=True, order=True)
 class Reached:
     depth: int
@@ -185,6 +190,9 @@ class Traversal:
     limit: int = 1000
     stopped: str | None = None
     parents: dict[Key, Key] = field(default_factory=dict)  # node → the node it was first reached from
+    # Returned datasets no completed run has written: declared outputs only (of runs that failed, were aborted or
+    # are still running, or of static lineage). A run writes its outputs when it completes (ARCHITECTURE 42).
+    unwritten: frozenset[Key] = frozenset()
 
     @property
     def truncated(self) -> bool:
@@ -229,7 +237,11 @@ def traverse(driver: Driver, namespace: str, name: str, depth: int = 5, directio
     stopped = walk.stopped if walk.stopped != "nodes" or len(reached) > limit else None
     known = {**{node: (r.kind, r.namespace, r.name) for node, r in reached.items()}, start_id: named[start_id]}
     parents = {known[node]: known[parent] for node, parent in walk.parent.items()}
-    return Traversal(start, nodes, edges, True, limit, stopped, parents)
+    datasets = [node for node, r in reached.items() if r.kind == "dataset" and r in returned]
+    with driver.session(default_access_mode=READ_ACCESS) as session:
+        written = set(session.run(Query(_WRITTEN, timeout=timeout), ids=datasets).single(strict=True)[0])
+    unwritten = frozenset(named[node] for node in datasets if node not in written)
+    return Traversal(start, nodes, edges, True, limit, stopped, parents, unwritten)
 
 
 def impact(driver: Driver, namespace: str, name: str, depth: int = 5, limit: int = 1000,
@@ -251,8 +263,15 @@ def _whole(walk: Traversal, timeout: float | None) -> list[Reached]:
     return walk.nodes
 
 
-def as_rows(reached: list[Reached]) -> list[dict[str, Any]]:
-    return [{"depth": r.depth, "kind": r.kind, "namespace": r.namespace, "name": r.name} for r in reached]
+def as_rows(reached: list[Reached], unwritten: frozenset[Key] | None = None) -> list[dict[str, Any]]:
+    """Plain rows; with ``unwritten`` (a traversal's), each dataset row also says whether a completed run wrote it."""
+    rows: list[dict[str, Any]] = [{"depth": r.depth, "kind": r.kind, "namespace": r.namespace, "name": r.name}
+                                  for r in reached]
+    if unwritten is not None:
+        for row in rows:
+            if row["kind"] == "dataset":
+                row["written"] = ("dataset", row["namespace"], row["name"]) not in unwritten
+    return rows
 
 
 @dataclass(frozen=True, order=True)

@@ -466,6 +466,17 @@ def succeeds(*texts: str) -> Check:
     return check
 
 
+def not_found(name: str) -> Check:
+    """An unknown dataset: exit 1, nothing on stdout (no empty answer), stderr naming it, no traceback."""
+
+    def check(result: subprocess.CompletedProcess) -> None:
+        assert "Traceback" not in result.stderr, result.stderr[-3000:]
+        assert result.returncode == 1 and result.stdout == "", (result.returncode, result.stdout[-1000:])
+        assert "not found in the graph: dataset" in result.stderr and name in result.stderr, result.stderr[-2000:]
+
+    return check
+
+
 def reports(*texts: str) -> Check:
     """No traceback, and the output names the problem (exit code and wording are the command's choice)."""
 
@@ -574,9 +585,10 @@ CLI_CASES = [
          one_line_error("--depth", "1000")),
     Case("cli", "depth-not-a-number", _cmd("impact", "s3://x", "y", "--depth", "ten"), usage_error("--depth")),
     Case("cli", "cypher-injection-as-dataset-name",
-         _cmd("impact", f"{NS}.canary", "'}) DETACH DELETE n //", "--format", "json"), succeeds("[]")),
+         _cmd("impact", f"{NS}.canary", "'}) DETACH DELETE n //", "--format", "json"),
+         not_found("'}) DETACH DELETE n //")),
     Case("cli", "backtick-injection-as-namespace", _cmd("upstream", "`) MATCH (n) DETACH DELETE n //", "x"),
-         succeeds("0 nodes")),
+         not_found("`) MATCH (n) DETACH DELETE n // x")),
     Case("cli", "column-lineage-as-picture", _cmd("impact", "s3://x", "y", "--column", "c", "--format", "svg"),
          one_line_error("--column")),
     # ports and settings

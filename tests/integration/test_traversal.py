@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 from kafka_lineage.config import ClientSettings
-from kafka_lineage.sinks.graph_sink import driver_for
+from kafka_lineage.sinks.graph_sink import driver_for, write_events
 from kafka_lineage.sinks.queries import (
     Reached,
     ReachedField,
@@ -217,3 +217,33 @@ def test_hostile_names_reach_the_terminal_escaped_and_json_exact(driver: Driver)
     assert "\x1b" not in upstream.stdout and "\\x1b[31m" in upstream.stdout
     missing = lineage("impact", namespace, evil + "x", check=False)
     assert missing.returncode == 1 and "\x1b" not in missing.stderr and "\\x1b]0;pwned" in missing.stderr
+
+
+def _run_events(namespace: str, job: str, states: tuple[str, ...], output: str) -> list[dict]:
+    run = str(uuid.uuid4())
+    return [{"eventType": state, "eventTime": f"2025-01-01T00:00:0{i}Z", "producer": "https://example.com/tests",
+             "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+             "run": {"runId": run}, "job": {"namespace": namespace, "name": job},
+             "inputs": [{"namespace": namespace, "name": "source"}],
+             "outputs": [{"namespace": namespace, "name": output}]} for i, state in enumerate(states)]
+
+
+def test_outputs_only_declared_by_failed_or_unfinished_runs_are_answered_as_never_written(
+        driver: Driver) -> None:
+    namespace = f"bfs-{uuid.uuid4().hex[:8]}"
+    write_events(driver, [*_run_events(namespace, "failing-model", ("START", "FAIL"), "never_created"),
+                          *_run_events(namespace, "failing-model", ("START", "FAIL"), "never_created"),
+                          *_run_events(namespace, "good-model", ("START", "COMPLETE"), "built"),
+                          *_run_events(namespace, "streaming", ("START", "RUNNING"), "in_progress"),
+                          *_run_events(namespace, "retried", ("START", "FAIL"), "built_on_retry"),
+                          *_run_events(namespace, "retried", ("START", "COMPLETE"), "built_on_retry")])
+    walk = traverse(driver, namespace, "source", 1)
+    assert {n.name for n in walk.nodes if n.kind == "dataset"} == {"never_created", "built", "in_progress",
+                                                                   "built_on_retry"}  # declared outputs stay
+    assert walk.unwritten == {("dataset", namespace, "never_created"), ("dataset", namespace, "in_progress")}
+    rows = json.loads(lineage("impact", namespace, "source", "--format", "json").stdout)
+    assert {row["name"]: row["written"] for row in rows if row["kind"] == "dataset"} == {
+        "never_created": False, "built": True, "in_progress": False, "built_on_retry": True}
+    table = lineage("impact", namespace, "source").stdout
+    assert [line for line in table.splitlines() if "declared only" in line] == [
+        line for line in table.splitlines() if "never_created" in line or "in_progress" in line]
