@@ -11,6 +11,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.wire import AvroCodec, WireFormatError
+from kafka_lineage.terminal import shown
 
 # (partition, offset, why it does not decode)
 UnreadableHandler = Callable[[int, int, WireFormatError], None]
@@ -57,14 +58,17 @@ def tail(clients: ClientSettings, topic: str, schema: str, last: int, follow: bo
 
 
 def format_alert(alert: dict[str, Any]) -> str:
-    dataset = f"{alert['dataset']['namespace']} {alert['dataset']['name']}"
-    lines = [f"[{alert['severity']}] {dataset} changed by job {alert['job']['namespace']} {alert['job']['name']} "
-             f"(run {alert['runId']}) at {alert['eventTime']}"]
+    """An alert as an operator reads it; every text from events shown escaped (``terminal.shown``)."""
+    dataset = f"{shown(alert['dataset']['namespace'])} {shown(alert['dataset']['name'])}"
+    lines = [f"[{shown(alert['severity'])}] {dataset} changed by job {shown(alert['job']['namespace'])} "
+             f"{shown(alert['job']['name'])} (run {shown(alert['runId'])}) at {shown(alert['eventTime'])}"]
     for change in alert["changes"]:
-        kinds = f"{change['oldType'] or '-'} → {change['newType'] or '-'}"
-        lines.append(f"    {change['kind']:20} {change['path']:30} {kinds:30} {change['severity']}")
-    jobs = ", ".join(f"{j['namespace']} {j['name']} (depth {j['depth']})" for j in alert["impactedJobs"]) or "none"
-    datasets = ", ".join(f"{d['namespace']} {d['name']}" for d in alert["impactedDatasets"]) or "none"
+        kinds = f"{shown(change['oldType'] or '-')} → {shown(change['newType'] or '-')}"
+        lines.append(f"    {shown(change['kind']):20} {shown(change['path']):30} {kinds:30} "
+                     f"{shown(change['severity'])}")
+    jobs = ", ".join(f"{shown(j['namespace'])} {shown(j['name'])} (depth {j['depth']})"
+                     for j in alert["impactedJobs"]) or "none"
+    datasets = ", ".join(f"{shown(d['namespace'])} {shown(d['name'])}" for d in alert["impactedDatasets"]) or "none"
     more = " (more not listed)" if alert["impactTruncated"] else ""
     lines.append(f"    impacted jobs: {jobs}{more}")
     lines.append(f"    impacted datasets: {datasets}")
@@ -72,8 +76,8 @@ def format_alert(alert: dict[str, Any]) -> str:
 
 
 def format_dead_letter(letter: dict[str, Any]) -> str:
-    where = (f"{letter['sourceTopic']}[{letter['sourcePartition']}]@{letter['sourceOffset']}"
-             if letter["sourceTopic"] else letter["origin"] or "?")
+    where = (f"{shown(letter['sourceTopic'])}[{letter['sourcePartition']}]@{letter['sourceOffset']}"
+             if letter["sourceTopic"] else shown(letter["origin"] or "?"))
     size = len(letter["value"]) if letter["value"] is not None else 0
-    return (f"{letter['failedAt']:%Y-%m-%d %H:%M:%S} {letter['stage']:11} {letter['errorClass']:20} {where}  "
-            f"({size} bytes)\n    {letter['errorMessage']}")
+    return (f"{letter['failedAt']:%Y-%m-%d %H:%M:%S} {shown(letter['stage']):11} {shown(letter['errorClass']):20} "
+            f"{where}  ({size} bytes)\n    {shown(letter['errorMessage'])}")

@@ -32,3 +32,24 @@ def test_ordinary_text_is_left_as_it_is() -> None:
 def test_json_output_needs_no_escaping_of_its_own() -> None:
     # the CLI's --json paths print json.dumps, which already writes every control character as an escape
     assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in json.dumps({"name": HOSTILE + "\u202e"}))
+
+
+def test_alert_and_dead_letter_lines_show_hostile_values_escaped() -> None:
+    from datetime import UTC, datetime
+
+    from kafka_lineage.sinks.tail import format_alert, format_dead_letter
+
+    alert = {"severity": "BREAKING", "dataset": {"namespace": "s3://lake", "name": HOSTILE},
+             "job": {"namespace": "jobs", "name": "job\x1b[2Jx"}, "runId": "r-1", "eventTime": "2025-01-01T00:00:00Z",
+             "changes": [{"kind": "TYPE_CHANGED", "path": "col\rumn", "oldType": "int", "newType": "string\x07",
+                          "severity": "BREAKING"}],
+             "impactedJobs": [{"namespace": "jobs", "name": "down\u202estream", "depth": 1}],
+             "impactedDatasets": [{"namespace": "s3://lake", "name": "mart\x9b1m"}], "impactTruncated": False}
+    letter = {"failedAt": datetime(2025, 1, 1, tzinfo=UTC), "stage": "processor", "errorClass": "invalid-event",
+              "sourceTopic": "openlineage.events", "sourcePartition": 0, "sourceOffset": 7, "origin": None,
+              "value": b"{}", "errorMessage": f"job name {HOSTILE}\nforged"}
+    for text in (format_alert(alert), format_dead_letter(letter)):
+        lines = text.split("\n")
+        assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or c == "\u202e" for line in lines for c in line)
+    assert "evil\\x1b[31mRED" in format_alert(alert) and "down\\u202estream" in format_alert(alert)
+    assert len(format_dead_letter(letter).split("\n")) == 2 and "\\x0aforged" in format_dead_letter(letter)
