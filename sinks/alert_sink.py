@@ -40,7 +40,7 @@ from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, WireFormatError
 from kafka_lineage.sinks.graph_sink import driver_for
-from kafka_lineage.sinks.queries import Reached, ReachedField, column_impact, impact
+from kafka_lineage.sinks.queries import Reached, ReachedField, TraversalTimeout, column_impact, impact
 from kafka_lineage.sinks.tail import tail
 from neo4j import Driver
 from neo4j.exceptions import ClientError, DriverError, Neo4jError
@@ -344,8 +344,9 @@ class AlertSink:
             try:
                 reached, columns = self._bounded(query, timeout + QUERY_MARGIN)
                 return reached, columns, complete, True
-            except ClientError as exc:  # the database refuses the query (e.g. its timeout): alert without impact
-                problem(log, f"impact query refused ({exc.code}); the alert goes out without its impact",
+            except (ClientError, TraversalTimeout) as exc:  # refused, or out of time: alert without impact
+                reason = exc.code if isinstance(exc, ClientError) else str(exc)
+                problem(log, f"impact query refused ({reason}); the alert goes out without its impact",
                         "see the Neo4j log; LINEAGE_ALERT_QUERY_TIMEOUT bounds the query", stage=STAGE,
                         dataset=f"{namespace}/{name}")
                 return [], [], complete, False
