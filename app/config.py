@@ -145,6 +145,57 @@ class StackSettings:
 
 
 @dataclass(frozen=True)
+class TopicSettings:
+    """How the pipeline's topics are created when they are missing. ``replication_factor`` -1 and ``None`` mean the
+    broker's own defaults (`default.replication.factor`, `min.insync.replicas`, `log.retention.*`). The raw events
+    topic keeps everything unless told otherwise: replay rebuilds the graph from it. ``create``: whether components
+    may create missing topics and register missing schemas at start (default: only against a broker on this
+    machine, i.e. the local stack; elsewhere topics are an operator's decision)."""
+
+    replication_factor: int = -1
+    min_insync_replicas: int | None = None
+    events_retention_ms: int = -1
+    retention_ms: int | None = None
+    create: bool = True
+
+    @classmethod
+    def from_env(cls, values: Mapping[str, str], bootstrap: str) -> TopicSettings:
+        return cls(
+            replication_factor=_count_or_minus_one(values, "LINEAGE_TOPIC_REPLICATION_FACTOR", -1) or -1,
+            min_insync_replicas=_count_or_minus_one(values, "LINEAGE_TOPIC_MIN_INSYNC_REPLICAS", None),
+            events_retention_ms=_count_or_minus_one(values, "LINEAGE_EVENTS_RETENTION_MS", -1),
+            retention_ms=_count_or_minus_one(values, "LINEAGE_TOPIC_RETENTION_MS", None),
+            create=_flag(values, "LINEAGE_CREATE_TOPICS", all(_loopback(server) for server in bootstrap.split(","))),
+        )
+
+
+def _loopback(server: str) -> bool:
+    host = server.strip().rsplit(":", 1)[0].strip("[]").lower()
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def _flag(values: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = values.get(key, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{key}: expected true or false, got {values[key]!r}")
+
+
+def _count_or_minus_one(values: Mapping[str, str], key: str, default: int | None) -> int | None:
+    """A positive integer, or -1 (Kafka's "unlimited" retention, "the broker's default" replication factor)."""
+    raw = values.get(key, "").strip()
+    if not raw:
+        return default
+    if raw == "-1":
+        return -1
+    return _count(values, key, 1)
+
+
+@dataclass(frozen=True)
 class ClientSettings:
     """How pipeline components reach Kafka, the registry and Neo4j (the local stack unless overridden)."""
 
@@ -161,6 +212,7 @@ class ClientSettings:
     normalized_topic: str = "lineage.events.normalized"
     drift_topic: str = "lineage.schema-drift"
     dlq_topic: str = "lineage.dlq"
+    topics: TopicSettings = TopicSettings()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ClientSettings:
@@ -169,8 +221,9 @@ class ClientSettings:
         password = values.get("NEO4J_PASSWORD")
         if password is None and stack.neo4j_password_file.is_file():
             password = stack.neo4j_password_file.read_text().strip()
+        bootstrap = values.get("KAFKA_BOOTSTRAP_SERVERS", f"127.0.0.1:{stack.kafka_port}")
         return cls(
-            kafka_bootstrap_servers=values.get("KAFKA_BOOTSTRAP_SERVERS", f"127.0.0.1:{stack.kafka_port}"),
+            kafka_bootstrap_servers=bootstrap,
             schema_registry_url=values.get(
                 "SCHEMA_REGISTRY_URL", f"http://127.0.0.1:{stack.registry_port}/apis/ccompat/v7"
             ),
@@ -185,6 +238,7 @@ class ClientSettings:
             normalized_topic=values.get("LINEAGE_NORMALIZED_TOPIC", cls.normalized_topic),
             drift_topic=values.get("LINEAGE_DRIFT_TOPIC", cls.drift_topic),
             dlq_topic=values.get("LINEAGE_DLQ_TOPIC", cls.dlq_topic),
+            topics=TopicSettings.from_env(values, bootstrap),
         )
 
     def registry_config(self) -> dict[str, object]:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from kafka_lineage.config import ClientSettings
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from kafka_lineage.config import ClientSettings, TopicSettings
 
 PRODUCER_DEFAULTS = {
     "acks": "all",
@@ -25,16 +26,78 @@ DeliveryCallback = Callable[[KafkaError | None, Message], None]
 
 
 def prepare_pipeline(clients: ClientSettings, partitions: int) -> None:
-    """Create the pipeline's topics if missing and register their value schemas (idempotent; BACKWARD checked)."""
+    """Check (and where allowed, create) the pipeline's topics and value schemas before a component starts.
+
+    Missing topics are created only when ``clients.topics.create`` allows it (the local stack by default), with the
+    configured replication, ``min.insync.replicas`` and retention. A subject's compatibility level is never changed
+    here (an operator's ``lineage schemas register --compatibility`` stands): an existing subject must hold the
+    project's schema or accept it under its own level; a missing one is registered only when creation is allowed.
+    Anything else stops the component with one line naming what is missing and how to fix it.
+    """
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from kafka_lineage.schemas import registry
-    from kafka_lineage.stack.smoke import ensure_topic
 
-    for topic in clients.value_schemas():
-        ensure_topic(clients.kafka_config(), topic, partitions=partitions)
-    reports = registry.register(SchemaRegistryClient(clients.registry_config()), clients.value_schemas())
+    topics = clients.value_schemas()
+    missing = missing_topics(clients.kafka_config(), list(topics))
+    if missing and not clients.topics.create:
+        raise PublishError(f"missing topics: {', '.join(missing)}; create them (see the README's topic settings) or "
+                           "set LINEAGE_CREATE_TOPICS=true to let the pipeline create them")
+    for topic in missing:
+        ensure_topic(clients.kafka_config(), topic, partitions=partitions,
+                     replication_factor=clients.topics.replication_factor,
+                     config=topic_config(clients.topics, raw=topic == clients.events_topic))
+    reports = registry.ensure_registered(SchemaRegistryClient(clients.registry_config()), topics,
+                                         register_missing=clients.topics.create)
     if not all(report.ok for report in reports):
         raise PublishError("; ".join(f"{r.subject}: {r.detail}" for r in reports if not r.ok))
+
+
+def topic_config(topics: TopicSettings, raw: bool) -> dict[str, str]:
+    """Topic-level settings of a pipeline topic at creation: the raw events topic's retention (keep everything by
+    default: replay rebuilds the graph from it) or the others', and ``min.insync.replicas``; unset = the broker's."""
+    config = {}
+    retention = topics.events_retention_ms if raw else topics.retention_ms
+    if retention is not None:
+        config["retention.ms"] = str(retention)
+        if retention == -1:
+            config["retention.bytes"] = "-1"
+    if topics.min_insync_replicas is not None and topics.min_insync_replicas > 0:
+        config["min.insync.replicas"] = str(topics.min_insync_replicas)
+    return config
+
+
+def missing_topics(config: Mapping[str, object], topics: Sequence[str]) -> list[str]:
+    existing = AdminClient(dict(config)).list_topics(timeout=10).topics
+    return [topic for topic in topics if topic not in existing]
+
+
+def ensure_topic(bootstrap: str | Mapping[str, object], topic: str, partitions: int = 1, replication_factor: int = -1,
+                 config: Mapping[str, str] | None = None) -> None:
+    """Create ``topic`` unless it exists. ``bootstrap``: servers, or a whole client config (security settings
+    included); ``replication_factor`` -1: the broker's ``default.replication.factor``."""
+    admin = AdminClient(dict(bootstrap) if isinstance(bootstrap, Mapping) else {"bootstrap.servers": bootstrap})
+    if topic in admin.list_topics(timeout=10).topics:
+        return
+    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor,
+                                            config=dict(config or {}))])
+    for future in futures.values():
+        try:
+            future.result(timeout=30)
+        except KafkaException as exc:  # a concurrent creator is fine
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+
+
+def replication_factor(clients: ClientSettings) -> int:
+    """The configured replication factor, or the broker's ``default.replication.factor`` when it is -1 (for clients
+    that need a number: Faust creates its changelog topics itself)."""
+    if clients.topics.replication_factor > 0:
+        return clients.topics.replication_factor
+    admin = AdminClient(clients.kafka_config())
+    broker = next(iter(admin.list_topics(timeout=10).brokers))
+    resource = ConfigResource(ConfigResource.Type.BROKER, str(broker))
+    configs = admin.describe_configs([resource])[resource].result(timeout=10)
+    return int(configs["default.replication.factor"].value)
 
 
 def end_offsets(consumer: Consumer, topic: str) -> dict[int, int]:

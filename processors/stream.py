@@ -30,7 +30,7 @@ from aiokafka.partitioner import murmur2
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings, OperationsSettings, ProcessorSettings
-from kafka_lineage.kafka_io import AckingProducer, prepare_pipeline
+from kafka_lineage.kafka_io import AckingProducer, prepare_pipeline, replication_factor
 from kafka_lineage.logs import LOG_LEVELS, configure_logging
 from kafka_lineage.metrics import Metrics, kafka_check, registry_check, start_endpoint
 from kafka_lineage.processors.core import STAGE, Incoming, Output, ProcessorCore
@@ -48,6 +48,12 @@ MAX_OUTPUT_BYTES = 8 * 1024 * 1024
 # record limit, stated here for both sides. The core keeps every state entry well below it (ProcessorCore's bounds).
 STATE_RECORD_MAX_BYTES = 1_048_576
 _CHANGELOG_CONFIG = {"max.message.bytes": str(STATE_RECORD_MAX_BYTES + 12)}  # + the record batch overhead
+
+
+def _changelog_config(clients: ClientSettings) -> dict[str, str]:
+    """The tables' changelog topic settings: the record limit, and the pipeline's ``min.insync.replicas``."""
+    replicas = clients.topics.min_insync_replicas
+    return {**_CHANGELOG_CONFIG, **({"min.insync.replicas": str(replicas)} if replicas and replicas > 0 else {})}
 _PARTITION: contextvars.ContextVar[int] = contextvars.ContextVar("changelog_partition")
 
 
@@ -107,16 +113,18 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
         # processing for good) when a partition it kept as a standby became one of its actives; a partition that
         # moves is read from its changelog instead, which is compacted and bounded (ARCHITECTURE 32).
         table_standby_replicas=0,
+        topic_replication_factor=replication_factor(clients),  # its changelogs, as the pipeline's own topics
     )
     events = app.topic(clients.events_topic, value_serializer="raw", key_serializer="raw")
+    changelog_config = _changelog_config(clients)
     outputs = AckingProducer(clients.kafka_config({"linger.ms": "5"}))
     runs = app.tables.add(PartitionedTable(app, name="runs", default=None, beacon=app.tables.beacon,
-                                           partitions=settings.partitions, extra_topic_configs=_CHANGELOG_CONFIG))
+                                           partitions=settings.partitions, extra_topic_configs=changelog_config))
     dedupe = app.tables.add(PartitionedTable(app, name="dedupe", default=None, beacon=app.tables.beacon,
-                                             partitions=settings.partitions, extra_topic_configs=_CHANGELOG_CONFIG))
+                                             partitions=settings.partitions, extra_topic_configs=changelog_config))
     schemas = app.tables.add(PartitionedGlobalTable(
         app, name="dataset-schemas", default=None, beacon=app.tables.beacon, partitions=settings.partitions,
-        standby_buffer_size=1, is_global=True, extra_topic_configs=_CHANGELOG_CONFIG))  # as app.GlobalTable sets
+        standby_buffer_size=1, is_global=True, extra_topic_configs=changelog_config))  # as app.GlobalTable sets
 
     def schema_partition(dataset: str) -> int:  # schema writes are rare: only when a dataset's version changes
         key = app.serializers.dumps_key(None, dataset, serializer=schemas.key_serializer)

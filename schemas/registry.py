@@ -11,6 +11,7 @@ from kafka_lineage.schemas.avro_schemas import schema_text
 from kafka_lineage.schemas.wire import RegistryUnavailable, SchemaNotFound
 
 SUBJECT_NOT_FOUND = 40401
+SCHEMA_NOT_FOUND = 40403  # also "this schema is not under the subject" of a lookup
 
 
 def value_subject(topic: str) -> str:
@@ -31,7 +32,7 @@ def _latest_exists(client: SchemaRegistryClient, subject: str) -> bool:
         client.get_latest_version(subject)
         return True
     except SchemaRegistryError as exc:
-        if exc.error_code == SUBJECT_NOT_FOUND or exc.http_status_code == 404:
+        if exc.error_code == SUBJECT_NOT_FOUND:  # not any 404: a registry still loading its store answers 404 too
             return False
         raise
 
@@ -58,6 +59,46 @@ def register(
             client.set_compatibility(subject, compatibility)
         reports.append(SubjectReport(subject, schema_name, f"schema id {schema_id}, {compatibility}", True))
     return reports
+
+
+def ensure_registered(client: SchemaRegistryClient, schemas_by_topic: dict[str, str], register_missing: bool,
+                      compatibility: str = "BACKWARD") -> list[SubjectReport]:
+    """What a component checks at start, never changing a subject's compatibility level: an existing subject holds
+    the project's schema already, or takes it as a new version under its own level; a missing subject is registered
+    (with ``compatibility``) only when ``register_missing``. Every other case is a report with ``ok`` False."""
+    reports = []
+    for topic, schema_name in schemas_by_topic.items():
+        subject = value_subject(topic)
+        schema = Schema(schema_text(schema_name), "AVRO")
+        if not _latest_exists(client, subject):
+            if not register_missing:
+                reports.append(SubjectReport(subject, schema_name, "not registered (run: lineage schemas register)",
+                                             False))
+                continue
+            reports += register(client, {topic: schema_name}, compatibility)
+            continue
+        try:
+            reports.append(SubjectReport(subject, schema_name,
+                                         f"schema id {client.lookup_schema(subject, schema).schema_id}", True))
+            continue
+        except SchemaRegistryError as exc:
+            if exc.error_code not in (SUBJECT_NOT_FOUND, SCHEMA_NOT_FOUND):
+                raise
+        level = _level(client, subject)
+        if not client.test_compatibility(subject, schema):
+            reports.append(SubjectReport(subject, schema_name, f"the project's schema is INCOMPATIBLE with the "
+                                         f"latest version under the subject's {level}", False))
+            continue
+        schema_id = client.register_schema(subject, schema)
+        reports.append(SubjectReport(subject, schema_name, f"schema id {schema_id} (new version, {level})", True))
+    return reports
+
+
+def _level(client: SchemaRegistryClient, subject: str) -> str:
+    try:
+        return client.get_compatibility(subject)
+    except SchemaRegistryError:  # no level of its own (Confluent: 40408): the registry's global one applies
+        return "the registry's global level"
 
 
 def check(client: SchemaRegistryClient, schemas_by_topic: dict[str, str]) -> list[SubjectReport]:
@@ -88,7 +129,10 @@ def schema_fetcher(client: SchemaRegistryClient) -> Callable[[int], str]:
         try:
             return client.get_schema(schema_id).schema_str
         except SchemaRegistryError as exc:
-            if exc.http_status_code == 404:
+            # Only the registry's own "schema not found" code: any other 404 (Apicurio answers 404 while its store
+            # loads after a restart), a 5xx or a broken connection is the registry's trouble, retried, never a
+            # dead letter for the record.
+            if exc.error_code == SCHEMA_NOT_FOUND:
                 raise SchemaNotFound(schema_id) from None
             raise RegistryUnavailable(f"schema registry error for id {schema_id}: {exc}") from exc
         except Exception as exc:  # connection refused, timeout, TLS …
@@ -102,7 +146,7 @@ def registered_id(client: SchemaRegistryClient, topic: str, schema_name: str) ->
     try:
         return client.lookup_schema(value_subject(topic), Schema(schema_text(schema_name), "AVRO")).schema_id
     except SchemaRegistryError as exc:
-        if exc.http_status_code == 404:
+        if exc.error_code in (SUBJECT_NOT_FOUND, SCHEMA_NOT_FOUND):
             raise RegistryUnavailable(f"{schema_name} is not registered under {value_subject(topic)}; run "
                                       "`lineage schemas register`") from None
         raise RegistryUnavailable(f"schema registry error: {exc}") from exc

@@ -4,34 +4,20 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 import requests
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from kafka_lineage.config import ClientSettings
+from kafka_lineage.kafka_io import ensure_topic
 from neo4j import GraphDatabase
 
 SMOKE_TOPIC = "lineage.smoke"
 SMOKE_SCHEMA = """{"type": "record", "name": "Smoke", "namespace": "kafka_lineage.smoke",
  "fields": [{"name": "id", "type": "string"}]}"""
-
-
-def ensure_topic(bootstrap: str | Mapping[str, object], topic: str, partitions: int = 1) -> None:
-    """``bootstrap``: servers, or a whole client config (security settings included)."""
-    admin = AdminClient(dict(bootstrap) if isinstance(bootstrap, Mapping) else {"bootstrap.servers": bootstrap})
-    if topic in admin.list_topics(timeout=10).topics:
-        return
-    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
-    for future in futures.values():
-        try:
-            future.result(timeout=30)
-        except Exception as exc:  # a concurrent creator is fine
-            if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                raise
 
 
 def kafka_round_trip(bootstrap: str, topic: str, value: bytes, timeout: float = 30.0) -> bytes:
