@@ -305,15 +305,23 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from kafka_lineage.sinks.replay import progress_bar, replay
 
     tune_gc()
+    if args.fresh and not args.yes:
+        if not sys.stdin.isatty():
+            raise ConfigError("--fresh empties the whole graph before rebuilding it: add --yes to confirm")
+        answer = input("--fresh empties the whole graph before rebuilding it from the topic. Go on? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing changed")
+            return 1
+    partial = args.allow_partial_history
     try:
         if args.engine == "spark":
             from kafka_lineage.sinks.spark_replay import replay_on_spark
 
             report = replay_on_spark(ClientSettings.from_env(), start=args.from_, end=args.to, fresh=args.fresh,
-                                     master=args.spark_master)
+                                     master=args.spark_master, allow_partial_history=partial)
         else:
             report = replay(ClientSettings.from_env(), start=args.from_, end=args.to, fresh=args.fresh,
-                            progress=progress_bar())
+                            progress=progress_bar(), allow_partial_history=partial)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     print(f"\nreplayed {report.records} records in {report.seconds:.1f}s "
@@ -485,7 +493,10 @@ def build_parser() -> argparse.ArgumentParser:
     replay = sub.add_parser("replay", help="rebuild the graph (or repair a time window) from openlineage.events")
     replay.add_argument("--from", dest="from_", default="earliest", help="earliest (default) or an ISO time")
     replay.add_argument("--to", help="an ISO time (default: the end of the topic when replay starts)")
-    replay.add_argument("--fresh", action="store_true", help="empty the graph first (a full rebuild)")
+    replay.add_argument("--fresh", action="store_true", help="empty the graph first (a full rebuild; asks first)")
+    replay.add_argument("--yes", action="store_true", help="with --fresh: empty the graph without asking")
+    replay.add_argument("--allow-partial-history", action="store_true",
+                        help="with --fresh: rebuild even when the topic no longer holds its first records")
     replay.add_argument("--engine", choices=["local", "spark"], default="local",
                         help="local: this process (default); spark: a PySpark job, one task per topic partition")
     replay.add_argument("--spark-master", default=os.environ.get("LINEAGE_SPARK_MASTER", "local[*]"),

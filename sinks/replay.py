@@ -152,11 +152,42 @@ def replay_ranges(clients: ClientSettings, driver: Driver, begins: dict[int, int
         consumer.close()
 
 
-def prepare_replay(clients: ClientSettings, start: str | None, end: str | None, fresh: bool
-                   ) -> tuple[dict[int, int], dict[int, int]]:
+class PartialHistory(ValueError):
+    """A fresh rebuild would not see the whole raw topic: emptying the graph first would lose lineage for good."""
+
+
+def missing_history(first_offsets: dict[int, int]) -> dict[int, int]:
+    """Partitions whose replay would start after offset 0 → that first offset (the records before it are gone from
+    the topic, or excluded by ``--from``)."""
+    return {partition: offset for partition, offset in sorted(first_offsets.items()) if offset > 0}
+
+
+def first_offsets(clients: ClientSettings, begins: dict[int, int]) -> dict[int, int]:
+    """Each partition's first offset replay will read: the given one, or the partition's low watermark (the oldest
+    record the topic still holds) where replay starts at the beginning."""
+    consumer = _consumer(clients)
+    try:
+        topic = clients.events_topic
+        return {p: offset if offset >= 0 else consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[0]
+                for p, offset in begins.items()}
+    finally:
+        consumer.close()
+
+
+def prepare_replay(clients: ClientSettings, start: str | None, end: str | None, fresh: bool,
+                   allow_partial_history: bool = False) -> tuple[dict[int, int], dict[int, int]]:
     """The offset range to replay (``offset_range``), after emptying the graph (``fresh``) and ensuring its
-    constraints: what both engines do before reading."""
+    constraints: what both engines do before reading. A fresh rebuild that would not start at offset 0 of every
+    partition raises ``PartialHistory`` before touching the graph, unless ``allow_partial_history``."""
     begins, ends = offset_range(clients, start, end)
+    if fresh and not allow_partial_history:
+        missing = missing_history(first_offsets(clients, begins))
+        if missing:
+            lost = ", ".join(f"partition {p} from offset {offset}" for p, offset in missing.items())
+            raise PartialHistory(f"a fresh rebuild would start after the first record of {clients.events_topic} "
+                                 f"({lost}): the records before are deleted (retention) or excluded by --from, so "
+                                 "emptying the graph would lose their lineage; replay without --fresh to repair, or "
+                                 "add --allow-partial-history")
     with driver_for(clients) as driver:
         if fresh:
             wipe(driver)
@@ -165,11 +196,11 @@ def prepare_replay(clients: ClientSettings, start: str | None, end: str | None, 
 
 
 def replay(clients: ClientSettings, *, start: str | None = "earliest", end: str | None = None, fresh: bool = False,
-           batch_size: int = 2000,
-           progress: Callable[[ReplayReport, int], None] | None = None) -> ReplayReport:
+           batch_size: int = 2000, progress: Callable[[ReplayReport, int], None] | None = None,
+           allow_partial_history: bool = False) -> ReplayReport:
     report = ReplayReport()
     started = time.monotonic()
-    begins, ends = prepare_replay(clients, start, end, fresh)
+    begins, ends = prepare_replay(clients, start, end, fresh, allow_partial_history)
     with driver_for(clients) as driver:
         replay_ranges(clients, driver, begins, ends, batch_size=batch_size,
                       report=report, progress=progress)

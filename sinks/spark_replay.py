@@ -43,11 +43,12 @@ def replay_task(clients: ClientSettings, batch_size: int, ranges: Iterable[tuple
 
 
 def replay_on_spark(clients: ClientSettings, *, start: str | None = "earliest", end: str | None = None,
-                    fresh: bool = False, master: str = "local[*]", batch_size: int = 2000) -> ReplayReport:
+                    fresh: bool = False, master: str = "local[*]", batch_size: int = 2000,
+                    allow_partial_history: bool = False) -> ReplayReport:
     from pyspark.sql import SparkSession
 
     started = time.monotonic()
-    begins, ends = prepare_replay(clients, start, end, fresh)
+    begins, ends = prepare_replay(clients, start, end, fresh, allow_partial_history)
     report = ReplayReport()
     if ends:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # local executors must import this package too

@@ -92,7 +92,7 @@ def test_a_schema_change_becomes_an_alert_with_its_impact_and_a_rebuild_matches(
                        env=env)
         with driver_for(settings) as driver:
             live = _settled_fingerprint(driver)
-    rebuilt = lineage("replay", "--from", "earliest", "--fresh", env=env)
+    rebuilt = lineage("replay", "--from", "earliest", "--fresh", "--yes", env=env)
     assert "replayed 6 records" in rebuilt.stdout and "6 events written" in rebuilt.stdout
     with driver_for(settings) as driver:
         assert graph_fingerprint(driver) == live  # the rebuilt graph is the live one

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
+import sys
 import time
 import uuid
 from datetime import UTC, datetime
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 from kafka_lineage.config import ClientSettings
 from kafka_lineage.kafka_io import prepare_pipeline
 from kafka_lineage.producers.publisher import EventPublisher
 from kafka_lineage.sinks.graph_sink import driver_for, graph_fingerprint
+from kafka_lineage.sinks.replay import missing_history
 
 from tests.openlineage_samples import PRODUCER
 
@@ -80,7 +85,7 @@ def test_a_replayed_time_window_repairs_exactly_that_window(clients: ClientSetti
     time.sleep(1.5)
     window_end = _now()
     _publish(settings, after)
-    full = lineage("replay", "--fresh", env=replay_topic)
+    full = lineage("replay", "--fresh", "--yes", env=replay_topic)
     assert "replayed 28 records" in full.stdout and "28 events written" in full.stdout, full.stdout
     with driver_for(settings) as driver:
         complete = graph_fingerprint(driver)
@@ -101,14 +106,45 @@ def test_replay_on_spark_rebuilds_the_graph_the_local_replay_builds(clients: Cli
     events = _runs(namespace, 60, 0)
     random.Random(7).shuffle(events)
     _publish(settings, events)
-    local = lineage("replay", "--fresh", env=replay_topic)
+    local = lineage("replay", "--fresh", "--yes", env=replay_topic)
     assert f"replayed {len(events)} records" in local.stdout, local.stdout
     with driver_for(settings) as driver:
         expected = graph_fingerprint(driver)
         with driver.session() as session:
             assert session.run("MATCH (:Job {namespace: $ns}) RETURN count(*)", ns=namespace).single()[0] == 60
-    on_spark = lineage("replay", "--engine", "spark", "--spark-master", "local[2]", "--fresh", env=replay_topic)
+    on_spark = lineage("replay", "--engine", "spark", "--spark-master", "local[2]", "--fresh", "--yes",
+                       env=replay_topic)
     assert f"replayed {len(events)} records" in on_spark.stdout, on_spark.stdout + on_spark.stderr[-3000:]
     assert f"{len(events)} events written" in on_spark.stdout
     with driver_for(settings) as driver:
         assert graph_fingerprint(driver) == expected
+
+
+def _graph_size(settings: ClientSettings) -> int:
+    with driver_for(settings) as driver:
+        return driver.execute_query("MATCH (n) RETURN count(n)").records[0][0]
+
+
+def test_a_fresh_rebuild_asks_first_and_refuses_when_history_is_gone(clients: ClientSettings,
+                                                                      replay_topic: dict) -> None:
+    settings = ClientSettings.from_env({**os.environ, **replay_topic})
+    namespace = f"replay-guard-{uuid.uuid4().hex[:6]}"
+    _publish(settings, _runs(namespace, 3, 0))
+    size = _graph_size(settings)
+    unconfirmed = subprocess.run([sys.executable, "-m", "kafka_lineage.cli", "replay", "--fresh"],
+                                 capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120,
+                                 env={**os.environ, **replay_topic})
+    assert unconfirmed.returncode == 1 and "add --yes to confirm" in unconfirmed.stderr
+    # the topic's first records deleted (as retention would): a fresh rebuild would lose their lineage
+    consumer = Consumer({**settings.kafka_config(), "group.id": f"test-{uuid.uuid4()}"})
+    partition = max(range(3), key=lambda p: consumer.get_watermark_offsets(
+        TopicPartition(settings.events_topic, p), timeout=10)[1])
+    consumer.close()
+    admin = AdminClient(settings.kafka_config())
+    for future in admin.delete_records([TopicPartition(settings.events_topic, partition, 1)]).values():
+        future.result(timeout=30)
+    refused = lineage("replay", "--fresh", "--yes", env=replay_topic, check=False)
+    assert refused.returncode == 1 and f"partition {partition} from offset 1" in refused.stderr, refused.stderr
+    assert "--allow-partial-history" in refused.stderr and "Traceback" not in refused.stderr
+    assert _graph_size(settings) >= size  # neither refusal emptied the graph
+    assert missing_history({0: 0, 1: 5, 2: -2}) == {1: 5}
