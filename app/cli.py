@@ -140,7 +140,7 @@ def cmd_sink(args: argparse.Namespace) -> int:
     metrics = Metrics()
     sink = GraphSink(clients, SinkSettings.from_env(), metrics=metrics)
     checks = {"kafka": kafka_check(clients.kafka_config()), "registry": registry_check(clients.registry_config()),
-              "neo4j": sink.driver.verify_connectivity}
+              "neo4j": sink.driver.verify_connectivity, "neo4j-writes": sink.check_writable}
     _run_with_endpoint("graph sink", "LINEAGE_SINK_METRICS_PORT", operations.sink_metrics_port, operations, metrics,
                        checks, sink.run)
     return 0

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from confluent_kafka import Consumer, Message
+from confluent_kafka import Consumer, KafkaError, Message
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings, SinkSettings
 from kafka_lineage.kafka_io import AckingProducer, commit_offsets, prepare_pipeline
@@ -27,8 +27,9 @@ from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.openlineage import FacetCache, record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, RegistryUnavailable, WireFormatError
 from kafka_lineage.sinks.graph_model import CONSTRAINTS, FINGERPRINT_QUERIES, fingerprint, graph_batch, statements
+from kafka_lineage.sinks.neo4j_errors import is_record_fault
 from neo4j import Driver, GraphDatabase
-from neo4j.exceptions import ClientError, DatabaseError, DriverError, Neo4jError
+from neo4j.exceptions import DriverError, Neo4jError
 
 log = logging.getLogger(__name__)
 STAGE = "graph-sink"
@@ -71,9 +72,12 @@ def write_statements(driver: Driver, work: list[tuple[str, dict[str, Any]]]) -> 
         session.execute_write(transaction)
 
 
+class Stopped(Exception):
+    """The sink was asked to stop while a batch waited for Neo4j: the batch stays uncommitted."""
+
+
 class GraphSink:
-    def __init__(self, clients: ClientSettings, settings: SinkSettings,
-                 sleep: Callable[[float], None] = time.sleep, metrics: Metrics | None = None) -> None:
+    def __init__(self, clients: ClientSettings, settings: SinkSettings, metrics: Metrics | None = None) -> None:
         self.clients = clients
         self.settings = settings
         self.metrics = metrics or Metrics(process_metrics=False)
@@ -89,19 +93,19 @@ class GraphSink:
             "enable.auto.commit": False, "auto.offset.reset": "earliest", "isolation.level": "read_committed",
             "session.timeout.ms": "10000",
         }))
-        self.sleep = sleep
         self.written = self.dead = 0
+        self.neo4j_problem: str | None = None  # why the last write failed, while it is the environment's fault
+        self._delay = 0.5
         self.facets = FacetCache()  # every run of a job repeats its datasets' schema facets: parse each text once
 
     def run(self, stop: threading.Event) -> None:
-        ensure_constraints(self.driver)
         self.consumer.subscribe([self.clients.normalized_topic])
         print(f"graph sink ready: {self.clients.normalized_topic} → {self.clients.neo4j_uri}", flush=True)
         last_report = last_lag = time.monotonic()
         try:
+            self._with_retry(lambda: ensure_constraints(self.driver), stop)  # Neo4j may refuse us until fixed
             while not stop.is_set():
-                messages = [m for m in self.consumer.consume(self.settings.batch_size, self.settings.poll_seconds)
-                            if m.error() is None]
+                messages = self._consume()
                 if messages:
                     self._write_batch(messages, stop)
                     commit_offsets(self.consumer, stop, log, STAGE)  # only after the graph transaction committed
@@ -111,11 +115,25 @@ class GraphSink:
                 if time.monotonic() - last_report >= self.settings.report_seconds:
                     last_report = time.monotonic()
                     log.info("graph sink: %d events written, %d dead letters", self.written, self.dead)
+        except Stopped:
+            log.info("graph sink: stopped while waiting for Neo4j; the unwritten batch is read again at the next start")
         finally:
             self.consumer.close()  # leaves the group; uncommitted records go to the next member
             self.dlq.close()
             self.driver.close()
             print(f"graph sink stopped: {self.written} events written, {self.dead} dead letters", flush=True)
+
+    def _consume(self) -> list[Message]:
+        """A batch of records; errors the consumer reports are logged (a partition's end is not one), never dropped
+        silently."""
+        messages = []
+        for message in self.consumer.consume(self.settings.batch_size, self.settings.poll_seconds):
+            error = message.error()
+            if error is None:
+                messages.append(message)
+            elif error.code() != KafkaError._PARTITION_EOF:
+                problem(log, f"Kafka consumer error: {error}", "check the broker and the topic", stage=STAGE)
+        return messages
 
     def _write_batch(self, messages: list[Message], stop: threading.Event) -> None:
         self.metrics.events_in(STAGE, len(messages))
@@ -133,24 +151,36 @@ class GraphSink:
                 self._dead([(message, reason, str(exc))])
         if not decoded:
             return
-        try:
-            with self.metrics.neo4j_timer():
-                self._with_retry(lambda: write_events(self.driver, [event for _, event in decoded]), stop)
-            self.written += len(decoded)
-            self.metrics.events_out(STAGE, len(decoded))
-            committed = time.time()
-            for moment in produced:  # event produced (raw topic timestamp) → in the graph
-                self.metrics.latency_since("graph", moment.timestamp(), committed)
-            self.metrics.seen(STAGE)
-        except (ClientError, DatabaseError) as exc:  # the database refuses the batch: find the record(s) it refuses
-            log.warning("batch of %d rejected by Neo4j (%s); writing its records one by one", len(decoded), exc)
+        while True:
+            try:
+                with self.metrics.neo4j_timer():
+                    self._with_retry(lambda: write_events(self.driver, [event for _, event in decoded]), stop)
+                self._written(len(decoded), produced)
+                return
+            except Neo4jError as exc:  # refused for a record it carries: find which one(s)
+                log.warning("batch of %d rejected by Neo4j (%s); writing its records one by one", len(decoded), exc)
+            failures = []
             for message, event in decoded:
                 try:
                     self._with_retry(lambda event=event: write_events(self.driver, [event]), stop)
-                    self.written += 1
-                    self.metrics.events_out(STAGE)
-                except (ClientError, DatabaseError) as single:
-                    self._dead([(message, "neo4j-rejected", f"{single.code}: {single.message}")])
+                    self._written(1, [])
+                except Neo4jError as single:
+                    failures.append((message, "neo4j-rejected", f"{single.code}: {single.message}"))
+            if len(decoded) == 1 or len(failures) < len(decoded):
+                self._dead(failures)
+                return
+            # Every record refused on its own: the statements are fixed and the events were validated, so this is
+            # the database (an unknown code, a broken procedure), not 50 bad records. Wait and write it again.
+            self._wait_for_neo4j(RuntimeError(f"all {len(decoded)} records of the batch refused: {failures[0][2]}"),
+                                 stop, "every record of a batch refused by Neo4j")
+
+    def _written(self, count: int, produced: list[datetime]) -> None:
+        self.written += count
+        self.metrics.events_out(STAGE, count)
+        committed = time.time()
+        for moment in produced:  # event produced (raw topic timestamp) → in the graph
+            self.metrics.latency_since("graph", moment.timestamp(), committed)
+        self.metrics.seen(STAGE)
 
     def _decode(self, message: Message, stop: threading.Event) -> dict[str, Any]:
         delay = 0.5
@@ -158,29 +188,39 @@ class GraphSink:
             try:
                 return self.codec.decode(message.value())
             except RegistryUnavailable as exc:  # not the record's fault: wait for the registry
-                if stop.is_set():
-                    raise
                 problem(log, "schema registry unavailable", "check SCHEMA_REGISTRY_URL and that the registry runs",
                         error=exc, retry_in=delay, stage=STAGE)
-                self.sleep(delay)
+                if stop.wait(delay):
+                    raise Stopped from exc
                 delay = min(delay * 2, 30.0)
 
     def _with_retry(self, write: Callable[[], None], stop: threading.Event) -> None:
-        """Retry while Neo4j is unreachable (the driver already retried transient errors within the transaction)."""
-        delay = 0.5
+        """Write, waiting out every error of the environment (Neo4j unreachable, credentials, permissions, a
+        read-only or full database: ``neo4j_errors``); only a record's own fault is raised, to be dead-lettered."""
+        self._delay = 0.5
         while True:
             try:
                 write()
+                self.neo4j_problem = None
                 return
-            except (ClientError, DatabaseError):
-                raise
-            except (Neo4jError, DriverError, OSError) as exc:  # ServiceUnavailable, SessionExpired, reset …
-                if stop.is_set():
+            except (Neo4jError, DriverError, OSError) as exc:
+                if is_record_fault(exc):
                     raise
-                problem(log, "Neo4j unavailable, the batch waits", "check NEO4J_URI and that Neo4j runs "
-                        "(`lineage stack status`); nothing is skipped", error=exc, retry_in=delay, stage=STAGE)
-                self.sleep(delay)
-                delay = min(delay * 2, 30.0)
+                self._wait_for_neo4j(exc, stop, "Neo4j cannot take writes, the batch waits")
+
+    def _wait_for_neo4j(self, exc: Exception, stop: threading.Event, what: str) -> None:
+        """Not ready until a write succeeds again; the wait ends at once on ``stop`` (nothing committed)."""
+        self.neo4j_problem = f"{type(exc).__name__}: {getattr(exc, 'message', None) or exc}"
+        problem(log, what, "check NEO4J_URI, the credentials and the database's state (`lineage stack status`); "
+                "nothing is skipped or dead-lettered", error=exc, retry_in=self._delay, stage=STAGE)
+        if stop.wait(self._delay):
+            raise Stopped from exc
+        self._delay = min(self._delay * 2, 30.0)
+
+    def check_writable(self) -> None:
+        """The readiness check: raises while the last write failed for a reason of the environment."""
+        if self.neo4j_problem is not None:
+            raise RuntimeError(f"Neo4j refuses writes: {self.neo4j_problem}")
 
     def _dead(self, failures: list[tuple[Message, str, str]]) -> None:
         records = []

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import requests
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings
 from kafka_lineage.kafka_io import prepare_pipeline
-from kafka_lineage.processes import sink_process
+from kafka_lineage.processes import lineage_process, sink_process
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import event_to_record
 from kafka_lineage.schemas.wire import AvroCodec
@@ -147,5 +149,33 @@ def test_neo4j_outage_is_waited_out_without_loss(clients: ClientSettings, sink_e
         with driver_for(settings) as driver:
             assert _wait_for(driver, "MATCH (r:Run)-[:OF_JOB]->(j:Job {namespace: $ns}) RETURN count(r)",
                              {"ns": namespace}, len(runs), timeout=90) == len(runs)
-    assert sink.returncode == 0 and ("Neo4j unavailable" in sink.output or "Connection refused" in sink.output)
+    assert sink.returncode == 0 and ("Neo4j cannot take writes" in sink.output or "Connection refused" in sink.output)
+    assert consume_all(settings.kafka_bootstrap_servers, settings.dlq_topic) == []
+
+
+def test_refused_credentials_dead_letter_nothing_and_make_the_sink_not_ready(clients: ClientSettings,
+                                                                             sink_env: dict[str, str]) -> None:
+    """Wrong credentials are the environment's fault, not 20 records': the sink waits, says it is not ready,
+    and a SIGTERM ends the wait at once without committing; restarted with the right password it writes them all."""
+    settings = _settings(sink_env)
+    prepare_pipeline(settings, 3)
+    namespace = f"auth-{uuid.uuid4().hex[:6]}"
+    runs = [str(uuid.uuid4()) for _ in range(20)]
+    _publish(settings, [_event(namespace, run, f"job-{i}", "COMPLETE", i % 60) for i, run in enumerate(runs)])
+    refused_env = {**sink_env, "NEO4J_PASSWORD": "not-the-password"}
+    with lineage_process(["sink"], lambda _child, output: "Neo4j cannot take writes" in output, refused_env) as sink:
+        time.sleep(3)  # a few retries
+        ready = requests.get(f"{sink.metrics_url}/health/ready", timeout=10)
+        assert ready.status_code == 503 and "neo4j-writes" in ready.text, ready.text
+        started = time.monotonic()
+        sink.process.send_signal(signal.SIGTERM)
+        sink.process.wait(30)
+        assert time.monotonic() - started < 10  # the wait is stop-aware
+    assert sink.returncode == 0, sink.output[-2000:]
+    assert "AuthError" in sink.output or "Unauthorized" in sink.output
+    assert consume_all(settings.kafka_bootstrap_servers, settings.dlq_topic) == []
+    time.sleep(6)  # Neo4j locks the user for 5 s after repeated failed logins (dbms.security.auth_lock_time)
+    with sink_process(sink_env), driver_for(settings) as driver:
+        assert _wait_for(driver, "MATCH (r:Run)-[:OF_JOB]->(j:Job {namespace: $ns}) RETURN count(r)",
+                         {"ns": namespace}, len(runs), timeout=60) == len(runs)
     assert consume_all(settings.kafka_bootstrap_servers, settings.dlq_topic) == []
