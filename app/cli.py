@@ -110,7 +110,9 @@ def cmd_collector(args: argparse.Namespace) -> int:
     if args.port is not None:  # argparse takes any int, and replace() skips the check from_env does
         port_number("--port", args.port)
     settings = dataclasses.replace(settings, **overrides)
-    publisher = EventPublisher.from_settings(ClientSettings.from_env())
+    clients = ClientSettings.from_env()
+    _configure_logging(clients, OperationsSettings.from_env())
+    publisher = EventPublisher.from_settings(clients, producer=settings.producer_config())
     tune_gc()
     serve(publisher, settings)
     return 0

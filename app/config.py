@@ -367,6 +367,10 @@ class CollectorSettings:
     token: str = ""
     max_body_bytes: int = 16 * 1024 * 1024
     ack_timeout: float = 30.0
+    max_events: int = 10_000  # per request: more is 413 before any event is validated
+    max_concurrent: int = 16  # requests being read, validated or published at once; more are 503 + Retry-After
+    read_timeout: float = 30.0  # to receive a request's whole body (a slow or stalled upload is 408)
+    queue_bytes: int = 256 * 1024 * 1024  # librdkafka's local queue: beyond it requests are 503 at once
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> CollectorSettings:
@@ -377,7 +381,18 @@ class CollectorSettings:
             token=values.get("LINEAGE_COLLECTOR_TOKEN", ""),
             max_body_bytes=_count(values, "LINEAGE_COLLECTOR_MAX_BYTES", 16 * 1024 * 1024),
             ack_timeout=_positive(values, "LINEAGE_COLLECTOR_ACK_TIMEOUT", 30.0),
+            max_events=_count(values, "LINEAGE_COLLECTOR_MAX_EVENTS", 10_000),
+            max_concurrent=_count(values, "LINEAGE_COLLECTOR_MAX_CONCURRENT", 16),
+            read_timeout=_positive(values, "LINEAGE_COLLECTOR_READ_TIMEOUT", 30.0),
+            queue_bytes=_count(values, "LINEAGE_COLLECTOR_QUEUE_BYTES", 256 * 1024 * 1024),
         )
+
+    def producer_config(self) -> dict[str, str]:
+        """The collector's librdkafka settings: a bounded queue, and records of a request that was already answered
+        503 (no acknowledgement within ``ack_timeout``) expire soon after it instead of holding the queue for five
+        minutes."""
+        return {"queue.buffering.max.kbytes": str(max(1, self.queue_bytes // 1024)),
+                "message.timeout.ms": str(int(self.ack_timeout * 1000) + 5000)}
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,16 @@ PRODUCER_DEFAULTS = {
     "compression.type": "zstd",
     "message.timeout.ms": "300000",  # librdkafka keeps retrying through a broker outage for five minutes
     "partitioner": "murmur2_random",  # the Java clients' partitioner: Spark, Connect and Faust put a key where we do
-    # librdkafka checks the uncompressed size against this; the broker then judges the compressed batch.
-    "message.max.bytes": "16777216",
+    # librdkafka refuses a record above this (uncompressed) before sending; the pipeline's topics take a compressed
+    # batch of the same size (TOPIC_MAX_MESSAGE_BYTES): one limit on both sides, so a record the producer accepts is
+    # one its topic accepts.
+    "message.max.bytes": str(8 * 1024 * 1024),
 }
+# The pipeline's topics' max.message.bytes at creation: the producer's limit plus the record batch overhead.
+TOPIC_MAX_MESSAGE_BYTES = 8 * 1024 * 1024 + 1024
+# Delivery errors that no retry can fix: the record is too large or malformed for the broker or the topic.
+_TOO_LARGE = frozenset((KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.INVALID_MSG_SIZE))
+_MALFORMED = frozenset((KafkaError.INVALID_RECORD, KafkaError.INVALID_MSG))
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
 
@@ -53,9 +60,10 @@ def prepare_pipeline(clients: ClientSettings, partitions: int) -> None:
 
 
 def topic_config(topics: TopicSettings, raw: bool) -> dict[str, str]:
-    """Topic-level settings of a pipeline topic at creation: the raw events topic's retention (keep everything by
-    default: replay rebuilds the graph from it) or the others', and ``min.insync.replicas``; unset = the broker's."""
-    config = {}
+    """Topic-level settings of a pipeline topic at creation: its record limit (the producer's), the raw events
+    topic's retention (keep everything by default: replay rebuilds the graph from it) or the others', and
+    ``min.insync.replicas``; unset = the broker's."""
+    config = {"max.message.bytes": str(TOPIC_MAX_MESSAGE_BYTES)}
     retention = topics.events_retention_ms if raw else topics.retention_ms
     if retention is not None:
         config["retention.ms"] = str(retention)
@@ -107,7 +115,17 @@ def end_offsets(consumer: Consumer, topic: str) -> dict[int, int]:
 
 
 class PublishError(RuntimeError):
-    """The registry or Kafka could not take a record (a retry later may succeed)."""
+    """The registry or Kafka could not take a record. ``permanent``: no retry can succeed (``too_large``: the record
+    exceeds a size limit of the broker or the topic); otherwise a retry later may succeed."""
+
+    def __init__(self, message: str, *, permanent: bool = False, too_large: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent or too_large
+        self.too_large = too_large
+
+
+class QueueFull(PublishError):
+    """The producer's local queue is full (Kafka is slow or away): refused at once rather than waited for."""
 
 
 class AckingProducer:
@@ -116,6 +134,7 @@ class AckingProducer:
     def __init__(self, config: dict[str, str]) -> None:
         self.producer = Producer({**PRODUCER_DEFAULTS, **config, "error_cb": self._on_error})
         self.failure: PublishError | None = None  # set once Kafka refuses this client for good
+        self.brokers_down = False  # librdkafka reported every broker unreachable, and nothing was delivered since
         self._pending: set[Future[int]] = set()
         self._lock = threading.Lock()
         self._closed = threading.Event()
@@ -130,8 +149,11 @@ class AckingProducer:
             except BufferError:  # librdkafka's local queue is full: wait for deliveries to free room
                 self.producer.poll(0.05)
 
-    def send(self, topic: str, records: Sequence[tuple[bytes | None, bytes | None]]) -> Future[int]:
-        """Produce every record; the future gives their count once all are acknowledged, or a PublishError."""
+    def send(self, topic: str, records: Sequence[tuple[bytes | None, bytes | None]], wait_for_room: bool = True
+             ) -> Future[int]:
+        """Produce every record; the future gives their count once all are acknowledged, or a PublishError.
+        ``wait_for_room`` False: a full local queue fails the future at once with ``QueueFull`` (records produced
+        before stay queued and may still be delivered: a retry of the request only repeats them)."""
         if self.failure is not None:
             raise self.failure
         done: Future[int] = Future()
@@ -146,14 +168,27 @@ class AckingProducer:
                 pending[0] -= 1
                 finished = pending[0] == 0
             if error is not None and not done.done():
-                done.set_exception(PublishError(f"Kafka did not acknowledge a record: {error.str()}"))
+                done.set_exception(PublishError(f"Kafka did not acknowledge a record: {error.str()}",
+                                                permanent=error.code() in _MALFORMED,
+                                                too_large=error.code() in _TOO_LARGE))
             elif finished and not done.done():
                 done.set_result(len(records))
+            if error is None:
+                self.brokers_down = False
 
         if not records:
             done.set_result(0)
         for key, value in records:
-            self.produce(topic, key, value, on_delivery)
+            if wait_for_room:
+                self.produce(topic, key, value, on_delivery)
+                continue
+            try:
+                self.producer.produce(topic, key=key, value=value, on_delivery=on_delivery)
+            except BufferError:
+                if not done.done():
+                    done.set_exception(QueueFull("the producer's queue is full: Kafka is not taking records as fast "
+                                                 "as they come (or is unreachable); retry later"))
+                break
         return done
 
     def _forget(self, done: Future[int]) -> None:
@@ -162,6 +197,8 @@ class AckingProducer:
 
     def _on_error(self, error: KafkaError) -> None:
         """librdkafka retries most errors by itself; wrong credentials and fatal errors it would retry forever."""
+        if error.code() == KafkaError._ALL_BROKERS_DOWN:
+            self.brokers_down = True  # until a delivery succeeds again (``send``'s callbacks clear it)
         if error.code() not in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED) \
                 and not error.fatal():
             return

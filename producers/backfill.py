@@ -49,6 +49,10 @@ def _finite_float(text: str) -> float:
     return value
 
 
+# ``strict_json``'s rules as a decoder, for reading a large array element by element (``raw_decode``).
+STRICT_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
 def strict_json(data: str | bytes) -> Any:
     """``json.loads`` without Python's extensions: NaN, Infinity and -Infinity (and numbers that overflow to
     infinity) are refused, since the facet JSON text they would be republished as is unreadable to strict readers

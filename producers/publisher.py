@@ -76,9 +76,11 @@ class EventPublisher:
         self._context = SerializationContext(topic, MessageField.VALUE)
 
     @classmethod
-    def from_settings(cls, settings: ClientSettings, topic: str | None = None) -> EventPublisher:
+    def from_settings(cls, settings: ClientSettings, topic: str | None = None,
+                      producer: dict[str, str] | None = None) -> EventPublisher:
+        """``producer``: librdkafka settings over the pipeline's (the collector bounds its queue and delivery time)."""
         return cls(
-            settings.kafka_config(),
+            settings.kafka_config(producer),
             settings.registry_config(),
             topic or settings.events_topic,
         )
@@ -111,9 +113,15 @@ class EventPublisher:
     def produce(self, key: bytes, value: bytes, on_delivery: DeliveryCallback) -> None:
         self._kafka.produce(self.topic, key, value, on_delivery)
 
-    def send(self, records: Sequence[tuple[bytes, bytes]]) -> Future[int]:
-        """Produce every record; the future gives their count once all are acknowledged, or a PublishError."""
-        return self._kafka.send(self.topic, records)
+    def send(self, records: Sequence[tuple[bytes, bytes]], wait_for_room: bool = True) -> Future[int]:
+        """Produce every record; the future gives their count once all are acknowledged, or a PublishError
+        (``QueueFull`` at once when the local queue is full and ``wait_for_room`` is False)."""
+        return self._kafka.send(self.topic, records, wait_for_room)
+
+    @property
+    def kafka_down(self) -> bool:
+        """Every broker was unreachable at last report, and nothing has been delivered since."""
+        return self._kafka.brokers_down
 
     def check_connected(self, timeout: float = 5.0) -> None:
         """Raise unless the broker answers for the topic and the registry holds the topic's value schema."""

@@ -273,7 +273,12 @@ COLLECTOR_SPECIFIC = [
     Case("collector", "huge-batch-with-one-invalid-event", _batch(2000, bad_index=1234),
          Status(400, '1 of 2000 event is invalid; nothing was published", "errors": [{"index": 1234')),
     Case("collector", "batch-of-100k-non-objects", lambda ns, n: Body(b"[" + b",".join([b"1"] * 100_000) + b"]"),
-         Status(400, "100000 of 100000 events are invalid")),
+         Status(413, "more than 10,000 events in one request")),
+    Case("collector", "batch-of-9000-non-objects", lambda ns, n: Body(b"[" + b",".join([b"1"] * 9_000) + b"]"),
+         Status(400, "9000 of 9000 events are invalid; nothing was published (the first 100 are listed)")),
+    Case("collector", "gzip-bomb-of-empty-objects",  # ~9 KB on the wire, 3.6 MB of 1.2 million events inside
+         lambda ns, n: gzip_body(b"[" + b",".join([b"{}"] * 1_200_000) + b"]"),
+         Status(413, "more than 10,000 events in one request")),
     # odd but valid
     Case("collector", "duplicate-keys-last-wins", _duplicate_keys, Intact()),
     Case("collector", "utf8-byte-order-mark", lambda ns, n: Body(b"\xef\xbb\xbf" + _good_bytes(n)), Intact()),

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import socket
+import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import requests
+from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings
+from kafka_lineage.kafka_io import ensure_topic, prepare_pipeline
+from kafka_lineage.schemas import registry
 from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
 from openlineage.client.transport.http import HttpConfig, HttpTransport
@@ -110,8 +118,13 @@ def test_kafka_unreachable_is_a_503_with_retry_after(events_topic: str) -> None:
                            LINEAGE_COLLECTOR_ACK_TIMEOUT="2") as url:
         answer = requests.post(f"{url}/api/v1/lineage", json=_event("no-kafka"), timeout=30)
         assert answer.status_code == 503 and answer.headers["Retry-After"] == "5"
-        assert "did not acknowledge" in answer.json()["error"]
+        assert "did not acknowledge" in answer.json()["error"] or "unreachable" in answer.json()["error"]
         assert requests.get(f"{url}/health/ready", timeout=30).status_code == 503
+        time.sleep(1)  # librdkafka has reported every broker down by now: later requests learn it within a second
+        started = time.monotonic()
+        again = requests.post(f"{url}/api/v1/lineage", json=_event("no-kafka"), timeout=30)
+        assert again.status_code == 503 and "Kafka is unreachable" in again.json()["error"]
+        assert time.monotonic() - started < 1.5
 
 
 def test_emit_backfills_ndjson_and_reports_bad_lines(clients: ClientSettings, events_topic: str, tmp_path: Path
@@ -130,3 +143,56 @@ def test_emit_backfills_ndjson_and_reports_bad_lines(clients: ClientSettings, ev
     assert sorted(event["job"]["name"] for _, event in received) == sorted(e["job"]["name"] for e in good)
     missing = lineage("emit", str(tmp_path / "nope.ndjson"), check=False)
     assert missing.returncode == 1 and missing.stderr.startswith("lineage: no such file")
+
+
+def _incompressible_event(size: int) -> dict:
+    """A valid event carrying ``size`` random bytes (hex) in a run facet: zstd cannot shrink it."""
+    event = _event("big-job")
+    event["run"]["facets"] = {"blob": {"_producer": PRODUCER, "_schemaURL": "https://example.com/blob.json",
+                                       "data": os.urandom(size // 2).hex()}}
+    return event
+
+
+def test_a_record_the_topic_refuses_for_its_size_is_413_not_retry_forever(clients: ClientSettings) -> None:
+    """The broker refusing a record for its size is permanent: 413 with the reason, not 503 Retry-After forever.
+    The pipeline's own topics take what its producer takes (both 8 MiB): a 3 MB event is accepted."""
+    small = f"test.small.{uuid.uuid4().hex[:8]}"
+    ensure_topic(clients.kafka_config(), small, config={"max.message.bytes": "1048576"})  # an operator's topic
+    client = SchemaRegistryClient(clients.registry_config())
+    assert all(report.ok for report in registry.register(client, {small: "openlineage_event"}))
+    event = _incompressible_event(3_000_000)  # hex: zstd halves it, still 1.5 MB
+    with running_collector(small) as url:
+        refused = requests.post(f"{url}/api/v1/lineage", json=event, timeout=60)
+    assert refused.status_code == 413 and "Retry-After" not in refused.headers, refused.text
+    assert "too large" in refused.text.lower() or "MSG_SIZE_TOO_LARGE" in refused.text
+    ours = f"test.ours.{uuid.uuid4().hex[:8]}"
+    prepare_pipeline(ClientSettings.from_env({**os.environ, "LINEAGE_EVENTS_TOPIC": ours}), 1)
+    with running_collector(ours) as url:
+        accepted = requests.post(f"{url}/api/v1/lineage", json=event, timeout=60)
+        assert accepted.status_code == 200, accepted.text
+        too_big = requests.post(f"{url}/api/v1/lineage", json=_incompressible_event(9_000_000), timeout=60)
+    assert too_big.status_code == 413 and "above the limit" in too_big.text
+    assert decoded_events(clients, ours, 1)[0][1]["run"]["facets"]["blob"]["data"] == event["run"]["facets"]["blob"][
+        "data"]
+
+
+def test_a_flood_of_requests_beyond_the_concurrency_limit_is_answered_503_at_once(events_topic: str) -> None:
+    batch = [_event(f"job-{i}") for i in range(2000)]
+    with running_collector(events_topic, LINEAGE_COLLECTOR_MAX_CONCURRENT="2") as url, \
+            ThreadPoolExecutor(12) as pool:
+        answers = list(pool.map(lambda _: requests.post(f"{url}/api/v1/lineage", json=batch, timeout=60), range(12)))
+        assert requests.get(f"{url}/health/live", timeout=5).status_code == 200
+    statuses = Counter(answer.status_code for answer in answers)
+    assert set(statuses) <= {200, 503} and statuses[200] >= 1 and statuses[503] >= 1, statuses
+    assert all(answer.headers.get("Retry-After") == "1" for answer in answers if answer.status_code == 503)
+
+
+def test_a_stalled_upload_is_cut_at_the_read_timeout(events_topic: str) -> None:
+    with running_collector(events_topic, LINEAGE_COLLECTOR_READ_TIMEOUT="1") as url:
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(b"POST /api/v1/lineage HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b'Content-Length: 1000\r\n\r\n{"eventType"')  # and nothing more
+            started = time.monotonic()
+            answer = sock.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 408") and time.monotonic() - started < 5, answer[:200]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from kafka_lineage.config import ClientSettings, ConfigError, TopicSettings
-from kafka_lineage.kafka_io import topic_config
+from kafka_lineage.kafka_io import PRODUCER_DEFAULTS, TOPIC_MAX_MESSAGE_BYTES, topic_config
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.wire import RegistryUnavailable, SchemaNotFound
 
@@ -13,8 +13,11 @@ from kafka_lineage.schemas.wire import RegistryUnavailable, SchemaNotFound
 def test_the_raw_topic_keeps_everything_by_default_and_the_rest_follows_the_broker() -> None:
     topics = ClientSettings.from_env({}).topics
     assert topics.replication_factor == -1 and topics.min_insync_replicas is None
-    assert topic_config(topics, raw=True) == {"retention.ms": "-1", "retention.bytes": "-1"}
-    assert topic_config(topics, raw=False) == {}
+    limit = {"max.message.bytes": str(TOPIC_MAX_MESSAGE_BYTES)}
+    assert topic_config(topics, raw=True) == {**limit, "retention.ms": "-1", "retention.bytes": "-1"}
+    assert topic_config(topics, raw=False) == limit
+    # one record limit on both sides: what the producer takes, its topic takes (plus the batch framing)
+    assert 0 < TOPIC_MAX_MESSAGE_BYTES - int(PRODUCER_DEFAULTS["message.max.bytes"]) <= 1024
 
 
 def test_topic_settings_from_the_environment() -> None:
@@ -22,8 +25,9 @@ def test_topic_settings_from_the_environment() -> None:
                                       "LINEAGE_EVENTS_RETENTION_MS": "31536000000",
                                       "LINEAGE_TOPIC_RETENTION_MS": "604800000"}).topics
     assert (topics.replication_factor, topics.min_insync_replicas) == (3, 2)
-    assert topic_config(topics, raw=True) == {"retention.ms": "31536000000", "min.insync.replicas": "2"}
-    assert topic_config(topics, raw=False) == {"retention.ms": "604800000", "min.insync.replicas": "2"}
+    assert topic_config(topics, raw=True)["retention.ms"] == "31536000000"
+    assert topic_config(topics, raw=False)["retention.ms"] == "604800000"
+    assert topic_config(topics, raw=False)["min.insync.replicas"] == "2"
     for key, bad in (("LINEAGE_TOPIC_REPLICATION_FACTOR", "0"), ("LINEAGE_EVENTS_RETENTION_MS", "a week"),
                      ("LINEAGE_CREATE_TOPICS", "maybe")):
         with pytest.raises(ConfigError, match=key):
