@@ -95,3 +95,36 @@ def test_pipeline_services_reach_the_same_endpoints(compose: dict, settings: Sta
             f"INTERNAL://{env['KAFKA_BOOTSTRAP_SERVERS']}"
             in compose["kafka"]["environment"]["KAFKA_ADVERTISED_LISTENERS"]
         )
+
+
+PIPELINE = {"processor", "sink", "alert-sink", "collector", "connect-watcher"}
+
+
+def test_every_long_running_component_has_a_service(compose: dict) -> None:
+    assert set(compose) == {"kafka", "registry", "neo4j", "connect"} | PIPELINE
+    commands = {name: compose[name]["command"] for name in PIPELINE}
+    assert commands["alert-sink"] == ["lineage", "alerts", "run"]
+    assert commands["connect-watcher"] == ["lineage", "connect", "watch"]
+
+
+def test_the_collector_listens_on_every_interface_of_its_container(compose: dict) -> None:
+    # 127.0.0.1 inside a container is unreachable through the published port
+    assert compose["collector"]["environment"]["LINEAGE_COLLECTOR_HOST"] == "0.0.0.0"
+    assert compose["collector"]["ports"] == ["127.0.0.1:5000:5000"]  # published on the host's loopback only
+
+
+def test_every_service_has_a_health_check_and_a_restart_policy(compose: dict) -> None:
+    for name, service in compose.items():
+        assert service.get("restart") == "unless-stopped", name
+        test = service.get("healthcheck", {}).get("test")
+        assert test and test[0] in ("CMD", "CMD-SHELL"), name
+    for name, port in (("processor", 9101), ("sink", 9102), ("alert-sink", 9103), ("collector", 5000)):
+        assert compose[name]["healthcheck"]["test"][-1] == f"http://127.0.0.1:{port}/health/ready", name
+
+
+def test_no_secret_has_a_default(compose: dict) -> None:
+    text = (REPO / "docker-compose.yml").read_text()
+    for variable in ("NEO4J_PASSWORD", "LINEAGE_KAFKA_SASL_PASSWORD"):
+        assert f"${{{variable}:-" not in text and f"${{{variable}-" not in text, variable
+        assert f"${{{variable}:?" in text, variable
+    assert "lineage-dev" not in text
