@@ -371,6 +371,8 @@ class CollectorSettings:
     max_concurrent: int = 16  # requests being read, validated or published at once; more are 503 + Retry-After
     read_timeout: float = 30.0  # to receive a request's whole body (a slow or stalled upload is 408)
     queue_bytes: int = 256 * 1024 * 1024  # librdkafka's local queue: beyond it requests are 503 at once
+    tls_cert: str = ""  # PEM certificate (chain) and key: with both, the collector serves HTTPS only
+    tls_key: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> CollectorSettings:
@@ -385,7 +387,14 @@ class CollectorSettings:
             max_concurrent=_count(values, "LINEAGE_COLLECTOR_MAX_CONCURRENT", 16),
             read_timeout=_positive(values, "LINEAGE_COLLECTOR_READ_TIMEOUT", 30.0),
             queue_bytes=_count(values, "LINEAGE_COLLECTOR_QUEUE_BYTES", 256 * 1024 * 1024),
-        )
+            tls_cert=_existing_file(values, "LINEAGE_COLLECTOR_TLS_CERT"),
+            tls_key=_existing_file(values, "LINEAGE_COLLECTOR_TLS_KEY"),
+        )._checked()
+
+    def _checked(self) -> CollectorSettings:
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ConfigError("LINEAGE_COLLECTOR_TLS_CERT and LINEAGE_COLLECTOR_TLS_KEY: set both (HTTPS) or neither")
+        return self
 
     def producer_config(self) -> dict[str, str]:
         """The collector's librdkafka settings: a bounded queue, and records of a request that was already answered

@@ -15,6 +15,7 @@ import gzip
 import hmac
 import json
 import logging
+import ssl
 import time
 import zlib
 from collections.abc import Callable
@@ -310,10 +311,15 @@ class Collector:
 def serve(publisher: EventPublisher, settings: CollectorSettings) -> None:
     """Run until SIGINT/SIGTERM; aiohttp stops accepting, finishes in-flight requests, then the producer flushes."""
     collector = Collector(publisher, settings, Metrics())
-    print(f"OpenLineage collector on http://{settings.host}:{settings.port}{LINEAGE_PATH} → topic {publisher.topic}"
-          + (" (bearer token required)" if settings.token else ""), flush=True)
+    tls = None
+    if settings.tls_cert:
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(settings.tls_cert, settings.tls_key)
+    scheme = "https" if tls else "http"
+    print(f"OpenLineage collector on {scheme}://{settings.host}:{settings.port}{LINEAGE_PATH} → topic "
+          f"{publisher.topic}" + (" (bearer token required)" if settings.token else ""), flush=True)
     try:
-        web.run_app(collector.app(), host=settings.host, port=settings.port, print=None,
+        web.run_app(collector.app(), host=settings.host, port=settings.port, print=None, ssl_context=tls,
                     shutdown_timeout=settings.ack_timeout)
     finally:
         remaining = publisher.close(settings.ack_timeout)

@@ -41,9 +41,26 @@ def port_open(port: int, timeout: float = 0.5) -> bool:
         return False
 
 
-def _write_properties(path: Path, values: dict[str, object]) -> None:
+def _write_properties(path: Path, values: dict[str, object], private: bool = False) -> None:
+    """A Java properties file; ``private``: readable by the owner only (it holds a secret)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f"{key}={value}\n" for key, value in values.items()))
+    text = "".join(f"{key}={value}\n" for key, value in values.items())
+    if private:
+        write_private(path, text)
+    else:
+        path.write_text(text)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to a file created readable by its owner only: never world-readable, not even for an instant
+    (writing first and chmod-ing after left a window, and kept the mode of a file that already existed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(descriptor, 0o600)  # an existing file keeps its mode through O_CREAT: set it
+        os.write(descriptor, text.encode())
+    finally:
+        os.close(descriptor)
 
 
 def _http_probe(url: str) -> None:
@@ -152,8 +169,7 @@ class Kafka(Service):
         path = s.kafka_sasl_password_file
         if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(new_password())
-            path.chmod(0o600)
+            write_private(path, new_password())
         return path.read_text().strip()
 
     def fetch(self, s: StackSettings) -> None:
@@ -194,7 +210,8 @@ class Kafka(Service):
         home = self.home(s)
         data = home / "data"
         config = home / "server.properties"
-        _write_properties(config, self.server_properties(s, self.sasl_password(s)))
+        # private: the SASL listener's JAAS line holds the password
+        _write_properties(config, self.server_properties(s, self.sasl_password(s)), private=True)
         log4j = home / "log4j2.properties"
         log4j.write_text(LOG4J2_CONSOLE)
         classpath = _classpath_args(home, _kafka_classpath(s))
@@ -350,23 +367,21 @@ class Neo4j(Service):
         env = {"NEO4J_HOME": str(home), "NEO4J_CONF": str(conf)}
         if not (home / "data" / "dbms" / "auth.ini").is_file():
             password = new_password()
-            result = subprocess.run(
-                [
-                    self.java(s),
-                    classpath,
-                    "org.neo4j.cli.AdminTool",
-                    "dbms",
-                    "set-initial-password",
-                    password,
-                ],
-                env={**os.environ, **env},
-                capture_output=True,
-                text=True,
-            )
+            # The admin tool (picocli) reads an "@file" argument's words from the file: the password never appears
+            # on a command line, which every local user can read in /proc.
+            argument = home / "initial-password.arg"
+            write_private(argument, password + "\n")
+            try:
+                result = subprocess.run(
+                    [self.java(s), classpath, "org.neo4j.cli.AdminTool", "dbms", "set-initial-password",
+                     f"@{argument}"],
+                    env={**os.environ, **env}, capture_output=True, text=True,
+                )
+            finally:
+                argument.unlink(missing_ok=True)
             if result.returncode != 0:
                 raise ResolutionError(f"neo4j: setting the initial password failed: {result.stderr.strip()[-400:]}")
-            s.neo4j_password_file.write_text(password + "\n")
-            s.neo4j_password_file.chmod(0o600)
+            write_private(s.neo4j_password_file, password + "\n")
         return Launch(
             [
                 *_jvm(self.java(s), s.neo4j_heap),

@@ -6,6 +6,7 @@ import gzip
 import json
 import os
 import socket
+import subprocess
 import time
 import uuid
 from collections import Counter
@@ -18,6 +19,7 @@ import requests
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings
 from kafka_lineage.kafka_io import ensure_topic, prepare_pipeline
+from kafka_lineage.processes import free_port, lineage_process
 from kafka_lineage.schemas import registry
 from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
@@ -196,3 +198,25 @@ def test_a_stalled_upload_is_cut_at_the_read_timeout(events_topic: str) -> None:
             started = time.monotonic()
             answer = sock.recv(4096)
         assert answer.startswith(b"HTTP/1.1 408") and time.monotonic() - started < 5, answer[:200]
+
+
+def test_the_collector_serves_https_with_its_certificate(events_topic: str, clients: ClientSettings,
+                                                         tmp_path: Path) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    port = free_port()
+    env = {"LINEAGE_EVENTS_TOPIC": events_topic, "LINEAGE_COLLECTOR_TLS_CERT": str(cert),
+           "LINEAGE_COLLECTOR_TLS_KEY": str(key)}
+    with lineage_process(["collector", "--port", str(port)], lambda _child, output: "collector on https://" in output,
+                         env):
+        time.sleep(1)
+        answer = requests.post(f"https://127.0.0.1:{port}/api/v1/lineage", json=_event("over-tls"), verify=str(cert),
+                               timeout=30)
+        assert answer.status_code == 200, answer.text
+        with pytest.raises(requests.ConnectionError):  # plain HTTP is not served beside it
+            requests.get(f"http://127.0.0.1:{port}/health/live", timeout=5)
+    assert decoded_events(clients, events_topic, 1)[0][1]["job"]["name"] == "over-tls"
+    half = lineage("collector", env={"LINEAGE_COLLECTOR_TLS_CERT": str(cert)}, check=False)
+    assert half.returncode == 1 and "set both" in half.stderr

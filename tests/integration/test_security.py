@@ -70,3 +70,23 @@ def test_a_wrong_neo4j_password_is_one_clear_line(clients: ClientSettings) -> No
     assert result.returncode != 0
     assert "Neo4j" in result.stderr and "authentication" in result.stderr.lower(), result.stderr
     assert "not-the-password" not in result.stdout + result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_stacks_secrets_are_private_files_and_on_no_command_line(stack_settings: StackSettings) -> None:
+    """What the stack generates (the SASL and Neo4j passwords) is readable by its owner only and never appears in a
+    world-readable file of the state directory or in a process's command line (any local user can read those)."""
+    secrets = [stack_settings.kafka_sasl_password_file.read_text().strip(),
+               stack_settings.neo4j_password_file.read_text().strip()]
+    assert all(len(secret) >= 8 for secret in secrets)
+    for path in (stack_settings.kafka_sasl_password_file, stack_settings.neo4j_password_file):
+        assert path.stat().st_mode & 0o077 == 0, path
+    for path in stack_settings.state_dir.rglob("*"):
+        if path.is_file() and path.stat().st_mode & 0o004 and path.stat().st_size < 10_000_000:
+            text = path.read_bytes()
+            assert not any(secret.encode() in text for secret in secrets), f"a password in world-readable {path}"
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            arguments = cmdline.read_bytes()
+        except OSError:  # the process ended meanwhile
+            continue
+        assert not any(secret.encode() in arguments for secret in secrets), f"a password on {cmdline}"

@@ -84,3 +84,16 @@ def test_generated_passwords_never_look_like_a_command_line_option() -> None:
     # neo4j-admin's set-initial-password takes the password as an argument; one starting with "-" failed a CI run
     passwords = {new_password() for _ in range(2000)}
     assert len(passwords) == 2000 and all(len(p) >= 32 and not p.startswith("-") for p in passwords)
+
+
+def test_private_files_are_created_owner_only_even_over_a_readable_one(tmp_path) -> None:
+    from kafka_lineage.stack.services import write_private
+
+    existing = tmp_path / "secret"
+    existing.write_text("old")
+    existing.chmod(0o644)
+    write_private(existing, "new")
+    fresh = tmp_path / "dir" / "fresh"
+    write_private(fresh, "s3cret")
+    assert existing.read_text() == "new" and fresh.read_text() == "s3cret"
+    assert (existing.stat().st_mode & 0o777, fresh.stat().st_mode & 0o777) == (0o600, 0o600)
