@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -204,6 +205,12 @@ def cmd_dlq(args: argparse.Namespace) -> int:
     from kafka_lineage.sinks.tail import format_dead_letter, tail
 
     clients = ClientSettings.from_env()
+    if args.action == "redrive":
+        from kafka_lineage.sinks.redrive import format_report, redrive
+
+        report = redrive(clients, args.reason, _moment(args.from_, "--from"), _moment(args.to, "--to"), args.dry_run)
+        print(format_report(report, args.dry_run))
+        return 0
     for letter in tail(clients, clients.dlq_topic, "dead_letter", args.lines, args.follow,
                        _report_unreadable("a dead letter")):
         if args.json:
@@ -212,6 +219,17 @@ def cmd_dlq(args: argparse.Namespace) -> int:
         else:
             print(format_dead_letter(letter), flush=True)
     return 0
+
+
+def _moment(text: str | None, option: str) -> datetime | None:
+    """An ISO time (UTC unless it says otherwise)."""
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(f"{option}: not an ISO time such as 2025-12-24T10:00:00Z: {text!r}") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _report_unreadable(what: str) -> Callable[[int, int, Exception], None]:
@@ -474,10 +492,15 @@ def build_parser() -> argparse.ArgumentParser:
     alerts.set_defaults(handler=cmd_alerts)
 
     dlq = sub.add_parser("dlq", help="dead letters: what a stage could not process, and why")
-    dlq.add_argument("action", choices=["tail"])
-    dlq.add_argument("--json", action="store_true", help="one JSON object per dead letter")
-    dlq.add_argument("-n", "--lines", type=int, default=20, help="how many of the latest dead letters")
-    dlq.add_argument("-f", "--follow", action="store_true", help="keep following")
+    dlq.add_argument("action", choices=["tail", "redrive"],
+                     help="tail: show the latest; redrive: publish dead letters back to their source topic (once)")
+    dlq.add_argument("--json", action="store_true", help="tail: one JSON object per dead letter")
+    dlq.add_argument("-n", "--lines", type=int, default=20, help="tail: how many of the latest dead letters")
+    dlq.add_argument("-f", "--follow", action="store_true", help="tail: keep following")
+    dlq.add_argument("--reason", help="redrive: only dead letters of this error class (e.g. neo4j-rejected)")
+    dlq.add_argument("--from", dest="from_", help="redrive: only those that failed at or after this ISO time")
+    dlq.add_argument("--to", help="redrive: only those that failed before this ISO time")
+    dlq.add_argument("--dry-run", action="store_true", help="redrive: count what would go where, publish nothing")
     dlq.set_defaults(handler=cmd_dlq)
 
     for name, text in (("impact", "jobs and datasets downstream of a dataset"),

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+from confluent_kafka import OFFSET_END, Consumer, KafkaError, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.wire import AvroCodec, WireFormatError
 from kafka_lineage.terminal import shown
 
+log = logging.getLogger(__name__)
 # (partition, offset, why it does not decode)
 UnreadableHandler = Callable[[int, int, WireFormatError], None]
 
@@ -44,15 +46,18 @@ def tail(clients: ClientSettings, topic: str, schema: str, last: int, follow: bo
                                       for p, end in ends.items() if end > 0):
                     return
                 continue
-            if message.error() is None:
-                try:
-                    record = codec.decode(message.value())
-                except WireFormatError as exc:
-                    if on_unreadable is None:
-                        raise
-                    on_unreadable(message.partition(), message.offset(), exc)
-                    continue
-                yield record
+            if message.error() is not None:  # a partition's end is not one; anything else is said, not dropped
+                if message.error().code() != KafkaError._PARTITION_EOF:
+                    log.warning("reading %s: %s", topic, message.error())
+                continue
+            try:
+                record = codec.decode(message.value())
+            except WireFormatError as exc:
+                if on_unreadable is None:
+                    raise
+                on_unreadable(message.partition(), message.offset(), exc)
+                continue
+            yield record
     finally:
         consumer.close()
 
