@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 
@@ -106,6 +107,18 @@ def replication_factor(clients: ClientSettings) -> int:
     resource = ConfigResource(ConfigResource.Type.BROKER, str(broker))
     configs = admin.describe_configs([resource])[resource].result(timeout=10)
     return int(configs["default.replication.factor"].value)
+
+
+def reading_consumer(clients: ClientSettings, purpose: str) -> Consumer:
+    """A consumer of a group of its own (nothing committed, nothing shared) that sees committed records only."""
+    return Consumer(clients.kafka_config({"group.id": f"{purpose}-{uuid.uuid4()}", "enable.auto.commit": False,
+                                          "isolation.level": "read_committed"}))
+
+
+def partitions_of(consumer: Consumer, topic: str) -> list[int]:
+    """The partitions of ``topic`` ([] when the topic does not exist)."""
+    metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
+    return [] if metadata is None or metadata.error is not None else list(metadata.partitions)
 
 
 def end_offsets(consumer: Consumer, topic: str) -> dict[int, int]:

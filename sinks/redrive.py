@@ -12,17 +12,16 @@ read) are counted and reported, never skipped silently; so are records of the DL
 from __future__ import annotations
 
 import logging
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, Message, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings
-from kafka_lineage.kafka_io import AckingProducer, ensure_topic
+from kafka_lineage.kafka_io import AckingProducer, ensure_topic, partitions_of, reading_consumer
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.wire import AvroCodec, WireFormatError
 from kafka_lineage.terminal import shown
@@ -57,13 +56,10 @@ def selected(letter: dict[str, Any], reason: str | None, since: datetime | None,
 
 def _read_to_end(clients: ClientSettings, topic: str) -> Iterator[Message]:
     """Every record of ``topic`` up to its end offsets now; consumer errors other than a partition's end logged."""
-    consumer = Consumer(clients.kafka_config({"group.id": f"redrive-{uuid.uuid4()}", "enable.auto.commit": False,
-                                              "isolation.level": "read_committed"}))
+    consumer = reading_consumer(clients, "redrive")
     try:
-        metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
-        if metadata is None or metadata.error is not None:
-            return
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in metadata.partitions}
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                for p in partitions_of(consumer, topic)}
         todo = {p for p, (low, high) in ends.items() if high > low}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])
         while todo:

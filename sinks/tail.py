@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from confluent_kafka import OFFSET_END, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_END, KafkaError, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings
+from kafka_lineage.kafka_io import partitions_of, reading_consumer
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.wire import AvroCodec, WireFormatError
 from kafka_lineage.terminal import shown
@@ -27,14 +27,10 @@ def tail(clients: ClientSettings, topic: str, schema: str, last: int, follow: bo
     it is told about the record, and the records after it are read on (a topic anyone can produce to may hold
     anything)."""
     codec = AvroCodec(schema, registry.schema_fetcher(SchemaRegistryClient(clients.registry_config())))
-    consumer = Consumer(clients.kafka_config({"group.id": f"tail-{uuid.uuid4()}", "enable.auto.commit": False,
-                                              "isolation.level": "read_committed"}))
+    consumer = reading_consumer(clients, "tail")
     try:
-        metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
-        if metadata is None or metadata.error is not None:
-            return
         partitions, ends = [], {}
-        for partition in metadata.partitions:
+        for partition in partitions_of(consumer, topic):
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
             partitions.append(TopicPartition(topic, partition, max(low, high - last) if high > low else OFFSET_END))
             ends[partition] = high

@@ -101,7 +101,7 @@ class FakeCodec:
 
 def test_tail_reports_a_record_it_cannot_decode_and_goes_on(monkeypatch: pytest.MonkeyPatch,
                                                             tmp_path: Path) -> None:
-    monkeypatch.setattr(tail, "Consumer", FakeTailConsumer)
+    monkeypatch.setattr(tail, "reading_consumer", lambda _clients, _purpose: FakeTailConsumer({}))
     monkeypatch.setattr(tail, "AvroCodec", FakeCodec)
     clients = ClientSettings.from_env({"LINEAGE_STATE_DIR": str(tmp_path)})
     unreadable: list[tuple[int, int, str]] = []
