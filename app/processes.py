@@ -235,7 +235,10 @@ def child_process(command: list[str], name: str, *, env: dict[str, str] | None =
     itself fails the block: ``ChildExited`` when the block ended normally, a note on the block's own exception."""
     # Output goes to a file, not a pipe: a chatty child can never block on a full pipe.
     with tempfile.TemporaryFile(mode="w+") as log:
-        process = _Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+        # PYTHONFAULTHANDLER: a child that crashes in native code (SIGSEGV) leaves every thread's Python stack in
+        # its log instead of nothing
+        process = _Popen(command, env={**(os.environ if env is None else env), "PYTHONFAULTHANDLER": "1"},
+                         stdout=log, stderr=subprocess.STDOUT, text=True)
         child = ChildProcess(url, process, log=log, name=name)
         with _running_lock:
             _running.add(child)
