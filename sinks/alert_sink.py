@@ -298,8 +298,8 @@ class AlertSink:
             try:
                 found["ends"] = self.progress.end_offsets()
                 return True
-            except KafkaException as exc:
-                log.warning("%s: end offsets of %s not read (%s); retrying", STAGE, self.clients.normalized_topic, exc)
+            except (KafkaException, TimeoutError) as exc:  # a broker restarting: not an answer yet, wait on
+                log.warning("%s: end offsets of %s not read (%r); retrying", STAGE, self.clients.normalized_topic, exc)
                 return False
 
         wait_until(read, self.settings.graph_wait_seconds, self.stop, interval=1.0)
@@ -312,8 +312,8 @@ class AlertSink:
         def reached() -> bool:
             try:
                 last.update(self.progress.committed())
-            except KafkaException as exc:
-                log.debug("%s: committed offsets of %s not read: %s", STAGE, self.settings.graph_group_id, exc)
+            except (KafkaException, TimeoutError) as exc:  # the admin request's future timed out mid-restart
+                log.debug("%s: committed offsets of %s not read: %r", STAGE, self.settings.graph_group_id, exc)
                 return False
             return caught_up(targets, last)
 
