@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.config import ClientSettings, ProcessorSettings
-from kafka_lineage.kafka_io import end_offsets
+from kafka_lineage.kafka_io import end_offsets, reading_consumer
 from kafka_lineage.processors.core import Incoming, Output, ProcessorCore
 from kafka_lineage.processors.normalize import parse_aliases
 from kafka_lineage.schemas import registry
@@ -80,19 +79,13 @@ def _offsets(consumer: Consumer, topic: str, moment: int | None, default: Callab
     return {tp.partition: (tp.offset if tp.offset >= 0 else high[tp.partition]) for tp in found}
 
 
-def _consumer(clients: ClientSettings) -> Consumer:
-    """A consumer of its own (a fresh group id, nothing committed): replay never moves a pipeline group's offsets."""
-    return Consumer(clients.kafka_config({"group.id": f"lineage-replay-{uuid.uuid4()}", "enable.auto.commit": False,
-                                          "isolation.level": "read_committed"}))
-
-
 def offset_range(clients: ClientSettings, start: str | None, end: str | None) -> tuple[dict[int, int], dict[int, int]]:
     """(first offset, end offset) per partition of the events topic for ``--from``/``--to`` (by record timestamp;
     ``--to`` defaults to the end offsets now). A first offset may be ``OFFSET_BEGINNING``; partitions with nothing in
     range are left out."""
     from_ms, to_ms = parse_moment(start, "--from"), parse_moment(end, "--to")
     topic = clients.events_topic
-    consumer = _consumer(clients)
+    consumer = reading_consumer(clients, "lineage-replay")
     try:
         high = end_offsets(consumer, topic)
         ends = _offsets(consumer, topic, to_ms, lambda p: high[p], high)
@@ -140,7 +133,7 @@ def replay_ranges(clients: ClientSettings, driver: Driver, begins: dict[int, int
     so any split of them over processes (Spark tasks) builds the same graph as one pass over all."""
     core = replay_core(clients)
     total = sum(ends[p] - max(begins[p], 0) for p in ends)
-    consumer = _consumer(clients)
+    consumer = reading_consumer(clients, "lineage-replay")
     try:
         with PipelinedWriter(driver) as writer:
             for batch in _batches(consumer, clients.events_topic, begins, ends, batch_size):
@@ -165,7 +158,7 @@ def missing_history(first_offsets: dict[int, int]) -> dict[int, int]:
 def first_offsets(clients: ClientSettings, begins: dict[int, int]) -> dict[int, int]:
     """Each partition's first offset replay will read: the given one, or the partition's low watermark (the oldest
     record the topic still holds) where replay starts at the beginning."""
-    consumer = _consumer(clients)
+    consumer = reading_consumer(clients, "lineage-replay")
     try:
         topic = clients.events_topic
         return {p: offset if offset >= 0 else consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[0]
