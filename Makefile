@@ -5,10 +5,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install demo test faults lint stack-down clean
 
-$(STAMP): pyproject.toml
+# The product with every extra, and the development tools (devtools/, a distribution of their own), at the exact
+# versions in constraints.txt.
+$(STAMP): pyproject.toml devtools/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --upgrade pip==26.3 setuptools==84.2.1 wheel==0.48.0
-	$(VENV)/bin/pip install --quiet -e '.[dev]'
+	$(VENV)/bin/pip install --quiet -c constraints.txt --upgrade pip setuptools wheel
+	$(VENV)/bin/pip install --quiet -c constraints.txt -e '.[all,dev]' -e ./devtools
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -6,19 +6,19 @@ import argparse
 import dataclasses
 import json
 import logging
-import math
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kafka_lineage.config import (
+from kafka_lineage.producers.client.publisher import EventPublisher, PublishError
+from kafka_lineage.runtime.config import (
     AlertSettings,
     ClientSettings,
     CollectorSettings,
@@ -26,70 +26,28 @@ from kafka_lineage.config import (
     OperationsSettings,
     ProcessorSettings,
     SinkSettings,
-    StackSettings,
     port_number,
 )
-from kafka_lineage.gc_tuning import tune_gc
-from kafka_lineage.processes import ChildExited
-from kafka_lineage.producers.publisher import EventPublisher, PublishError
-from kafka_lineage.stack.manager import ServiceStatus, Stack, StackError
-from kafka_lineage.stack.maven import ResolutionError
-from kafka_lineage.stack.services import SERVICES_BY_NAME
-from kafka_lineage.terminal import shown
-from neo4j.exceptions import DriverError, Neo4jError
+from kafka_lineage.runtime.gc_tuning import tune_gc
+from kafka_lineage.runtime.terminal import shown
 
 if TYPE_CHECKING:
-    from kafka_lineage.metrics import Metrics
+    from kafka_lineage.runtime.metrics import Metrics
+
+# Commands that other distributions add (the development tools: stack, demo, bench, workload, faults): each entry
+# point is a function given the subparsers. The product never imports them.
+COMMANDS_ENTRY_POINTS = "kafka_lineage.commands"
+# A probe of the services' states for `lineage status` (the development tools' local stack), if one is installed.
+SERVICES_ENTRY_POINTS = "kafka_lineage.services"
 
 
-def _print_status(rows: list[ServiceStatus]) -> None:
-    print(f"{'service':9} {'state':8} {'pid':>8}  endpoint / detail")
-    for row in rows:
-        pid = str(row.pid) if row.pid else "-"
-        print(f"{row.name:9} {row.state:8} {pid:>8}  {row.endpoint}")
-        if row.detail:
-            print(f"{'':28}{row.detail}")
-
-
-def cmd_stack(args: argparse.Namespace) -> int:
-    settings = StackSettings.from_env()
-    stack = Stack(settings)
-    if args.action == "up":
-        rows = stack.up(args.services)
-        print(f"stack is up (state in {settings.state_dir}); stop it with: lineage stack down")
-        _print_status(rows)
-        return 0
-    if args.action == "down":
-        stopped = stack.down(args.services)
-        print(f"stopped: {', '.join(stopped)}" if stopped else "nothing of this stack was running")
-        return 0
-    if args.action == "status":
-        rows = stack.status()
-        if args.json:
-            print(json.dumps([{**row.__dict__, "state": row.state, "log": str(row.log)} for row in rows], indent=2))
-        else:
-            print(f"state dir: {settings.state_dir}")
-            _print_status(rows)
-        return 0 if all(row.healthy for row in rows) else 1
-    if args.action == "logs":
-        if len(args.services) != 1:
-            raise StackError("logs takes exactly one service: " + ", ".join(SERVICES_BY_NAME))
-        (name,) = args.services
-        if name not in SERVICES_BY_NAME:
-            raise StackError(f"unknown service {name!r}; known: {', '.join(SERVICES_BY_NAME)}")
-        log = stack.log_file(name)
-        if not log.is_file():
-            raise StackError(f"{name} has no log yet ({log})")
-        tail = ["tail", "-n", str(args.lines), *(["-F"] if args.follow else []), str(log)]
-        try:
-            return subprocess.call(tail)
-        except KeyboardInterrupt:
-            return 0
-    raise AssertionError(args.action)
+class CommandFailed(Exception):
+    """A command's failure, said as one line (and its notes) on stderr, exit 1; for commands added by plugins."""
 
 
 def cmd_schemas(args: argparse.Namespace) -> int:
     from confluent_kafka.schema_registry import SchemaRegistryClient
+
     from kafka_lineage.schemas import registry
 
     settings = ClientSettings.from_env()
@@ -104,7 +62,7 @@ def cmd_schemas(args: argparse.Namespace) -> int:
 
 
 def cmd_collector(args: argparse.Namespace) -> int:
-    from kafka_lineage.producers.collector import serve
+    from kafka_lineage.producers.service.collector import serve
 
     settings = CollectorSettings.from_env()
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
@@ -135,8 +93,8 @@ def cmd_processor(args: argparse.Namespace) -> int:
 
 
 def cmd_sink(args: argparse.Namespace) -> int:
-    from kafka_lineage.metrics import Metrics, kafka_check, registry_check
-    from kafka_lineage.sinks.graph_sink import GraphSink
+    from kafka_lineage.runtime.metrics import Metrics, kafka_check, registry_check
+    from kafka_lineage.sinks.graph.sink import GraphSink
 
     clients, operations = ClientSettings.from_env(), OperationsSettings.from_env()
     _configure_logging(clients, operations)
@@ -150,7 +108,7 @@ def cmd_sink(args: argparse.Namespace) -> int:
 
 
 def _configure_logging(clients: ClientSettings, operations: OperationsSettings) -> None:
-    from kafka_lineage.logs import LOG_LEVELS, configure_logging
+    from kafka_lineage.runtime.logs import LOG_LEVELS, configure_logging
 
     level = os.environ.get("LINEAGE_LOG_LEVEL", "info").lower()
     if level not in LOG_LEVELS:
@@ -161,7 +119,7 @@ def _configure_logging(clients: ClientSettings, operations: OperationsSettings) 
 def _run_with_endpoint(component: str, setting: str, port: int, operations: OperationsSettings, metrics: Metrics,
                        checks: dict[str, Callable[[], None]], run: Callable[[threading.Event], None]) -> None:
     """A long-running component with its metrics/health endpoint, stopped gracefully by SIGTERM/SIGINT."""
-    from kafka_lineage.metrics import start_endpoint
+    from kafka_lineage.runtime.metrics import start_endpoint
 
     endpoint = start_endpoint(component, setting, operations.metrics_host, port, metrics, checks)
     tune_gc()
@@ -181,8 +139,8 @@ def _stop_on_signals() -> threading.Event:
 def cmd_alerts(args: argparse.Namespace) -> int:
     clients = ClientSettings.from_env()
     if args.action == "run":
-        from kafka_lineage.metrics import Metrics, kafka_check, registry_check
-        from kafka_lineage.sinks.alert_sink import AlertSink
+        from kafka_lineage.runtime.metrics import Metrics, kafka_check, registry_check
+        from kafka_lineage.sinks.alerts.sink import AlertSink
 
         operations = OperationsSettings.from_env()
         _configure_logging(clients, operations)
@@ -193,7 +151,8 @@ def cmd_alerts(args: argparse.Namespace) -> int:
         _run_with_endpoint("alert sink", "LINEAGE_ALERT_METRICS_PORT", operations.alert_metrics_port, operations,
                            metrics, checks, sink.run)
         return 0
-    from kafka_lineage.sinks.tail import format_alert, tail
+    from kafka_lineage.app.formats import format_alert
+    from kafka_lineage.runtime.tail import tail
 
     for alert in tail(clients, clients.drift_topic, "schema_drift_alert", args.lines, args.follow,
                       _report_unreadable("a schema-drift alert")):
@@ -202,11 +161,12 @@ def cmd_alerts(args: argparse.Namespace) -> int:
 
 
 def cmd_dlq(args: argparse.Namespace) -> int:
-    from kafka_lineage.sinks.tail import format_dead_letter, tail
+    from kafka_lineage.app.formats import format_dead_letter
+    from kafka_lineage.runtime.tail import tail
 
     clients = ClientSettings.from_env()
     if args.action == "redrive":
-        from kafka_lineage.sinks.redrive import format_report, redrive
+        from kafka_lineage.replay.redrive import format_report, redrive
 
         report = redrive(clients, args.reason, _moment(args.from_, "--from"), _moment(args.to, "--to"), args.dry_run)
         print(format_report(report, args.dry_run))
@@ -247,9 +207,9 @@ _CUT = {"nodes": "more nodes exist within the depth", "edges": "a level had more
 
 
 def cmd_impact(args: argparse.Namespace) -> int:
-    from kafka_lineage.sinks import render
-    from kafka_lineage.sinks.graph_sink import driver_for
-    from kafka_lineage.sinks.queries import as_rows, closest_datasets, traverse
+    from kafka_lineage.app import render
+    from kafka_lineage.sinks.graph.queries import as_rows, closest_datasets, traverse
+    from kafka_lineage.sinks.graph.sink import driver_for
 
     direction = "down" if args.command == "impact" else "up"
     if args.column:
@@ -294,8 +254,8 @@ def _not_found(what: str, hints: list[str]) -> int:
 
 
 def _column_lineage(args: argparse.Namespace, direction: str) -> int:
-    from kafka_lineage.sinks.graph_sink import driver_for
-    from kafka_lineage.sinks.queries import closest_datasets, closest_fields, field_exists, field_lineage
+    from kafka_lineage.sinks.graph.queries import closest_datasets, closest_fields, field_exists, field_lineage
+    from kafka_lineage.sinks.graph.sink import driver_for
 
     if args.format not in ("table", "json"):
         raise ConfigError("--column: pictures are table-level; use --format table or json")
@@ -322,7 +282,7 @@ def _column_lineage(args: argparse.Namespace, direction: str) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from kafka_lineage.sinks.replay import progress_bar, replay
+    from kafka_lineage.replay.local import progress_bar, replay
 
     tune_gc()
     if args.fresh and not args.yes:
@@ -335,7 +295,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     partial = args.allow_partial_history
     try:
         if args.engine == "spark":
-            from kafka_lineage.sinks.spark_replay import replay_on_spark
+            from kafka_lineage.replay.spark import replay_on_spark
 
             report = replay_on_spark(ClientSettings.from_env(), start=args.from_, end=args.to, fresh=args.fresh,
                                      master=args.spark_master, allow_partial_history=partial)
@@ -351,30 +311,18 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from kafka_lineage import status
+    from kafka_lineage.app import status
 
-    report = status.collect_status(StackSettings.from_env(), ClientSettings.from_env(), status.default_groups(),
+    probes = [entry.load() for entry in entry_points(group=SERVICES_ENTRY_POINTS)]
+    probe = probes[0] if probes else None
+    report = status.collect_status(probe, ClientSettings.from_env(), status.default_groups(),
                                    lag_threshold=args.lag_threshold)
     print(json.dumps(status.status_json(report), indent=2, default=str) if args.json else status.format_status(report))
     return status.exit_code(report)
 
 
-def cmd_faults(args: argparse.Namespace) -> int:
-    from kafka_lineage.checker import format_report
-    from kafka_lineage.faults import run_faults
-
-    report = run_faults(StackSettings.from_env(), ClientSettings.from_env(), jobs=args.jobs,
-                        runs_per_job=args.runs_per_job, seed=args.seed, rate=args.rate,
-                        neo4j_outage=args.neo4j_outage, inject=args.inject)
-    assert report.check is not None
-    print(format_report(report.check))
-    print(f"{report.events} events; faults: {'; '.join(report.faults)}; converged after "
-          f"{report.converge_seconds:.0f}s: {'OK' if report.ok else 'NOT OK'}")
-    return 0 if report.ok else 1
-
-
 def cmd_graph(args: argparse.Namespace) -> int:
-    from kafka_lineage.sinks.graph_sink import driver_for, graph_fingerprint
+    from kafka_lineage.sinks.graph.sink import driver_for, graph_fingerprint
 
     with driver_for(ClientSettings.from_env()) as driver:
         print(graph_fingerprint(driver))
@@ -382,7 +330,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
 
 def cmd_emit(args: argparse.Namespace) -> int:
-    from kafka_lineage.producers.backfill import backfill, open_source, progress_printer
+    from kafka_lineage.producers.service.backfill import backfill, open_source, progress_printer
 
     try:
         source = open_source(args.file)
@@ -406,7 +354,7 @@ def cmd_emit(args: argparse.Namespace) -> int:
 
 
 def cmd_connect(args: argparse.Namespace) -> int:
-    from kafka_lineage.producers.connect_watcher import watch
+    from kafka_lineage.producers.service.connect_watcher import watch
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     emitted = watch(args.url, interval=args.interval, once=args.once, job_namespace=args.job_namespace)
@@ -414,54 +362,9 @@ def cmd_connect(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    from kafka_lineage import bench
-
-    output = Path(args.output or f".lineage/bench/{args.stage}.json")
-    if args.events < 2 or args.graph_jobs < 1:
-        raise ConfigError("--events must be at least 2 and --graph-jobs at least 1")
-    if not (math.isfinite(args.dedupe_ttl) and args.dedupe_ttl > 0):
-        raise ConfigError(f"--dedupe-ttl: a positive number of seconds, got {args.dedupe_ttl}")
-    if args.stage == "emit":
-        result = bench.run_emit_bench(args.events, output)
-        print(bench.format_emit(result))
-    elif args.stage == "all":
-        print(bench.format_suite(bench.run_suite(args.events, args.graph_jobs, output)))
-    elif args.stage == "processor":
-        print(bench.format_processor(bench.run_processor_bench(args.events, output)))
-    elif args.stage == "memory":
-        print(bench.format_memory(bench.run_memory_bench(args.events, output, args.dedupe_ttl)))
-    else:
-        print(bench.format_graph(bench.run_graph_bench(args.stage, args.events, args.graph_jobs, output)))
-    print(f"results: {output}")
-    return 0
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    from kafka_lineage.demo import run_demo
-    from kafka_lineage.stack.smoke import prove_stack
-
-    settings = StackSettings.from_env()
-    Stack(settings).up()
-    print("\nproving that each service answers:")
-    for line in prove_stack(ClientSettings.from_env()):
-        print(f"  ok  {line}")
-    run_demo(ClientSettings.from_env(), settings)
-    print("\nThe stack stays up for exploration; stop it with: lineage stack down")
-    return 0
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lineage", description="Event-streaming OpenLineage pipeline on Kafka")
     sub = parser.add_subparsers(dest="command", required=True)
-
-    stack = sub.add_parser("stack", help="run the real local servers (Kafka, registry, Neo4j, Connect)")
-    stack.add_argument("action", choices=["up", "down", "status", "logs"])
-    stack.add_argument("services", nargs="*", help=f"subset of: {', '.join(SERVICES_BY_NAME)} (default: all)")
-    stack.add_argument("--json", action="store_true", help="status as JSON")
-    stack.add_argument("-n", "--lines", type=int, default=50, help="logs: how many lines")
-    stack.add_argument("-f", "--follow", action="store_true", help="logs: keep following")
-    stack.set_defaults(handler=cmd_stack)
 
     schemas = sub.add_parser("schemas", help="register / check the Avro schemas in the schema registry")
     schemas.add_argument("action", choices=["register", "check"])
@@ -528,23 +431,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Spark master URL for --engine spark (default $LINEAGE_SPARK_MASTER or local[*])")
     replay.set_defaults(handler=cmd_replay)
 
-    faults = sub.add_parser("faults", help="fault suite: a ground-truth workload through the pipeline while "
-                                           "processor and sink are killed, Kafka restarted and Neo4j stopped; "
-                                           "then an exact check of graph and alerts")
-    faults.add_argument("--jobs", type=int, default=2000, help="jobs in the workload (default 2000)")
-    faults.add_argument("--runs-per-job", type=int, default=20, help="runs per job (default 20: ~100k events)")
-    faults.add_argument("--seed", type=int, default=7)
-    faults.add_argument("--rate", type=float, default=2000.0, help="events/s published (default 2000)")
-    faults.add_argument("--neo4j-outage", type=float, default=30.0, help="seconds Neo4j is down (default 30)")
-    faults.set_defaults(handler=cmd_faults, inject=True)
-    workload = sub.add_parser("workload", help="the fault suite's ground-truth workload without faults: publish, "
-                                               "let the pipeline run, check graph and alerts exactly")
-    workload.add_argument("--jobs", type=int, default=200)
-    workload.add_argument("--runs-per-job", type=int, default=10)
-    workload.add_argument("--seed", type=int, default=7)
-    workload.add_argument("--rate", type=float, default=2000.0, help="events/s published (default 2000)")
-    workload.set_defaults(handler=cmd_faults, inject=False, neo4j_outage=0.0)
-
     status_cmd = sub.add_parser("status", help="pipeline health: services, consumer lag and last event per stage, "
                                                "dead letters, alerts in the last hour (exit 1 degraded, 2 no Kafka)")
     status_cmd.add_argument("--json", action="store_true", help="machine-readable output")
@@ -569,37 +455,29 @@ def build_parser() -> argparse.ArgumentParser:
     connect.add_argument("--job-namespace", help="job namespace (default kafka-connect://host:port of the URL)")
     connect.set_defaults(handler=cmd_connect)
 
-    bench = sub.add_parser("bench", help="measure throughput/latency side by side (writes a JSON result file)")
-    bench.add_argument("stage", choices=["all", "emit", "processor", "memory", "sink", "query", "graph"],
-                       help="all: every bench below (but memory) plus the whole pipeline end to end, in one JSON "
-                            "file; memory: one processor worker's memory over --events (e.g. 1000000) with the "
-                            "dedupe TTL --dedupe-ttl; sink: "
-                            "graph sink backlog and replay events/s; query: impact/upstream latency on a generated "
-                            "DAG; graph: both")
-    bench.add_argument("--events", type=int, default=20_000, help="events per measurement (default 20000)")
-    bench.add_argument("--graph-jobs", type=int, default=100_000,
-                       help="query/graph: jobs in the generated DAG (3 relationships each; default 100000)")
-    bench.add_argument("--dedupe-ttl", type=float, default=60.0,
-                       help="memory: the processor's LINEAGE_DEDUPE_TTL in seconds (default 60)")
-    bench.add_argument("--output", help="JSON result file (default .lineage/bench/<stage>.json)")
-    bench.set_defaults(handler=cmd_bench)
-
-    demo = sub.add_parser("demo", help="start the stack and run the end-to-end demo")
-    demo.set_defaults(handler=cmd_demo)
+    for entry in entry_points(group=COMMANDS_ENTRY_POINTS):
+        entry.load()(sub)
     return parser
+
+
+def _is_neo4j_error(exc: BaseException) -> bool:
+    """The driver's errors (Neo4jError, DriverError), without importing it: the core distribution has no driver."""
+    return type(exc).__module__.startswith("neo4j.")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (ConfigError, StackError, ResolutionError, PublishError) as exc:
+    except (ConfigError, PublishError) as exc:
         print(f"lineage: {shown(exc)}", file=sys.stderr)
         return 1
-    except ChildExited as exc:  # a bench's, fault run's or the demo's component died: say which, and how
+    except CommandFailed as exc:
         print("\n".join([f"lineage: {exc}", *getattr(exc, "__notes__", ())]), file=sys.stderr)
         return 1
-    except (Neo4jError, DriverError) as exc:
+    except Exception as exc:
+        if not _is_neo4j_error(exc):
+            raise
         print(f"lineage: Neo4j: {shown(getattr(exc, 'message', None) or exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

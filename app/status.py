@@ -1,7 +1,8 @@
 """`lineage status`: one truthful picture of the pipeline — services, consumer lag, dead letters, drift alerts.
 
-Everything is read, nothing is changed: the services come from the stack's own ``Stack.status()`` (pid files and
-health probes), the Kafka rows from one short-lived AdminClient:
+Everything is read, nothing is changed: the services come from a probe given by the caller (the development tools
+plug in the local stack's own ``Stack.status()``: pid files and health probes), the Kafka rows from one
+short-lived AdminClient:
 
 - lag per stage: end offset (high watermark) - committed offset of the stage's group, per partition; a partition
   the group never committed counts whole (high - low watermark) and says "no commits";
@@ -28,12 +29,12 @@ from typing import Any, TypeVar
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
-from kafka_lineage.config import AlertSettings, ClientSettings, ProcessorSettings, SinkSettings, StackSettings
-from kafka_lineage.stack.manager import Stack
-from kafka_lineage.terminal import shown
+
+from kafka_lineage.runtime.config import AlertSettings, ClientSettings, ProcessorSettings, SinkSettings
+from kafka_lineage.runtime.terminal import shown
 
 PROBE_TIMEOUT_SECONDS = 5.0
-SERVICES_TIMEOUT_SECONDS = 20.0  # Stack.status() probes the four services one after another, each bounded (≤ 5 s)
+SERVICES_TIMEOUT_SECONDS = 20.0  # the local stack's probe asks four services one after another, each bounded (≤ 5 s)
 DEFAULT_LAG_THRESHOLD = 1000
 ALERT_WINDOW_SECONDS = 3600
 KAFKA_UNREACHABLE = "Kafka unreachable"
@@ -75,6 +76,9 @@ class ServiceState:
     @property
     def up(self) -> bool:
         return self.state == "up"
+
+
+ServiceProbe = Callable[[], tuple[ServiceState, ...]]
 
 
 def partition_lag(low: int, end: int, committed: int | None) -> int:
@@ -231,16 +235,14 @@ def _bounded(call: Callable[[], T], timeout: float) -> T:
     return box["value"]
 
 
-def _services(stack: StackSettings, timeout: float) -> tuple[ServiceState, ...]:
-    """The stack's own status and health probes (``lineage stack status``), bounded as a whole."""
-    from kafka_lineage.stack.services import SERVICES
-
+def _services(probe: ServiceProbe | None, timeout: float) -> tuple[ServiceState, ...]:
+    """The services' states from ``probe``, bounded as a whole; none when no probe is installed."""
+    if probe is None:
+        return ()
     try:
-        rows = _bounded(Stack(stack, report=lambda _line: None).status, timeout)
+        return _bounded(probe, timeout)
     except Exception as exc:
-        reason = f"service probes failed: {_error_text(exc)}"
-        return tuple(ServiceState(service.name, "unknown", reason) for service in SERVICES)
-    return tuple(ServiceState(row.name, row.state, "" if row.healthy else row.detail, row.pid) for row in rows)
+        return (ServiceState("services", "unknown", f"service probes failed: {_error_text(exc)}"),)
 
 
 def _error_text(exc: BaseException) -> str:
@@ -285,23 +287,25 @@ def _offsets(admin: AdminClient, tps: Sequence[tuple[str, int]], spec: OffsetSpe
     return wait
 
 
-def collect_status(stack: StackSettings, clients: ClientSettings, groups: dict[str, str], now: float | None = None,
+def collect_status(services: ServiceProbe | None, clients: ClientSettings, groups: dict[str, str],
+                   now: float | None = None,
                    *, lag_threshold: int = DEFAULT_LAG_THRESHOLD,
                    timeout: float = PROBE_TIMEOUT_SECONDS) -> PipelineStatus:
-    """The pipeline's status; ``groups`` maps stage name (see STAGE_TOPICS) -> consumer group id."""
+    """The pipeline's status; ``groups`` maps stage name (see STAGE_TOPICS) -> consumer group id, ``services``
+    reports the services' states (None: no services section)."""
     now = time.time() if now is None else now
     stage_topics = {stage: stage_topic(stage, clients) for stage in groups}  # unknown stage: ValueError up front
     services_box: dict[str, tuple[ServiceState, ...]] = {}
     services_thread = threading.Thread(
-        target=lambda: services_box.__setitem__("rows", _services(stack, SERVICES_TIMEOUT_SECONDS)),
+        target=lambda: services_box.__setitem__("rows", _services(services, SERVICES_TIMEOUT_SECONDS)),
         name="lineage-status-services", daemon=True)
     services_thread.start()
     try:
         kafka = _collect_kafka(clients, groups, stage_topics, now, timeout)
     finally:
         services_thread.join(SERVICES_TIMEOUT_SECONDS + 1)
-    services = services_box.get("rows") or ()
-    return PipelineStatus(checked_at=now, kafka_bootstrap=clients.kafka_bootstrap_servers, services=services,
+    return PipelineStatus(checked_at=now, kafka_bootstrap=clients.kafka_bootstrap_servers,
+                          services=services_box.get("rows") or (),
                           lag_threshold=lag_threshold, **kafka)
 
 

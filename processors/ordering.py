@@ -31,31 +31,14 @@ import math
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from operator import attrgetter
 from typing import Any, Generic, TypeVar
 
-from kafka_lineage.schemas.openlineage import lifecycle_rank
+from kafka_lineage.schemas.openlineage import event_instant, lifecycle_rank
 
-__all__ = ["Released", "RunReorderBuffer", "event_instant", "lifecycle_rank"]  # lifecycle_rank: re-exported
+__all__ = ["Released", "RunReorderBuffer", "event_instant", "lifecycle_rank"]  # the last two: re-exported
 
 T = TypeVar("T")
-
-def event_instant(event_time: Any) -> float:
-    """An ISO-8601 eventTime as epoch seconds (offsets and ``Z`` honoured; no offset = UTC); ``inf`` if unusable.
-
-    Unusable times sort last within their rank instead of raising: an event that passed validation must flow.
-    """
-    if not isinstance(event_time, str):
-        return math.inf
-    try:
-        moment = datetime.fromisoformat(event_time.strip())
-    except ValueError:
-        return math.inf
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
-
 
 @dataclass(frozen=True, slots=True)
 class Released(Generic[T]):

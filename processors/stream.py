@@ -29,13 +29,14 @@ import mode
 from aiokafka.partitioner import murmur2
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from kafka_lineage.config import ClientSettings, OperationsSettings, ProcessorSettings
-from kafka_lineage.kafka_io import AckingProducer, prepare_pipeline, replication_factor
-from kafka_lineage.logs import LOG_LEVELS, configure_logging
-from kafka_lineage.metrics import Metrics, kafka_check, registry_check, start_endpoint
+
 from kafka_lineage.processors.core import STAGE, Incoming, Output, ProcessorCore
 from kafka_lineage.processors.faust_transport import App, broker_credentials
 from kafka_lineage.processors.normalize import parse_aliases
+from kafka_lineage.runtime.config import ClientSettings, OperationsSettings, ProcessorSettings
+from kafka_lineage.runtime.kafka_io import AckingProducer, prepare_pipeline, replication_factor
+from kafka_lineage.runtime.logs import LOG_LEVELS, configure_logging
+from kafka_lineage.runtime.metrics import Metrics, kafka_check, registry_check, start_endpoint
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.wire import AvroCodec

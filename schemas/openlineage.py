@@ -8,16 +8,18 @@ JSON. Hence ``record_to_event(event_to_record(e)) == e`` for every valid event, 
 from __future__ import annotations
 
 import json
+import math
 from collections import OrderedDict
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 from uuid import UUID
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
 from kafka_lineage.schemas.limits import LimitExceeded, check_limits
 from kafka_lineage.schemas.wire import FrozenRecord
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 EVENT_TYPES = ("START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER")
 
@@ -529,3 +531,19 @@ def lifecycle_rank(event_type: str | None) -> int:
     for extra facets, so they need a START before them but must not be held back behind a terminal event.
     """
     return _RANKS.get(event_type, 1) if isinstance(event_type, str) else 1
+
+
+def event_instant(event_time: Any) -> float:
+    """An ISO-8601 eventTime as epoch seconds (offsets and ``Z`` honoured; no offset = UTC); ``inf`` if unusable.
+
+    Unusable times sort last within their rank instead of raising: an event that passed validation must flow.
+    """
+    if not isinstance(event_time, str):
+        return math.inf
+    try:
+        moment = datetime.fromisoformat(event_time.strip())
+    except ValueError:
+        return math.inf
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()

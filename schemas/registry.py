@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
+
 from kafka_lineage.schemas.avro_schemas import schema_text
 from kafka_lineage.schemas.wire import RegistryUnavailable, SchemaNotFound
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from kafka_lineage.processors.ordering import event_instant
+from kafka_lineage.schemas.openlineage import event_instant
 
 __all__ = [
     "DriftFinding",

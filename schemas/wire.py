@@ -23,6 +23,7 @@ from typing import Any
 
 import fastavro
 from fastavro.schema import SchemaParseException
+
 from kafka_lineage.schemas.avro_schemas import load_schema
 
 MAGIC = 0

@@ -5,7 +5,8 @@ the shared caches (Maven's local repository, LINEAGE_CACHE_DIR), so only the fir
 Set LINEAGE_TEST_KEEP_STACK=1 to leave the stack running after the session for inspection, and
 LINEAGE_TEST_REUSE_STACK=1 to run against that stack as it is (no clean restart): quick iterations while developing,
 and several test sessions at once. Every test uses its own topics and ids, so sessions do not disturb each other.
-A pipeline component a test started (``kafka_lineage.processes``) that ends by itself fails the running test at once.
+A pipeline component a test started (``kafka_lineage_devtools.processes``) that ends by itself fails the running
+test at once.
 """
 
 from __future__ import annotations
@@ -25,12 +26,14 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from kafka_lineage.config import ClientSettings, StackSettings
-from kafka_lineage.processes import collector_process, interrupting_on_child_exit
+
+from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import record_to_event
-from kafka_lineage.stack.manager import Stack
-from kafka_lineage.stack.smoke import ensure_topic
+from kafka_lineage_devtools.processes import collector_process, interrupting_on_child_exit
+from kafka_lineage_devtools.stack.config import StackSettings
+from kafka_lineage_devtools.stack.manager import Stack
+from kafka_lineage_devtools.stack.smoke import ensure_topic
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -38,7 +41,7 @@ REPO = Path(__file__).resolve().parents[2]
 def lineage(*args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run the real `lineage` CLI in a subprocess, as a user would."""
     result = subprocess.run(
-        [sys.executable, "-m", "kafka_lineage.cli", *args],
+        [sys.executable, "-m", "kafka_lineage.app.cli", *args],
         capture_output=True,
         text=True,
         env={**os.environ, **(env or {})},

@@ -36,22 +36,28 @@ import pytest
 import requests
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
-from kafka_lineage.config import ClientSettings
-from kafka_lineage.kafka_io import prepare_pipeline
-from kafka_lineage.processes import ChildProcess, collector_process, pipeline_env, processor_process, sink_process
-from kafka_lineage.producers.hooks import lineage_task, sql_task
-from kafka_lineage.producers.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
-from kafka_lineage.producers.publisher import EventPublisher
+from openlineage.client import OpenLineageClient
+
+from kafka_lineage.producers.client.hooks import lineage_task, sql_task
+from kafka_lineage.producers.client.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
+from kafka_lineage.producers.client.publisher import EventPublisher
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.runtime.kafka_io import prepare_pipeline
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.openlineage import InvalidEvent, event_to_record, record_to_event
 from kafka_lineage.schemas.wire import AvroCodec
-from kafka_lineage.sinks.graph_model import stored_key
-from kafka_lineage.sinks.graph_sink import driver_for, write_events
-from kafka_lineage.sinks.queries import Reached, ReachedField, field_lineage, upstream
-from kafka_lineage.stack.smoke import ensure_topic
-from openlineage.client import OpenLineageClient
-
+from kafka_lineage.sinks.graph.model import stored_key
+from kafka_lineage.sinks.graph.queries import Reached, ReachedField, field_lineage, upstream
+from kafka_lineage.sinks.graph.sink import driver_for, write_events
+from kafka_lineage_devtools.processes import (
+    ChildProcess,
+    collector_process,
+    pipeline_env,
+    processor_process,
+    sink_process,
+)
+from kafka_lineage_devtools.stack.smoke import ensure_topic
 from tests.bad_inputs import (
     FUTURE_CONTENT,
     HOSTILE_NAMES,
@@ -791,7 +797,7 @@ def _run_cli(case: Case, tmp: Path, names: dict[str, str]) -> subprocess.Complet
            "LINEAGE_PROCESSOR_METRICS_PORT": "0", "LINEAGE_SINK_METRICS_PORT": "0",
            "LINEAGE_PROCESSOR_DATA_DIR": str(folder / "processor"),
            **{key: _fill(value, values) for key, value in run.env.items()}}
-    command = [sys.executable, "-m", "kafka_lineage.cli", *(_fill(arg, values) for arg in run.args)]
+    command = [sys.executable, "-m", "kafka_lineage.app.cli", *(_fill(arg, values) for arg in run.args)]
     try:
         return subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, cwd=folder)
     except subprocess.TimeoutExpired as exc:

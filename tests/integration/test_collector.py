@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 import requests
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from kafka_lineage.config import ClientSettings
-from kafka_lineage.kafka_io import ensure_topic, prepare_pipeline
-from kafka_lineage.processes import free_port, lineage_process
-from kafka_lineage.schemas import registry
 from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
 from openlineage.client.transport.http import HttpConfig, HttpTransport
 
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.runtime.kafka_io import ensure_topic, prepare_pipeline
+from kafka_lineage.schemas import registry
+from kafka_lineage_devtools.processes import free_port, lineage_process
 from tests.openlineage_samples import PRODUCER, full_run_event
 
 from .conftest import decoded_events, lineage, running_collector

@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 import requests
-from kafka_lineage.config import ClientSettings
-from kafka_lineage.producers.connect_watcher import ConnectWatcher, watch
-from kafka_lineage.producers.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
-from kafka_lineage.schemas.naming import kafka_namespace
-from kafka_lineage.schemas.openlineage import partition_key
 from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import RunEvent
 from openlineage.client.transport.noop import NoopConfig, NoopTransport
+
+from kafka_lineage.producers.client.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
+from kafka_lineage.producers.service.connect_watcher import ConnectWatcher, watch
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.schemas.naming import kafka_namespace
+from kafka_lineage.schemas.openlineage import partition_key
 
 from .conftest import decoded_events
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from kafka_lineage.config import StackSettings
+
+from kafka_lineage_devtools.stack.config import StackSettings
 
 from .conftest import lineage
 

@@ -8,11 +8,11 @@ import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from kafka_lineage.config import ClientSettings
+
+from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.schemas.avro_schemas import load_schema, schema_text
 from kafka_lineage.schemas.openlineage import event_to_record, record_to_event
 from kafka_lineage.schemas.registry import value_subject
-
 from tests.openlineage_samples import dataset_event, full_run_event, job_event
 
 from .conftest import lineage

@@ -13,12 +13,14 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from kafka_lineage.config import ClientSettings, StackSettings
-from kafka_lineage.kafka_io import prepare_pipeline
-from kafka_lineage.processes import alert_sink_process, pipeline_env
+
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.runtime.kafka_io import prepare_pipeline
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.wire import AvroCodec
-from kafka_lineage.stack.manager import Stack
+from kafka_lineage_devtools.processes import alert_sink_process, pipeline_env
+from kafka_lineage_devtools.stack.config import StackSettings
+from kafka_lineage_devtools.stack.manager import Stack
 
 from .conftest import consume_all
 from .test_alert_sink import normalized_with_finding

@@ -12,10 +12,11 @@ import requests
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from kafka_lineage.config import ClientSettings, StackSettings
-from kafka_lineage.schemas.openlineage import record_to_event
-from kafka_lineage.stack.manager import Stack
 
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.schemas.openlineage import record_to_event
+from kafka_lineage_devtools.stack.config import StackSettings
+from kafka_lineage_devtools.stack.manager import Stack
 from tests.openlineage_samples import PRODUCER
 
 from .conftest import consume_all, running_collector

@@ -16,9 +16,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-from kafka_lineage.config import ClientSettings
-from kafka_lineage.processes import processor_process
 
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage_devtools.processes import processor_process
 from tests.openlineage_samples import PRODUCER
 
 from . import test_processor

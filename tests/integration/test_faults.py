@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from kafka_lineage.checker import format_report
-from kafka_lineage.config import ClientSettings, StackSettings
-from kafka_lineage.faults import run_faults
+
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage_devtools.checker import format_report
+from kafka_lineage_devtools.faults import run_faults
+from kafka_lineage_devtools.stack.config import StackSettings
 
 pytestmark = [pytest.mark.integration, pytest.mark.fault]
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from kafka_lineage.config import ClientSettings
-from kafka_lineage.processes import TAIL_LINES, ChildExited, collector_process, wait_until
+
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage_devtools.processes import TAIL_LINES, ChildExited, collector_process, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -35,7 +36,7 @@ def _child_running(harness: subprocess.Popen, args: bytes) -> int | None:
     _still_running(harness)
     for pid in _children(harness.pid):
         try:
-            if b"kafka_lineage.cli\0" + args + b"\0" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if b"kafka_lineage.app.cli\0" + args + b"\0" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 return pid
         except FileNotFoundError:
             continue
@@ -67,7 +68,7 @@ def _kill_a_child_of(args: list[str], child: bytes, what: str, before_kill: Call
                      cwd: Path | None = None) -> Ended:
     """Run ``lineage ARGS``; once its child ``lineage CHILD`` runs and ``before_kill(harness, pid)`` returned,
     SIGKILL that child (not through the harness) and wait for the harness to end."""
-    harness = subprocess.Popen([sys.executable, "-m", "kafka_lineage.cli", *args], cwd=cwd, stdout=subprocess.PIPE,
+    harness = subprocess.Popen([sys.executable, "-m", "kafka_lineage.app.cli", *args], cwd=cwd, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     try:
         pid = wait_until(lambda: _child_running(harness, child), 300, what=what)

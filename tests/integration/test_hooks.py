@@ -5,10 +5,11 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from kafka_lineage.config import ClientSettings
-from kafka_lineage.producers.hooks import lineage_task, load_task, sql_task
-from kafka_lineage.producers.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
 from openlineage.client import OpenLineageClient
+
+from kafka_lineage.producers.client.hooks import lineage_task, load_task, sql_task
+from kafka_lineage.producers.client.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
+from kafka_lineage.runtime.config import ClientSettings
 
 from .conftest import decoded_events
 

@@ -17,17 +17,17 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from kafka_lineage.config import ClientSettings
-from kafka_lineage.kafka_io import prepare_pipeline
-from kafka_lineage.processes import (
+from prometheus_client.parser import text_string_to_metric_families
+
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.runtime.kafka_io import prepare_pipeline
+from kafka_lineage_devtools.processes import (
     alert_sink_process,
     collector_process,
     pipeline_env,
     processor_process,
     sink_process,
 )
-from prometheus_client.parser import text_string_to_metric_families
-
 from tests.openlineage_samples import PRODUCER
 
 from .conftest import consume_all, lineage

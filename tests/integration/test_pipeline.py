@@ -8,12 +8,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from kafka_lineage.config import ClientSettings
-from kafka_lineage.processes import alert_sink_process, pipeline_env, processor_process, sink_process
-from kafka_lineage.producers.publisher import EventPublisher
-from kafka_lineage.sinks.graph_sink import driver_for, graph_fingerprint
-from kafka_lineage.sinks.replay import wipe
 
+from kafka_lineage.producers.client.publisher import EventPublisher
+from kafka_lineage.replay.local import wipe
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.sinks.graph.sink import driver_for, graph_fingerprint
+from kafka_lineage_devtools.processes import alert_sink_process, pipeline_env, processor_process, sink_process
 from tests.openlineage_samples import PRODUCER
 
 from .conftest import consume_all, lineage

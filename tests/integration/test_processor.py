@@ -16,14 +16,14 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from kafka_lineage.config import ClientSettings
-from kafka_lineage.kafka_io import prepare_pipeline
-from kafka_lineage.processes import ChildProcess, processor_process
-from kafka_lineage.producers.publisher import EventPublisher
+
+from kafka_lineage.producers.client.publisher import EventPublisher
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.runtime.kafka_io import prepare_pipeline
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import event_to_record, record_to_event
 from kafka_lineage.schemas.wire import AvroCodec
-
+from kafka_lineage_devtools.processes import ChildProcess, processor_process
 from tests.openlineage_samples import PRODUCER
 
 from .conftest import consume, consume_all

@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 import requests
-from kafka_lineage.config import ClientSettings
-from kafka_lineage.producers.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
-from kafka_lineage.schemas.openlineage import partition_key
 from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
 
+from kafka_lineage.producers.client.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.schemas.openlineage import partition_key
 from tests.openlineage_samples import PRODUCER, full_run_event, to_json
 
 from .conftest import decoded_events
 
 pytestmark = pytest.mark.integration
-TRANSPORT = "kafka_lineage.producers.kafka_avro_transport.KafkaAvroTransport"
+TRANSPORT = "kafka_lineage.producers.client.kafka_avro_transport.KafkaAvroTransport"
 
 
 def _run_event(job: str) -> RunEvent:

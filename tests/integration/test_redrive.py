@@ -9,8 +9,9 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from kafka_lineage.config import ClientSettings
-from kafka_lineage.kafka_io import prepare_pipeline
+
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.runtime.kafka_io import prepare_pipeline
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.wire import AvroCodec

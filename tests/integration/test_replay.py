@@ -13,12 +13,12 @@ from datetime import UTC, datetime
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from kafka_lineage.config import ClientSettings
-from kafka_lineage.kafka_io import prepare_pipeline
-from kafka_lineage.producers.publisher import EventPublisher
-from kafka_lineage.sinks.graph_sink import driver_for, graph_fingerprint
-from kafka_lineage.sinks.replay import missing_history
 
+from kafka_lineage.producers.client.publisher import EventPublisher
+from kafka_lineage.replay.local import missing_history
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.runtime.kafka_io import prepare_pipeline
+from kafka_lineage.sinks.graph.sink import driver_for, graph_fingerprint
 from tests.openlineage_samples import PRODUCER
 
 from .conftest import lineage
@@ -131,7 +131,7 @@ def test_a_fresh_rebuild_asks_first_and_refuses_when_history_is_gone(clients: Cl
     namespace = f"replay-guard-{uuid.uuid4().hex[:6]}"
     _publish(settings, _runs(namespace, 3, 0))
     size = _graph_size(settings)
-    unconfirmed = subprocess.run([sys.executable, "-m", "kafka_lineage.cli", "replay", "--fresh"],
+    unconfirmed = subprocess.run([sys.executable, "-m", "kafka_lineage.app.cli", "replay", "--fresh"],
                                  capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120,
                                  env={**os.environ, **replay_topic})
     assert unconfirmed.returncode == 1 and "add --yes to confirm" in unconfirmed.stderr

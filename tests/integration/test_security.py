@@ -10,10 +10,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from kafka_lineage.config import ClientSettings, StackSettings
-from kafka_lineage.kafka_io import prepare_pipeline
-from kafka_lineage.processes import processor_process
 
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.runtime.kafka_io import prepare_pipeline
+from kafka_lineage_devtools.processes import processor_process
+from kafka_lineage_devtools.stack.config import StackSettings
 from tests.openlineage_samples import PRODUCER
 
 from .conftest import consume, lineage

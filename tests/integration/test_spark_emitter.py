@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from kafka_lineage.config import ClientSettings
+
+from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.schemas.openlineage import partition_key
 
 from .conftest import decoded_events, running_collector

@@ -16,11 +16,13 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
-from kafka_lineage.config import ClientSettings, StackSettings
-from kafka_lineage.stack.manager import Stack
-from kafka_lineage.stack.smoke import ensure_topic
 from neo4j import GraphDatabase
 from neo4j.exceptions import AuthError
+
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage_devtools.stack.config import StackSettings
+from kafka_lineage_devtools.stack.manager import Stack
+from kafka_lineage_devtools.stack.smoke import ensure_topic
 
 from .conftest import consume, lineage
 

@@ -14,10 +14,13 @@ from dataclasses import dataclass
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from kafka_lineage.config import ClientSettings, StackSettings
-from kafka_lineage.stack.manager import Stack
-from kafka_lineage.stack.smoke import ensure_topic
-from kafka_lineage.status import PipelineStatus, ServiceState, collect_status, exit_code, format_status, status_json
+
+from kafka_lineage.app.status import PipelineStatus, ServiceState, collect_status, exit_code, format_status, status_json
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage_devtools.commands import local_stack_probe
+from kafka_lineage_devtools.stack.config import StackSettings
+from kafka_lineage_devtools.stack.manager import Stack
+from kafka_lineage_devtools.stack.smoke import ensure_topic
 
 pytestmark = pytest.mark.integration
 
@@ -104,7 +107,7 @@ def test_lag_dead_letters_alerts_and_last_events_are_exact(stack_settings: Stack
                                 TopicPartition(clients.normalized_topic, 1, 1)], asynchronous=False)
 
     started = time.monotonic()
-    status = collect_status(stack_settings, clients, groups, now=now, lag_threshold=5)
+    status = collect_status(local_stack_probe(stack_settings), clients, groups, now=now, lag_threshold=5)
     elapsed = time.monotonic() - started
     print(f"\ncollect_status took {elapsed:.2f}s\n{format_status(status)}", file=sys.stderr)
     assert elapsed < 10
@@ -163,14 +166,14 @@ def test_status_is_truthful_when_a_service_stops(stack_settings: StackSettings, 
     stack = Stack(stack_settings, report=lambda line: print(line, file=sys.stderr))
     if stack.running_pid("connect") is None:  # a previous test left it stopped or dead: start from a known state
         stack.up(["connect"])
-    before = collect_status(stack_settings, pipeline.clients, pipeline.groups)
+    before = collect_status(local_stack_probe(stack_settings), pipeline.clients, pipeline.groups)
     assert _service(before, "connect").up
     stopped_pid = stack.running_pid("connect")
 
     try:
         assert stack.down(["connect"]) == ["connect"]
         started = time.monotonic()
-        during = collect_status(stack_settings, pipeline.clients, pipeline.groups)
+        during = collect_status(local_stack_probe(stack_settings), pipeline.clients, pipeline.groups)
         elapsed = time.monotonic() - started
         print(f"\ncollect_status with connect stopped took {elapsed:.2f}s\n{format_status(during)}", file=sys.stderr)
         assert elapsed < 10
@@ -188,7 +191,7 @@ def test_status_is_truthful_when_a_service_stops(stack_settings: StackSettings, 
     finally:
         stack.up(["connect"])
 
-    after = collect_status(stack_settings, pipeline.clients, pipeline.groups)
+    after = collect_status(local_stack_probe(stack_settings), pipeline.clients, pipeline.groups)
     print(f"\nafter the restart:\n{format_status(after)}", file=sys.stderr)
     connect = _service(after, "connect")
     assert connect.up and connect.pid not in (None, stopped_pid)

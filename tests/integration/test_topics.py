@@ -8,8 +8,9 @@ import uuid
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from kafka_lineage.config import ClientSettings
-from kafka_lineage.kafka_io import PublishError, ensure_topic, prepare_pipeline, replication_factor
+
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.runtime.kafka_io import PublishError, ensure_topic, prepare_pipeline, replication_factor
 
 from .conftest import lineage
 

@@ -11,9 +11,10 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from kafka_lineage.config import ClientSettings
-from kafka_lineage.sinks.graph_sink import driver_for, write_events
-from kafka_lineage.sinks.queries import (
+from neo4j import Driver
+
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.sinks.graph.queries import (
     Reached,
     ReachedField,
     TraversalTimeout,
@@ -22,7 +23,7 @@ from kafka_lineage.sinks.queries import (
     impact,
     traverse,
 )
-from neo4j import Driver
+from kafka_lineage.sinks.graph.sink import driver_for, write_events
 
 from .conftest import lineage
 

@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 
 import fastavro
 import pytest
-from kafka_lineage.config import ClientSettings
+
+from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.schemas.avro_schemas import load_schema
 from kafka_lineage.schemas.openlineage import event_to_record, record_to_event
-
 from tests.openlineage_samples import full_run_event
 
 

@@ -1,4 +1,4 @@
-from kafka_lineage.bench import histogram_quantile
+from kafka_lineage_devtools.bench import histogram_quantile
 
 INF = float("inf")
 

@@ -7,9 +7,10 @@ import uuid
 from functools import cache
 
 import pytest
-from kafka_lineage.checker import GRAPH_QUERIES, check, format_report, query_parameters
-from kafka_lineage.sinks.graph_model import FINGERPRINT_QUERIES
-from kafka_lineage.workload import KINDS, GroundTruth, Scope, alert_id, generate
+
+from kafka_lineage.sinks.graph.model import FINGERPRINT_QUERIES
+from kafka_lineage_devtools.checker import GRAPH_QUERIES, check, format_report, query_parameters
+from kafka_lineage_devtools.workload import KINDS, GroundTruth, Scope, alert_id, generate
 
 
 @cache

@@ -6,12 +6,12 @@ import datetime
 import uuid
 
 import pytest
-from kafka_lineage.bench import sample_events
-from kafka_lineage.producers.client_events import event_dict
 from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import error_message_run, schema_dataset
 from openlineage.client.serde import Serde
 
+from kafka_lineage.producers.client.client_events import event_dict
+from kafka_lineage_devtools.bench import sample_events
 from tests.openlineage_samples import dataset_event_object, full_run_event_object, job_event_object
 
 

@@ -9,15 +9,16 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
-from kafka_lineage.producers import backfill as backfill_module
-from kafka_lineage.producers.backfill import (
+
+from kafka_lineage.producers.service import backfill as backfill_module
+from kafka_lineage.producers.service.backfill import (
     backfill,
     message_max_bytes,
     open_source,
     oversize,
     parse_lines,
 )
-from kafka_lineage.producers.collector import Rejection, bearer_token_ok, decode_body
+from kafka_lineage.producers.service.collector import Rejection, bearer_token_ok, decode_body
 from kafka_lineage.schemas.openlineage import InvalidEvent
 
 LIMIT = 1024 * 1024

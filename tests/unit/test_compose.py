@@ -5,8 +5,9 @@ from urllib.parse import urlparse
 
 import pytest
 import yaml
-from kafka_lineage.config import StackSettings
-from kafka_lineage.stack.services import Kafka, KafkaConnect
+
+from kafka_lineage_devtools.stack.config import StackSettings
+from kafka_lineage_devtools.stack.services import Kafka, KafkaConnect
 
 REPO = Path(__file__).resolve().parents[2]
 

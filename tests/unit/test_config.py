@@ -1,16 +1,17 @@
 from pathlib import Path
 
 import pytest
-from kafka_lineage.config import (
+
+from kafka_lineage.runtime.config import (
     AlertSettings,
     ClientSettings,
     CollectorSettings,
     ConfigError,
     ProcessorSettings,
     SinkSettings,
-    StackSettings,
     port_number,
 )
+from kafka_lineage_devtools.stack.config import StackSettings
 
 
 def test_defaults_point_clients_at_the_local_stack(tmp_path: Path) -> None:
@@ -30,6 +31,14 @@ def test_neo4j_password_comes_from_the_state_dir_unless_set(tmp_path: Path) -> N
     assert ClientSettings.from_env({"LINEAGE_STATE_DIR": str(tmp_path)}).neo4j_password == "generated-secret"
     env = {"LINEAGE_STATE_DIR": str(tmp_path), "NEO4J_PASSWORD": "explicit"}
     assert ClientSettings.from_env(env).neo4j_password == "explicit"
+
+
+def test_neo4j_password_file_is_read_and_a_missing_one_named(tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("mounted\n")
+    assert ClientSettings.from_env({"NEO4J_PASSWORD_FILE": str(secret)}).neo4j_password == "mounted"
+    with pytest.raises(ConfigError, match="NEO4J_PASSWORD_FILE: no such file"):
+        ClientSettings.from_env({"NEO4J_PASSWORD_FILE": str(tmp_path / "absent")})
 
 
 def test_environment_overrides_yaml_file(tmp_path: Path) -> None:
@@ -156,7 +165,7 @@ def test_port_number() -> None:
 def test_tune_gc_freezes_start_up_objects_and_collects_young_objects_less_often() -> None:
     import gc
 
-    from kafka_lineage.gc_tuning import YOUNG_THRESHOLD, tune_gc
+    from kafka_lineage.runtime.gc_tuning import YOUNG_THRESHOLD, tune_gc
 
     before = gc.get_threshold()
     try:

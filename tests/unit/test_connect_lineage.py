@@ -6,7 +6,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from kafka_lineage.producers.connect_lineage import (
+from openlineage.client.event_v2 import RunEvent, RunState
+from openlineage.client.serde import Serde
+
+from kafka_lineage.producers.service.connect_lineage import (
     ConnectorStatus,
     DatasetId,
     HookContext,
@@ -19,8 +22,6 @@ from kafka_lineage.producers.connect_lineage import (
     step,
 )
 from kafka_lineage.schemas.openlineage import validate_event
-from openlineage.client.event_v2 import RunEvent, RunState
-from openlineage.client.serde import Serde
 
 KAFKA = "kafka://broker-a:9092"
 BOOTSTRAP = "Broker-B:9092, broker-a:9092"

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from kafka_lineage.config import CollectorSettings
-from kafka_lineage.producers.backfill import backfill
-from kafka_lineage.producers.collector import Collector, Rejection
-from kafka_lineage.producers.publisher import PublishError
 
+from kafka_lineage.producers.client.publisher import PublishError
+from kafka_lineage.producers.service.backfill import backfill
+from kafka_lineage.producers.service.collector import Collector, Rejection
+from kafka_lineage.runtime.config import CollectorSettings
 from tests.unit.test_collector_pure import FakePublisher
 
 

@@ -8,8 +8,9 @@ from collections import defaultdict
 import pytest
 from faust.types import TP
 from intervaltree import IntervalTree
-from kafka_lineage.processors.faust_transport import _Consumer, _FlowControl
 from mode.utils.queues import FlowControlQueue
+
+from kafka_lineage.processors.faust_transport import _Consumer, _FlowControl
 
 EVENTS = TP("events", 0)
 

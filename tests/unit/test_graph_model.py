@@ -10,8 +10,10 @@ import re
 from datetime import datetime
 
 import pytest
+from openlineage.client.event_v2 import RunState
+
 from kafka_lineage.schemas.schema_diff import schema_fields, schema_version
-from kafka_lineage.sinks.graph_model import (
+from kafka_lineage.sinks.graph.model import (
     CONSTRAINTS,
     FINGERPRINT_QUERIES,
     KEY_MAX_BYTES,
@@ -26,8 +28,6 @@ from kafka_lineage.sinks.graph_model import (
     transformation_text,
     utc_time,
 )
-from openlineage.client.event_v2 import RunState
-
 from tests.openlineage_samples import dataset_event, full_run_event, job_event
 
 RUN, PARENT, FAILED = ("11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222",

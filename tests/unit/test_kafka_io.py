@@ -3,7 +3,8 @@ import threading
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
-from kafka_lineage.kafka_io import commit_offsets
+
+from kafka_lineage.runtime.kafka_io import commit_offsets
 
 log = logging.getLogger("test")
 

@@ -12,8 +12,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
-from kafka_lineage import logs
-from kafka_lineage.logs import MASK, RedactingFilter, Redactor, configure_logging, is_sensitive_key, problem
+
+from kafka_lineage.runtime import logs
+from kafka_lineage.runtime.logs import MASK, RedactingFilter, Redactor, configure_logging, is_sensitive_key, problem
 
 SECRET = "n3o4j-S3cret!pw"  # the "configured" Neo4j password
 LOGGER = "kl_test"

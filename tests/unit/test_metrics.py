@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import make_mocked_request
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from kafka_lineage.metrics import (
+from prometheus_client.parser import text_string_to_metric_families
+
+from kafka_lineage.runtime.metrics import (
     METRICS_CONTENT_TYPE,
     OFFSET_INVALID,
     Metrics,
@@ -22,7 +24,6 @@ from kafka_lineage.metrics import (
     lag_from,
     serve_http,
 )
-from prometheus_client.parser import text_string_to_metric_families
 
 
 def sample(metrics: Metrics, name: str, **labels: str) -> float | None:

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from kafka_lineage.schemas.naming import (
     kafka_namespace,
     namespace_for_url,

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from kafka_lineage.sinks.neo4j_errors import is_record_fault
 from neo4j.exceptions import Neo4jError, ServiceUnavailable, SessionExpired
+
+from kafka_lineage.sinks.graph.neo4j_errors import is_record_fault
 
 
 def _server_error(code: str) -> Neo4jError:

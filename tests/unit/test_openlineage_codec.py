@@ -9,6 +9,7 @@ import uuid
 
 import fastavro
 import pytest
+
 from kafka_lineage.schemas.avro_schemas import load_schema
 from kafka_lineage.schemas.openlineage import (
     InvalidEvent,
@@ -17,7 +18,6 @@ from kafka_lineage.schemas.openlineage import (
     record_to_event,
     validate_event,
 )
-
 from tests.openlineage_samples import dataset_event, full_run_event, job_event
 
 SCHEMA = fastavro.parse_schema(load_schema("openlineage_event"))

@@ -1,4 +1,4 @@
-"""The harnesses' child-process watch (``kafka_lineage.processes``) with real subprocesses."""
+"""The harnesses' child-process watch (``kafka_lineage_devtools.processes``) with real subprocesses."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import sys
 import time
 
 import pytest
-from kafka_lineage.processes import (
+
+from kafka_lineage_devtools.processes import (
     ChildExited,
     child_process,
     interrupting_on_child_exit,

@@ -7,14 +7,14 @@ import io
 import json
 
 import fastavro
-from kafka_lineage.bench_core import build_events
+
 from kafka_lineage.processors.core import Incoming, ProcessorCore
 from kafka_lineage.processors.identity import canonical_json, dedupe_id
 from kafka_lineage.processors.normalize import NormalizeCache, normalize_event, parse_aliases
 from kafka_lineage.schemas.avro_schemas import schema_text
 from kafka_lineage.schemas.openlineage import FacetCache, event_to_record, partition_key, record_to_event
 from kafka_lineage.schemas.wire import HEADER, MAGIC, AvroCodec, FrozenRecord, SchemaNotFound
-
+from kafka_lineage_devtools.bench_core import build_events
 from tests.openlineage_samples import dataset_event, full_run_event, job_event
 
 SCHEMAS = {1: "openlineage_event", 2: "normalized_event", 3: "dead_letter"}

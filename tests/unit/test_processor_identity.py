@@ -5,9 +5,9 @@ from __future__ import annotations
 import copy
 import json
 
-from kafka_lineage.processors.identity import dedupe_id, run_id
 from openlineage.client.event_v2 import RunState
 
+from kafka_lineage.processors.identity import dedupe_id, run_id
 from tests.openlineage_samples import dataset_event, full_run_event, job_event
 
 

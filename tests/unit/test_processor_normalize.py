@@ -7,10 +7,10 @@ import io
 
 import fastavro
 import pytest
+
 from kafka_lineage.processors.normalize import Rename, canonical_identity, normalize_event, parse_aliases
 from kafka_lineage.schemas.avro_schemas import load_schema
 from kafka_lineage.schemas.openlineage import event_to_record, validate_event
-
 from tests.openlineage_samples import dataset_event, full_run_event, job_event
 
 

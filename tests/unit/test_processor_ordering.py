@@ -9,10 +9,10 @@ import random
 import uuid
 
 import pytest
-from kafka_lineage.processors.identity import dedupe_id, run_id
-from kafka_lineage.processors.ordering import Released, RunReorderBuffer, event_instant, lifecycle_rank
 from openlineage.client.event_v2 import RunState
 
+from kafka_lineage.processors.identity import dedupe_id, run_id
+from kafka_lineage.processors.ordering import Released, RunReorderBuffer, event_instant, lifecycle_rank
 from tests.openlineage_samples import dataset_event, full_run_event
 
 RUN = "run-1"

@@ -17,7 +17,6 @@ from kafka_lineage.processors.core import (
 )
 from kafka_lineage.processors.schema_state import CHUNK_CHARS
 from kafka_lineage.schemas.openlineage import event_to_record, partition_key, record_to_event
-
 from tests.unit.test_processor_core import CODEC, PRODUCED_MS, PRODUCER
 
 FAUST_RECORD_LIMIT = 1_000_000  # what Faust's producer refused before (MessageSizeTooLargeError)

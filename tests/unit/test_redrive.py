@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from kafka_lineage.sinks.redrive import selected
+from kafka_lineage.replay.redrive import selected
 
 
 def test_a_redrive_selects_by_reason_and_failure_time() -> None:

@@ -9,10 +9,12 @@ from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
-from kafka_lineage import cli
-from kafka_lineage.config import ClientSettings
+
+from kafka_lineage.app import cli
+from kafka_lineage.replay import local as replay
+from kafka_lineage.runtime import tail
+from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.schemas.wire import WireFormatError
-from kafka_lineage.sinks import replay, tail
 
 
 def test_times_before_the_epoch_are_the_epoch() -> None:

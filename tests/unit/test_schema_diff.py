@@ -9,6 +9,7 @@ import random
 
 import fastavro
 import pytest
+
 from kafka_lineage.schemas.avro_schemas import load_schema
 from kafka_lineage.schemas.openlineage import event_to_record
 from kafka_lineage.schemas.schema_diff import (
@@ -21,7 +22,6 @@ from kafka_lineage.schemas.schema_diff import (
     schema_version,
     should_store,
 )
-
 from tests.openlineage_samples import dataset_event, full_run_event
 
 

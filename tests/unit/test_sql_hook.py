@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 
 import pytest
-from kafka_lineage.producers.hooks import sql_lineage, sql_task
-from kafka_lineage.producers.hooks.sql import FieldRef, parser_dialect, split_statements
+
+from kafka_lineage.producers.client.hooks import sql_lineage, sql_task
+from kafka_lineage.producers.client.hooks.sql import FieldRef, parser_dialect, split_statements
 from kafka_lineage.schemas.openlineage import validate_event
 
 from .ol_capture import capturing_client

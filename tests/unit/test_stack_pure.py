@@ -7,11 +7,13 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from kafka_lineage.config import ConfigError, StackSettings
-from kafka_lineage.stack import java
-from kafka_lineage.stack.manager import Stack, StackError
-from kafka_lineage.stack.maven import Coordinate, render_pom
-from kafka_lineage.stack.services import new_password
+
+from kafka_lineage.runtime.config import ConfigError
+from kafka_lineage_devtools.stack import java
+from kafka_lineage_devtools.stack.config import StackSettings
+from kafka_lineage_devtools.stack.manager import Stack, StackError
+from kafka_lineage_devtools.stack.maven import Coordinate, render_pom
+from kafka_lineage_devtools.stack.services import new_password
 
 
 def test_pom_lists_every_dependency() -> None:
@@ -87,7 +89,7 @@ def test_generated_passwords_never_look_like_a_command_line_option() -> None:
 
 
 def test_private_files_are_created_owner_only_even_over_a_readable_one(tmp_path) -> None:
-    from kafka_lineage.stack.services import write_private
+    from kafka_lineage_devtools.stack.services import write_private
 
     existing = tmp_path / "secret"
     existing.write_text("old")

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-from kafka_lineage.config import ClientSettings, StackSettings
-from kafka_lineage.status import (
+
+from kafka_lineage.app.status import (
     STAGE_TOPICS,
     PartitionLag,
     PipelineStatus,
@@ -27,6 +27,9 @@ from kafka_lineage.status import (
     stage_topic,
     status_json,
 )
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage_devtools.commands import local_stack_probe
+from kafka_lineage_devtools.stack.config import StackSettings
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 UP = tuple(ServiceState(name, "up", pid=100 + i) for i, name in enumerate(("kafka", "neo4j", "registry", "connect")))
@@ -209,8 +212,8 @@ def test_nothing_running_is_reported_not_raised(tmp_path: Path) -> None:
            "LINEAGE_CONFIG": str(tmp_path / "none.yaml")}
     (tmp_path / "none.yaml").write_text("{}\n")
     started = time.monotonic()
-    status = collect_status(StackSettings.from_env(env), ClientSettings.from_env(env), default_groups(env),
-                            timeout=1.0)
+    probe = local_stack_probe(StackSettings.from_env(env))
+    status = collect_status(probe, ClientSettings.from_env(env), default_groups(env), timeout=1.0)
     assert time.monotonic() - started < 5
     assert {(s.name, s.state, s.detail) for s in status.services} == {
         (name, "down", "not started") for name in ("kafka", "neo4j", "registry", "connect")}

@@ -6,11 +6,12 @@ import logging
 from datetime import UTC, datetime
 
 import pytest
-from kafka_lineage.producers.hooks import current_run, lineage_task, load_task, sql_task
-from kafka_lineage.producers.hooks.runs import PRODUCER, DatasetState, TaskRun, default_job_namespace, run_event
-from kafka_lineage.schemas.openlineage import partition_key, validate_event
 from openlineage.client.event_v2 import RunState
 from openlineage.client.facet_v2 import parent_run
+
+from kafka_lineage.producers.client.hooks import current_run, lineage_task, load_task, sql_task
+from kafka_lineage.producers.client.hooks.runs import PRODUCER, DatasetState, TaskRun, default_job_namespace, run_event
+from kafka_lineage.schemas.openlineage import partition_key, validate_event
 
 from .ol_capture import capturing_client
 

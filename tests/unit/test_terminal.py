@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import unicodedata
 
-from kafka_lineage.terminal import shown
+from kafka_lineage.runtime.terminal import shown
 
 HOSTILE = "evil\x1b[31mRED\x1b[0m\x1b]0;pwned\x07\rSPOOF"
 
@@ -37,7 +37,7 @@ def test_json_output_needs_no_escaping_of_its_own() -> None:
 def test_alert_and_dead_letter_lines_show_hostile_values_escaped() -> None:
     from datetime import UTC, datetime
 
-    from kafka_lineage.sinks.tail import format_alert, format_dead_letter
+    from kafka_lineage.app.formats import format_alert, format_dead_letter
 
     alert = {"severity": "BREAKING", "dataset": {"namespace": "s3://lake", "name": HOSTILE},
              "job": {"namespace": "jobs", "name": "job\x1b[2Jx"}, "runId": "r-1", "eventTime": "2025-01-01T00:00:00Z",

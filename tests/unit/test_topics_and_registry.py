@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka.schema_registry.error import SchemaRegistryError
-from kafka_lineage.config import ClientSettings, ConfigError, TopicSettings
-from kafka_lineage.kafka_io import PRODUCER_DEFAULTS, TOPIC_MAX_MESSAGE_BYTES, topic_config
+
+from kafka_lineage.runtime.config import ClientSettings, ConfigError, TopicSettings
+from kafka_lineage.runtime.kafka_io import PRODUCER_DEFAULTS, TOPIC_MAX_MESSAGE_BYTES, topic_config
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.wire import RegistryUnavailable, SchemaNotFound
 

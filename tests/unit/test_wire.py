@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import fastavro
 import pytest
+
 from kafka_lineage.schemas.avro_schemas import load_schema, schema_text
 from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.openlineage import event_to_record, record_to_event
@@ -22,7 +23,6 @@ from kafka_lineage.schemas.wire import (
     _compile_root,
     split_frame,
 )
-
 from tests.openlineage_samples import dataset_event, full_run_event, job_event
 
 OLDER = load_schema("openlineage_event") | {

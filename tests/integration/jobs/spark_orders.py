@@ -8,9 +8,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from kafka_lineage.producers.spark import with_openlineage
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+
+from kafka_lineage.producers.client.spark import with_openlineage
 
 
 def main(workdir: Path, collector_url: str, token: str, mirror_file: str) -> None:

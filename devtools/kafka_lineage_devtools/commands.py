@@ -1,0 +1,203 @@
+"""The development tools' `lineage` commands: stack, demo, bench, workload, faults (added through the
+``kafka_lineage.commands`` entry point), and the local stack's probe for `lineage status`."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import math
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from kafka_lineage.app.cli import CommandFailed
+from kafka_lineage.app.status import ServiceProbe, ServiceState
+from kafka_lineage.runtime.config import ClientSettings, ConfigError
+from kafka_lineage_devtools.processes import ChildExited
+from kafka_lineage_devtools.stack.config import StackSettings
+from kafka_lineage_devtools.stack.manager import ServiceStatus, Stack, StackError
+from kafka_lineage_devtools.stack.maven import ResolutionError
+from kafka_lineage_devtools.stack.services import SERVICES, SERVICES_BY_NAME
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _failing_as_commands(handler: Handler) -> Handler:
+    """The tools' own errors as the CLI's one-line failures (a component that died: which, how, its last lines)."""
+
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except (StackError, ResolutionError) as exc:
+            raise CommandFailed(str(exc)) from exc
+        except ChildExited as exc:
+            failure = CommandFailed(str(exc))
+            for note in getattr(exc, "__notes__", ()):
+                failure.add_note(note)
+            raise failure from exc
+
+    return run
+
+
+def local_stack_probe(settings: StackSettings) -> ServiceProbe:
+    """The local stack's services as `lineage status` shows them (pid files and health probes)."""
+
+    def states() -> tuple[ServiceState, ...]:
+        try:
+            rows = Stack(settings, report=lambda _line: None).status()
+        except Exception as exc:
+            reason = f"service probes failed: {exc.__class__.__name__}: {exc}"
+            return tuple(ServiceState(service.name, "unknown", reason) for service in SERVICES)
+        return tuple(ServiceState(row.name, row.state, "" if row.healthy else row.detail, row.pid) for row in rows)
+
+    return states
+
+
+def service_states() -> tuple[ServiceState, ...]:
+    """The ``kafka_lineage.services`` entry point: the local stack of this environment's settings."""
+    return local_stack_probe(StackSettings.from_env())()
+
+
+def _print_status(rows: list[ServiceStatus]) -> None:
+    print(f"{'service':9} {'state':8} {'pid':>8}  endpoint / detail")
+    for row in rows:
+        pid = str(row.pid) if row.pid else "-"
+        print(f"{row.name:9} {row.state:8} {pid:>8}  {row.endpoint}")
+        if row.detail:
+            print(f"{'':28}{row.detail}")
+
+
+def cmd_stack(args: argparse.Namespace) -> int:
+    settings = StackSettings.from_env()
+    stack = Stack(settings)
+    if args.action == "up":
+        rows = stack.up(args.services)
+        print(f"stack is up (state in {settings.state_dir}); stop it with: lineage stack down")
+        _print_status(rows)
+        return 0
+    if args.action == "down":
+        stopped = stack.down(args.services)
+        print(f"stopped: {', '.join(stopped)}" if stopped else "nothing of this stack was running")
+        return 0
+    if args.action == "status":
+        rows = stack.status()
+        if args.json:
+            print(json.dumps([{**row.__dict__, "state": row.state, "log": str(row.log)} for row in rows], indent=2))
+        else:
+            print(f"state dir: {settings.state_dir}")
+            _print_status(rows)
+        return 0 if all(row.healthy for row in rows) else 1
+    if args.action == "logs":
+        if len(args.services) != 1:
+            raise StackError("logs takes exactly one service: " + ", ".join(SERVICES_BY_NAME))
+        (name,) = args.services
+        if name not in SERVICES_BY_NAME:
+            raise StackError(f"unknown service {name!r}; known: {', '.join(SERVICES_BY_NAME)}")
+        log = stack.log_file(name)
+        if not log.is_file():
+            raise StackError(f"{name} has no log yet ({log})")
+        tail = ["tail", "-n", str(args.lines), *(["-F"] if args.follow else []), str(log)]
+        try:
+            return subprocess.call(tail)
+        except KeyboardInterrupt:
+            return 0
+    raise AssertionError(args.action)
+
+
+def cmd_faults(args: argparse.Namespace) -> int:
+    from kafka_lineage_devtools.checker import format_report
+    from kafka_lineage_devtools.faults import run_faults
+
+    report = run_faults(StackSettings.from_env(), ClientSettings.from_env(), jobs=args.jobs,
+                        runs_per_job=args.runs_per_job, seed=args.seed, rate=args.rate,
+                        neo4j_outage=args.neo4j_outage, inject=args.inject)
+    assert report.check is not None
+    print(format_report(report.check))
+    print(f"{report.events} events; faults: {'; '.join(report.faults)}; converged after "
+          f"{report.converge_seconds:.0f}s: {'OK' if report.ok else 'NOT OK'}")
+    return 0 if report.ok else 1
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from kafka_lineage_devtools import bench
+
+    output = Path(args.output or f".lineage/bench/{args.stage}.json")
+    if args.events < 2 or args.graph_jobs < 1:
+        raise ConfigError("--events must be at least 2 and --graph-jobs at least 1")
+    if not (math.isfinite(args.dedupe_ttl) and args.dedupe_ttl > 0):
+        raise ConfigError(f"--dedupe-ttl: a positive number of seconds, got {args.dedupe_ttl}")
+    if args.stage == "emit":
+        result = bench.run_emit_bench(args.events, output)
+        print(bench.format_emit(result))
+    elif args.stage == "all":
+        print(bench.format_suite(bench.run_suite(args.events, args.graph_jobs, output)))
+    elif args.stage == "processor":
+        print(bench.format_processor(bench.run_processor_bench(args.events, output)))
+    elif args.stage == "memory":
+        print(bench.format_memory(bench.run_memory_bench(args.events, output, args.dedupe_ttl)))
+    else:
+        print(bench.format_graph(bench.run_graph_bench(args.stage, args.events, args.graph_jobs, output)))
+    print(f"results: {output}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from kafka_lineage_devtools.demo import run_demo
+    from kafka_lineage_devtools.stack.smoke import prove_stack
+
+    settings = StackSettings.from_env()
+    Stack(settings).up()
+    print("\nproving that each service answers:")
+    for line in prove_stack(ClientSettings.from_env()):
+        print(f"  ok  {line}")
+    run_demo(ClientSettings.from_env(), settings)
+    print("\nThe stack stays up for exploration; stop it with: lineage stack down")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Adds the development tools' commands to `lineage`."""
+    stack = sub.add_parser("stack", help="run the real local servers (Kafka, registry, Neo4j, Connect)")
+    stack.add_argument("action", choices=["up", "down", "status", "logs"])
+    stack.add_argument("services", nargs="*", help=f"subset of: {', '.join(SERVICES_BY_NAME)} (default: all)")
+    stack.add_argument("--json", action="store_true", help="status as JSON")
+    stack.add_argument("-n", "--lines", type=int, default=50, help="logs: how many lines")
+    stack.add_argument("-f", "--follow", action="store_true", help="logs: keep following")
+    stack.set_defaults(handler=_failing_as_commands(cmd_stack))
+
+    faults = sub.add_parser("faults", help="fault suite: a ground-truth workload through the pipeline while "
+                                           "processor and sink are killed, Kafka restarted and Neo4j stopped; "
+                                           "then an exact check of graph and alerts")
+    faults.add_argument("--jobs", type=int, default=2000, help="jobs in the workload (default 2000)")
+    faults.add_argument("--runs-per-job", type=int, default=20, help="runs per job (default 20: ~100k events)")
+    faults.add_argument("--seed", type=int, default=7)
+    faults.add_argument("--rate", type=float, default=2000.0, help="events/s published (default 2000)")
+    faults.add_argument("--neo4j-outage", type=float, default=30.0, help="seconds Neo4j is down (default 30)")
+    faults.set_defaults(handler=_failing_as_commands(cmd_faults), inject=True)
+    workload = sub.add_parser("workload", help="the fault suite's ground-truth workload without faults: publish, "
+                                               "let the pipeline run, check graph and alerts exactly")
+    workload.add_argument("--jobs", type=int, default=200)
+    workload.add_argument("--runs-per-job", type=int, default=10)
+    workload.add_argument("--seed", type=int, default=7)
+    workload.add_argument("--rate", type=float, default=2000.0, help="events/s published (default 2000)")
+    workload.set_defaults(handler=_failing_as_commands(cmd_faults), inject=False, neo4j_outage=0.0)
+
+    bench = sub.add_parser("bench", help="measure throughput/latency side by side (writes a JSON result file)")
+    bench.add_argument("stage", choices=["all", "emit", "processor", "memory", "sink", "query", "graph"],
+                       help="all: every bench below (but memory) plus the whole pipeline end to end, in one JSON "
+                            "file; memory: one processor worker's memory over --events (e.g. 1000000) with the "
+                            "dedupe TTL --dedupe-ttl; sink: "
+                            "graph sink backlog and replay events/s; query: impact/upstream latency on a generated "
+                            "DAG; graph: both")
+    bench.add_argument("--events", type=int, default=20_000, help="events per measurement (default 20000)")
+    bench.add_argument("--graph-jobs", type=int, default=100_000,
+                       help="query/graph: jobs in the generated DAG (3 relationships each; default 100000)")
+    bench.add_argument("--dedupe-ttl", type=float, default=60.0,
+                       help="memory: the processor's LINEAGE_DEDUPE_TTL in seconds (default 60)")
+    bench.add_argument("--output", help="JSON result file (default .lineage/bench/<stage>.json)")
+    bench.set_defaults(handler=_failing_as_commands(cmd_bench))
+
+    demo = sub.add_parser("demo", help="start the stack and run the end-to-end demo")
+    demo.set_defaults(handler=_failing_as_commands(cmd_demo))

@@ -1,0 +1,181 @@
+"""``lineage emit FILE``: backfill OpenLineage events from NDJSON (one event per line) onto the events topic.
+
+Every line is accounted for: published (acknowledged by Kafka), or reported with its line number and the reason.
+Blank lines are skipped; ``.gz`` files are read compressed; ``-`` reads standard input. A file that cannot be read
+to its end (a truncated or corrupt ``.gz``) still has the good lines before the damage published; the report's
+``failure`` says where reading stopped.
+
+The JSON and size rules here (``strict_json``, ``oversize``) are shared with the HTTP collector: both take foreign
+JSON onto the events topic, and both must refuse what the rest of the pipeline cannot carry.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import sys
+import time
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from confluent_kafka import KafkaException
+
+from kafka_lineage.producers.client.publisher import EventPublisher, PublishError
+from kafka_lineage.runtime.kafka_io import PRODUCER_DEFAULTS
+from kafka_lineage.schemas.openlineage import InvalidEvent
+
+BATCH = 1000
+# librdkafka refuses (MSG_SIZE_TOO_LARGE, raised synchronously by produce) a record whose key + value + v2 record
+# framing (at most 36 bytes) exceeds the producer's message.max.bytes: its default unless PRODUCER_DEFAULTS sets it.
+LIBRDKAFKA_MESSAGE_MAX_BYTES = 1_000_000
+RECORD_FRAMING_BYTES = 64
+
+
+class NotJSON(ValueError):
+    """Text that Python's json module would accept but that is not JSON the pipeline can carry."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise NotJSON(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400 → inf: republished, it would be written as the non-JSON literal Infinity
+        raise NotJSON(f"number {text} is too large for a 64-bit float")
+    return value
+
+
+# ``strict_json``'s rules as a decoder, for reading a large array element by element (``raw_decode``).
+STRICT_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
+def strict_json(data: str | bytes) -> Any:
+    """``json.loads`` without Python's extensions: NaN, Infinity and -Infinity (and numbers that overflow to
+    infinity) are refused, since the facet JSON text they would be republished as is unreadable to strict readers
+    (Jackson, JSON.parse); nesting deeper than the interpreter's recursion limit is refused instead of raising
+    RecursionError. Every refusal is a ValueError (JSONDecodeError or NotJSON)."""
+    try:
+        return json.loads(data, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise NotJSON("JSON nested too deeply") from None
+
+
+def message_max_bytes() -> int:
+    """The largest record the events producer takes (librdkafka's message.max.bytes)."""
+    return int(PRODUCER_DEFAULTS.get("message.max.bytes", LIBRDKAFKA_MESSAGE_MAX_BYTES))
+
+
+def oversize(record: tuple[bytes, bytes], limit: int) -> str | None:
+    """Why Kafka would refuse ``record`` (key, value) for its size, or None. Checked before anything of a request or
+    batch is produced: librdkafka raises on such a record in the middle of producing the others."""
+    size = len(record[0]) + len(record[1]) + RECORD_FRAMING_BYTES
+    if size <= limit:
+        return None
+    return f"event is {size:,} bytes as a Kafka record, above the limit of {limit:,} bytes per record"
+
+
+@dataclass
+class BackfillReport:
+    published: int = 0
+    problems: list[str] = field(default_factory=list)  # "line N: reason"
+    failure: str | None = None  # the input could not be read to its end: where and why
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and self.failure is None
+
+
+def parse_lines(lines: Iterable[bytes | str]) -> Iterator[tuple[int, Any, str | None]]:
+    """(line number, event, None) per JSON line, or (line number, None, reason) when it is not JSON.
+
+    Lines are bytes (decoded here, one at a time, so that one line that is not UTF-8 is reported by number instead
+    of stopping the reader) or already decoded text."""
+    for number, line in enumerate(lines, start=1):
+        if isinstance(line, bytes):
+            try:  # a byte-order mark may open the file (as the collector accepts it on a body)
+                line = line.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                yield number, None, f"not valid UTF-8: {exc}"
+                continue
+        if not line.strip():
+            continue
+        try:
+            yield number, strict_json(line), None
+        except ValueError as exc:
+            yield number, None, f"not valid JSON: {exc}"
+
+
+def open_source(path: str) -> IO[bytes]:
+    """The input as bytes, lines split on \\n only (NDJSON), decompressed if it is a .gz file."""
+    if path == "-":
+        return sys.stdin.buffer
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    if path.endswith(".gz"):
+        return gzip.open(path)
+    return open(path, "rb")
+
+
+def backfill(lines: Iterable[bytes | str], publisher: EventPublisher,
+             progress: Callable[[int, int], None] | None = None) -> BackfillReport:
+    report = BackfillReport()
+    batch: list[tuple[bytes, bytes]] = []
+    batch_lines: list[int] = []
+    limit = message_max_bytes()
+    number = 0
+
+    def flush() -> None:
+        try:
+            report.published += publisher.send(batch).result()
+        except (PublishError, KafkaException) as exc:
+            report.problems.append(f"lines {batch_lines[0]}-{batch_lines[-1]}: not acknowledged by Kafka ({exc})")
+        batch.clear()
+        batch_lines.clear()
+        if progress:
+            progress(report.published, len(report.problems))
+
+    try:
+        for number, event, problem in parse_lines(lines):
+            if problem is None:
+                try:
+                    record = publisher.encode(event)
+                    problem = oversize(record, limit)
+                except InvalidEvent as exc:
+                    problem = f"invalid OpenLineage event: {exc}"
+                except RecursionError:  # nested just below json's limit, but too deep for validation or encoding
+                    problem = "invalid OpenLineage event: nested too deeply"
+                except PublishError as exc:  # the registry could not be asked: this line is not published
+                    problem = f"not published: {exc}"
+                except Exception as exc:  # a failure on this one event: report it and go on with the others
+                    problem = f"cannot be encoded ({type(exc).__name__}: {str(exc)[:200]})"
+                if problem is None:
+                    batch.append(record)
+                    batch_lines.append(number)
+            if problem is not None:
+                report.problems.append(f"line {number}: {problem}")
+            if len(batch) >= BATCH:
+                flush()
+    except (OSError, EOFError, zlib.error) as exc:  # a truncated or corrupt .gz, a read error: stop reading there
+        report.failure = (f"cannot be read after line {number}" if number else "cannot be read") + f": {exc}"
+    if batch:  # the good lines read before a failure are still published
+        flush()
+    return report
+
+
+def progress_printer(stream: IO[str] = sys.stderr, every: float = 1.0) -> Callable[[int, int], None]:
+    started = last = time.monotonic()
+
+    def show(published: int, problems: int) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last >= every:
+            last = now
+            rate = published / max(now - started, 1e-9)
+            print(f"  {published} published, {problems} problems, {rate:,.0f} events/s", file=stream, flush=True)
+
+    return show

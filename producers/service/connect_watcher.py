@@ -1,0 +1,139 @@
+"""Thin I/O shell of the Kafka Connect hook: poll the Connect REST API, emit OpenLineage run events per connector.
+
+``watch(connect_url, interval=10, once=False)`` is what ``lineage connect watch`` calls. The pure state machine is
+in ``connect_lineage``; this module only fetches snapshots, lists topics when a sink uses ``topics.regex``, and hands
+events to an ``OpenLineageClient`` (by default the pipeline's Kafka Avro transport). A worker that is down is one
+log line (and one more when it answers again); polling goes on and no state is lost, so nothing is reported as
+deleted because the worker was unreachable.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Collection
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import requests
+from openlineage.client import OpenLineageClient
+from openlineage.client.event_v2 import RunEvent
+
+from kafka_lineage.producers.service import connect_lineage as core
+from kafka_lineage.runtime.config import ClientSettings
+
+log = logging.getLogger(__name__)
+
+CONNECTORS_PATH = "/connectors?expand=status&expand=info"
+
+
+class Emitter(Protocol):
+    """What the watcher needs of an ``OpenLineageClient`` (tests and filters can stand in)."""
+
+    def emit(self, event: RunEvent) -> None: ...
+
+
+def fetch_snapshot(session: requests.Session, connect_url: str, timeout: float) -> dict[str, core.ConnectorStatus]:
+    response = session.get(connect_url.rstrip("/") + CONNECTORS_PATH, timeout=timeout)
+    response.raise_for_status()
+    return core.parse_connectors(response.json())
+
+
+def kafka_topic_names(bootstrap_servers: str, timeout: float = 10.0) -> Collection[str] | None:
+    """The cluster's topic names (to expand ``topics.regex``); None when Kafka does not answer."""
+    from confluent_kafka.admin import AdminClient  # only needed when some sink subscribes by pattern
+
+    try:
+        config = {**ClientSettings.from_env().kafka_config(), "bootstrap.servers": bootstrap_servers}
+        return set(AdminClient(config).list_topics(timeout=timeout).topics)
+    except Exception as error:  # KafkaException on timeouts; lineage then records the pattern only
+        log.warning("could not list Kafka topics to expand topics.regex: %s", error)
+        return None
+
+
+class ConnectWatcher:
+    """Polls one Connect cluster and emits the run events of its connectors through ``client``."""
+
+    def __init__(self, connect_url: str, client: Emitter, *, interval: float = 10.0,
+                 kafka_bootstrap_servers: str | None = None, job_namespace: str | None = None,
+                 timeout: float = 10.0, session: requests.Session | None = None,
+                 topic_names: Callable[[str], Collection[str] | None] = kafka_topic_names,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self.connect_url = connect_url
+        self.client = client
+        self.interval = interval
+        self.timeout = timeout
+        self.bootstrap_servers = kafka_bootstrap_servers or ClientSettings.from_env().kafka_bootstrap_servers
+        self.job_namespace = job_namespace or core.default_job_namespace(connect_url)
+        self.session = session or requests.Session()
+        self._topic_names = topic_names
+        self._clock = clock
+        self.tracked: dict[str, core.Tracked] = {}
+        self.emitted = 0
+        self._reachable: bool | None = None  # log reachability changes, not every failed poll
+
+    def poll_once(self) -> list[RunEvent]:
+        """Fetch one snapshot, advance the state machine, emit; [] when the worker does not answer."""
+        try:
+            snapshot = fetch_snapshot(self.session, self.connect_url, self.timeout)
+        except (requests.RequestException, ValueError) as error:  # ValueError: a body that is not JSON
+            if self._reachable is not False:
+                log.warning("Kafka Connect at %s is not answering (%s); polling goes on",
+                            self.connect_url, type(error).__name__)
+            self._reachable = False
+            return []
+        if self._reachable is False:
+            log.info("Kafka Connect at %s answers again", self.connect_url)
+        self._reachable = True
+        statuses = [*snapshot.values(), *(t.status for t in self.tracked.values())]
+        topics = self._topic_names(self.bootstrap_servers) if core.uses_topic_regex(statuses) else None
+        context = core.HookContext(job_namespace=self.job_namespace, bootstrap_servers=self.bootstrap_servers,
+                                   topic_names=topics)
+        self.tracked, events = core.step(self.tracked, snapshot, context, self._clock())
+        for event in events:
+            try:
+                self.client.emit(event)
+                self.emitted += 1
+            except Exception:  # a client with a failing transport must not stop the watcher
+                log.exception("could not emit %s for connector %s", event.eventType, event.job.name)
+        return events
+
+    def run_forever(self, stop_event: threading.Event) -> None:
+        """Poll every ``interval`` seconds until ``stop_event`` is set."""
+        while not stop_event.is_set():
+            self.poll_once()
+            stop_event.wait(self.interval)
+
+
+def _default_client() -> tuple[Emitter, Any]:
+    from kafka_lineage.producers.client.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
+
+    transport = KafkaAvroTransport(KafkaAvroConfig.from_dict({}))
+    return OpenLineageClient(transport=transport), transport
+
+
+def watch(connect_url: str | None = None, *, interval: float = 10.0, once: bool = False,
+          client: Emitter | None = None, job_namespace: str | None = None,
+          stop_event: threading.Event | None = None) -> int:
+    """Watch a Connect cluster (default ``LINEAGE_CONNECT_URL``); returns how many events were emitted.
+
+    Without ``client`` the events go to the pipeline's events topic through the Kafka Avro transport, which is
+    flushed before returning. ``once`` polls a single time (cron, tests); otherwise until ``stop_event`` or Ctrl-C.
+    """
+    settings = ClientSettings.from_env()
+    transport = None
+    if client is None:
+        client, transport = _default_client()
+    watcher = ConnectWatcher(connect_url or settings.connect_url, client, interval=interval,
+                             kafka_bootstrap_servers=settings.kafka_bootstrap_servers, job_namespace=job_namespace)
+    try:
+        if once:
+            watcher.poll_once()
+        else:
+            watcher.run_forever(stop_event or threading.Event())
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if transport is not None:
+            transport.close()
+    return watcher.emitted

@@ -1,0 +1,250 @@
+"""``lineage replay``: rebuild (``--fresh``) or repair a time window of the graph from ``openlineage.events``.
+
+The raw topic is the source of truth. Replay reads it with a consumer of its own (no group offsets are touched),
+between the offsets of ``--from`` and ``--to`` (by record timestamp; default: the end offsets when replay starts),
+decodes, validates and normalizes every record with the same processor core as ``lineage processor`` and writes
+the result with the graph sink's statements. Because those statements are idempotent and order independent, a
+rebuilt graph has the same fingerprint as the live one, and a window replayed onto the live graph repairs what is
+missing without duplicating anything. For the same reason replay skips the processor's dedupe, hold-back window and
+drift state (``ProcessorCore.normalize``): they would not change the graph, only cost time. Schema-drift alerts are
+not re-sent.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from neo4j import Driver
+
+from kafka_lineage.processors.core import Incoming, Output, ProcessorCore
+from kafka_lineage.processors.normalize import parse_aliases
+from kafka_lineage.runtime.config import ClientSettings, ProcessorSettings
+from kafka_lineage.runtime.kafka_io import end_offsets, reading_consumer
+from kafka_lineage.schemas import registry
+from kafka_lineage.schemas.wire import AvroCodec
+from kafka_lineage.sinks.graph.model import graph_batch, statements
+from kafka_lineage.sinks.graph.sink import driver_for, ensure_constraints, write_statements
+
+
+@dataclass
+class ReplayReport:
+    records: int = 0
+    written: int = 0
+    dead_letters: int = 0
+    seconds: float = 0.0
+
+
+def parse_moment(text: str | None, option: str) -> int | None:
+    """``earliest``/None → None; an ISO-8601 time → epoch milliseconds (no offset = UTC), at least 0.
+
+    Kafka record timestamps are not negative and brokers refuse a negative time in a ListOffsets request (a negative
+    value there is a special offset, or UNSUPPORTED_VERSION): a time before the epoch is the epoch, which is before
+    every record. (For ``--from`` that is the same as ``earliest``.)"""
+    if text is None or text == "earliest":
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{option}: expected 'earliest' or an ISO-8601 time such as 2024-05-01T00:00:00Z, "
+                         f"got {text!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return max(int(moment.timestamp() * 1000), 0)
+
+
+def wipe(driver: Driver) -> None:
+    """Delete every relationship, then every node, in inner transactions of bounded size (a dataset read by many
+    runs has many relationships: deleting nodes with theirs can exceed the transaction memory limit)."""
+    with driver.session() as session:
+        session.run("MATCH ()-[r]->() CALL (r) { DELETE r } IN TRANSACTIONS OF 10000 ROWS").consume()
+        session.run("MATCH (n) CALL (n) { DELETE n } IN TRANSACTIONS OF 10000 ROWS").consume()
+
+
+def _offsets(consumer: Consumer, topic: str, moment: int | None, default: Callable[[int], int],
+             high: dict[int, int]) -> dict[int, int]:
+    """Per partition: the offset of the first record at or after ``moment`` (``default`` when there is none)."""
+    partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+    if moment is None:
+        return {p: default(p) for p in partitions}
+    found = consumer.offsets_for_times([TopicPartition(topic, p, moment) for p in partitions], timeout=10)
+    # No record at or after the moment: the answer is -1 (OFFSET_END), which means the partition's end — for --from,
+    # nothing to replay; for --to, everything up to now — never its beginning.
+    return {tp.partition: (tp.offset if tp.offset >= 0 else high[tp.partition]) for tp in found}
+
+
+def offset_range(clients: ClientSettings, start: str | None, end: str | None) -> tuple[dict[int, int], dict[int, int]]:
+    """(first offset, end offset) per partition of the events topic for ``--from``/``--to`` (by record timestamp;
+    ``--to`` defaults to the end offsets now). A first offset may be ``OFFSET_BEGINNING``; partitions with nothing in
+    range are left out."""
+    from_ms, to_ms = parse_moment(start, "--from"), parse_moment(end, "--to")
+    topic = clients.events_topic
+    consumer = reading_consumer(clients, "lineage-replay")
+    try:
+        high = end_offsets(consumer, topic)
+        ends = _offsets(consumer, topic, to_ms, lambda p: high[p], high)
+        begins = _offsets(consumer, topic, from_ms, lambda _p: OFFSET_BEGINNING, high)
+    finally:
+        consumer.close()
+    wanted = {p for p in ends if ends[p] > max(begins[p], 0)}
+    return {p: begins[p] for p in wanted}, {p: ends[p] for p in wanted}
+
+
+def replay_core(clients: ClientSettings) -> ProcessorCore:
+    """A processor core with fresh in-memory state, configured like ``lineage processor`` (namespace aliases)."""
+    registry_client = SchemaRegistryClient(clients.registry_config())
+    settings = ProcessorSettings.from_env()
+    return ProcessorCore(AvroCodec("openlineage_event", registry.schema_fetcher(registry_client)), {}, {},
+                         aliases=parse_aliases(settings.aliases) if settings.aliases else None,
+                         max_event_time_ahead_seconds=settings.max_event_time_ahead_seconds)
+
+
+def _batches(consumer: Consumer, topic: str, begins: dict[int, int], ends: dict[int, int], batch_size: int
+             ) -> Iterator[list[Incoming]]:
+    consumer.assign([TopicPartition(topic, p, begins[p]) for p in ends])
+    open_partitions = set(ends)
+    while open_partitions:
+        batch = []
+        for message in consumer.consume(batch_size, 1.0):
+            if message.error() is not None or message.offset() >= ends[message.partition()]:
+                continue
+            timestamp = message.timestamp()[1]
+            batch.append(Incoming(message.key(), message.value(), message.partition(), message.offset(),
+                                  timestamp if timestamp > 0 else None, topic))
+        # Positions, not the last offset seen: a committed transaction's marker can be a partition's last offset,
+        # and read_committed never returns it as a message.
+        for position in consumer.position([TopicPartition(topic, p) for p in open_partitions]):
+            if position.offset >= ends[position.partition]:
+                open_partitions.discard(position.partition)
+        if batch:
+            yield batch
+
+
+def replay_ranges(clients: ClientSettings, driver: Driver, begins: dict[int, int], ends: dict[int, int], *,
+                  batch_size: int, report: ReplayReport,
+                  progress: Callable[[ReplayReport, int], None] | None = None) -> None:
+    """Partitions' offset ranges → processor core → graph. Partitions are independent (a run's events share a key),
+    so any split of them over processes (Spark tasks) builds the same graph as one pass over all."""
+    core = replay_core(clients)
+    total = sum(ends[p] - max(begins[p], 0) for p in ends)
+    consumer = reading_consumer(clients, "lineage-replay")
+    try:
+        with PipelinedWriter(driver) as writer:
+            for batch in _batches(consumer, clients.events_topic, begins, ends, batch_size):
+                report.records += len(batch)
+                writer.write(*core.normalize(batch), report)
+                if progress:
+                    progress(report, total)
+    finally:
+        consumer.close()
+
+
+class PartialHistory(ValueError):
+    """A fresh rebuild would not see the whole raw topic: emptying the graph first would lose lineage for good."""
+
+
+def missing_history(first_offsets: dict[int, int]) -> dict[int, int]:
+    """Partitions whose replay would start after offset 0 → that first offset (the records before it are gone from
+    the topic, or excluded by ``--from``)."""
+    return {partition: offset for partition, offset in sorted(first_offsets.items()) if offset > 0}
+
+
+def first_offsets(clients: ClientSettings, begins: dict[int, int]) -> dict[int, int]:
+    """Each partition's first offset replay will read: the given one, or the partition's low watermark (the oldest
+    record the topic still holds) where replay starts at the beginning."""
+    consumer = reading_consumer(clients, "lineage-replay")
+    try:
+        topic = clients.events_topic
+        return {p: offset if offset >= 0 else consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[0]
+                for p, offset in begins.items()}
+    finally:
+        consumer.close()
+
+
+def prepare_replay(clients: ClientSettings, start: str | None, end: str | None, fresh: bool,
+                   allow_partial_history: bool = False) -> tuple[dict[int, int], dict[int, int]]:
+    """The offset range to replay (``offset_range``), after emptying the graph (``fresh``) and ensuring its
+    constraints: what both engines do before reading. A fresh rebuild that would not start at offset 0 of every
+    partition raises ``PartialHistory`` before touching the graph, unless ``allow_partial_history``."""
+    begins, ends = offset_range(clients, start, end)
+    if fresh and not allow_partial_history:
+        missing = missing_history(first_offsets(clients, begins))
+        if missing:
+            lost = ", ".join(f"partition {p} from offset {offset}" for p, offset in missing.items())
+            raise PartialHistory(f"a fresh rebuild would start after the first record of {clients.events_topic} "
+                                 f"({lost}): the records before are deleted (retention) or excluded by --from, so "
+                                 "emptying the graph would lose their lineage; replay without --fresh to repair, or "
+                                 "add --allow-partial-history")
+    with driver_for(clients) as driver:
+        if fresh:
+            wipe(driver)
+        ensure_constraints(driver)
+    return begins, ends
+
+
+def replay(clients: ClientSettings, *, start: str | None = "earliest", end: str | None = None, fresh: bool = False,
+           batch_size: int = 2000, progress: Callable[[ReplayReport, int], None] | None = None,
+           allow_partial_history: bool = False) -> ReplayReport:
+    report = ReplayReport()
+    started = time.monotonic()
+    begins, ends = prepare_replay(clients, start, end, fresh, allow_partial_history)
+    with driver_for(clients) as driver:
+        replay_ranges(clients, driver, begins, ends, batch_size=batch_size,
+                      report=report, progress=progress)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+class PipelinedWriter:
+    """Writes batch N in a thread while the caller decodes and processes batch N+1: Neo4j and Python overlap.
+
+    At most one batch is in flight; its error surfaces at the next ``write`` or on exit, so nothing fails silently.
+    """
+
+    def __init__(self, driver: Driver) -> None:
+        self.driver = driver
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay-writer")
+        self.pending: Future[None] | None = None
+
+    def write(self, events: list[dict[str, Any]], output: Output, report: ReplayReport) -> None:
+        work = statements(graph_batch(events)) if events else []
+        self.wait()
+        if work:
+            self.pending = self.executor.submit(write_statements, self.driver, work)
+        report.written += len(events)
+        report.dead_letters += len(output.dead_letters)
+
+    def wait(self) -> None:
+        if self.pending is not None:
+            pending, self.pending = self.pending, None
+            pending.result()
+
+    def __enter__(self) -> PipelinedWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            self.wait()
+        finally:
+            self.executor.shutdown(wait=True)
+
+
+def progress_bar(width: int = 30) -> Callable[[ReplayReport, int], None]:
+    """A one-line progress bar with events/s on stderr."""
+    started = time.monotonic()
+
+    def show(report: ReplayReport, total: int) -> None:
+        done = min(report.records, total) if total else report.records
+        filled = int(width * done / total) if total else width
+        rate = report.records / max(time.monotonic() - started, 1e-9)
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} records  {rate:,.0f} events/s ")
+        sys.stderr.flush()
+
+    return show

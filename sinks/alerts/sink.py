@@ -1,0 +1,406 @@
+"""Schema-drift alert sink (``lineage alerts``): normalized events' schema changes → SchemaDriftAlerts.
+
+Each ``schemaChanges`` item of a normalized event becomes a SchemaDriftAlert on ``lineage.schema-drift`` (Avro, key
+``{namespace}/{name}`` of the dataset) with what is downstream of it in the graph (depth- and size-limited): jobs,
+datasets, and the columns derived from the changed fields.
+
+- Identity: the alert id hashes the finding's source (dataset, run id, event time, old and new version). A finding
+  redelivered (a restart before the commit, the processor's one-batch repeat window) has the same id and is dropped
+  by the recent-id set, which is seeded from the drift topic at start; a change that recurs (A→B→A→B) comes from
+  another run and alerts every time. ``changeId`` (dataset + versions) groups the alerts of one change.
+- Impact sees the records before the change: when a batch holds a new finding, the normalized topic's end offsets
+  are read (one request), and the impact query waits, bounded by ``graph_wait_seconds``, until the graph sink's
+  group has committed at least those offsets on every partition; ``impactComplete`` says whether it had.
+- Nothing waits unbounded and everything watches ``stop``: Neo4j queries have a transaction timeout and a
+  client-side bound (the query runs in a daemon thread); Neo4j unavailable → retried with backoff. A stop mid-batch
+  leaves without committing the batch, so the next start reads it again (alerts already published are absorbed).
+- Offsets are committed after Kafka acknowledged the batch's alerts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from neo4j import Driver
+from neo4j.exceptions import ClientError, DriverError, Neo4jError
+
+from kafka_lineage.runtime.config import AlertSettings, ClientSettings
+from kafka_lineage.runtime.kafka_io import AckingProducer, commit_offsets, prepare_pipeline
+from kafka_lineage.runtime.logs import problem
+from kafka_lineage.runtime.metrics import Metrics
+from kafka_lineage.runtime.tail import tail
+from kafka_lineage.schemas import registry
+from kafka_lineage.schemas.openlineage import record_to_event
+from kafka_lineage.schemas.wire import AvroCodec, WireFormatError
+from kafka_lineage.sinks.graph.queries import Reached, ReachedField, TraversalTimeout, column_impact, impact
+from kafka_lineage.sinks.graph.sink import driver_for
+
+log = logging.getLogger(__name__)
+STAGE = "alert-sink"
+RECENT_ALERTS = 100_000  # alert ids remembered to drop repeats (also read back from the topic at start)
+QUERY_MARGIN = 5.0  # seconds past the transaction timeout before the client gives a query up
+T = TypeVar("T")
+
+
+class Stopped(Exception):
+    """Stop was requested in the middle of a batch: leave without committing it (the next start re-reads it)."""
+
+
+class QueryTimeout(Exception):
+    """A Neo4j query gave no answer within its client-side bound (e.g. a connection that went silent)."""
+
+
+def change_id(change: Mapping[str, Any]) -> str:
+    """The change itself (dataset + both versions): equal for every alert of a recurring change."""
+    identity = "\x1f".join((change["namespace"], change["name"], change["previousVersion"], change["newVersion"]))
+    return hashlib.sha256(identity.encode()).hexdigest()
+
+
+def alert_id(change: Mapping[str, Any], event: Mapping[str, Any]) -> str:
+    """The finding's source (dataset, run, event time, both versions): only a redelivery repeats it."""
+    identity = "\x1f".join((change["namespace"], change["name"], str((event.get("run") or {}).get("runId", "")),
+                            str(event.get("eventTime", "")), change["previousVersion"], change["newVersion"]))
+    return hashlib.sha256(identity.encode()).hexdigest()
+
+
+def changed_fields(change: Mapping[str, Any]) -> list[str]:
+    """The changed field paths and their parents (a column derived from ``address`` is hit by ``address.zip``)."""
+    fields: set[str] = set()
+    for item in change.get("changes") or ():
+        parts = str(item.get("path", "")).split(".")
+        fields.update(".".join(parts[:end]) for end in range(1, len(parts) + 1) if parts[0])
+    return sorted(fields)
+
+
+def column_rows(columns: Iterable[ReachedField]) -> list[dict[str, Any]]:
+    """ImpactedColumn records, nearest first, each column once (at its smallest depth)."""
+    best: dict[tuple[str, str, str], int] = {}
+    for column in columns:
+        key = (column.namespace, column.name, column.field)
+        best[key] = min(best.get(key, column.depth), column.depth)
+    return [{"namespace": ns, "name": name, "field": field, "depth": depth}
+            for depth, ns, name, field in sorted((depth, *key) for key, depth in best.items())]
+
+
+def caught_up(targets: Mapping[int, int], committed: Mapping[int, int]) -> bool:
+    """Whether a group's committed offsets reach ``targets`` (partition → end offset) on every partition; a
+    partition it never committed counts as offset 0."""
+    return all(max(committed.get(partition, 0), 0) >= end for partition, end in targets.items())
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, stop: threading.Event, interval: float = 0.25,
+               clock: Callable[[], float] = time.monotonic) -> bool:
+    """True as soon as ``condition()`` holds, False once ``timeout`` seconds passed without; Stopped when ``stop``
+    is set first."""
+    deadline = clock() + timeout
+    while True:
+        if stop.is_set():
+            raise Stopped
+        if condition():
+            return True
+        remaining = deadline - clock()
+        if remaining <= 0:
+            return False
+        stop.wait(min(interval, remaining))
+
+
+def build_alert(change: dict[str, Any], event: dict[str, Any], impacted: list[Reached], depth: int, limit: int,
+                detected_at: datetime, *, columns: Iterable[ReachedField] = (), complete: bool = True
+                ) -> dict[str, Any]:
+    """The SchemaDriftAlert record of one finding (``schemas/avro/schema_drift_alert.avsc``)."""
+    job = event.get("job") or {}
+    listed = impacted[:limit]
+    column_list = column_rows(columns)
+    return {
+        "alertId": alert_id(change, event),
+        "changeId": change_id(change),
+        "dataset": {"namespace": change["namespace"], "name": change["name"]},
+        "job": {"namespace": job.get("namespace", ""), "name": job.get("name", "")},
+        "runId": (event.get("run") or {}).get("runId", ""),
+        "previousVersion": change["previousVersion"], "newVersion": change["newVersion"],
+        "previousSchema": change["previousSchema"], "newSchema": change["newSchema"],
+        "changes": change["changes"], "severity": change["severity"],
+        "eventTime": event.get("eventTime", ""), "detectedAt": detected_at, "impactDepth": depth,
+        "impactedJobs": [{"namespace": r.namespace, "name": r.name, "depth": r.depth}
+                         for r in listed if r.kind == "job"],
+        "impactedDatasets": [{"namespace": r.namespace, "name": r.name, "depth": r.depth}
+                             for r in listed if r.kind == "dataset"],
+        "impactedColumns": column_list[:limit],
+        "impactTruncated": len(impacted) > limit or len(column_list) > limit,
+        "impactComplete": complete,
+    }
+
+
+def alert_driver(clients: ClientSettings, settings: AlertSettings) -> Driver:
+    """A driver whose every wait is bounded: connecting, acquiring a connection, the driver's own retries."""
+    return driver_for(clients, connection_timeout=5.0, connection_acquisition_timeout=settings.query_timeout,
+                      max_transaction_retry_time=settings.query_timeout, liveness_check_timeout=30.0)
+
+
+class GraphProgress:
+    """How far the graph sink got: the normalized topic's end offsets and the graph sink group's committed ones.
+
+    Read through a consumer of the graph sink's group that never subscribes (it only asks, it never joins): the
+    admin API's ListConsumerGroupOffsets crashed the process in native code (SIGSEGV) when asked while the broker
+    restarted, in 2 of 3 fault runs; a consumer's committed() and watermark queries fail as plain KafkaExceptions."""
+
+    def __init__(self, clients: ClientSettings, group_id: str, timeout: float = 5.0) -> None:
+        self.reader = Consumer(clients.kafka_config({"group.id": group_id, "enable.auto.commit": False,
+                                                     "isolation.level": "read_committed"}))
+        self.topic, self.timeout = clients.normalized_topic, timeout
+        self._partitions: list[int] = []
+
+    def partitions(self) -> list[int]:
+        if not self._partitions:
+            metadata = self.reader.list_topics(self.topic, timeout=self.timeout).topics[self.topic]
+            if metadata.error is not None:
+                raise KafkaException(metadata.error)
+            self._partitions = sorted(metadata.partitions)
+        return self._partitions
+
+    def end_offsets(self) -> dict[int, int]:
+        return {p: self.reader.get_watermark_offsets(TopicPartition(self.topic, p), timeout=self.timeout)[1]
+                for p in self.partitions()}
+
+    def committed(self) -> dict[int, int]:
+        return {tp.partition: tp.offset for tp in self.reader.committed(
+            [TopicPartition(self.topic, p) for p in self.partitions()], timeout=self.timeout) if tp.error is None}
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+@dataclass
+class _Finding:
+    alert_id: str
+    change: dict[str, Any]
+    event: dict[str, Any]
+    produced_at: datetime | None
+
+
+class AlertSink:
+    def __init__(self, clients: ClientSettings, settings: AlertSettings, metrics: Metrics | None = None) -> None:
+        prepare_pipeline(clients, settings.partitions)
+        self.clients, self.settings = clients, settings
+        self.metrics = metrics or Metrics(process_metrics=False)
+        client = SchemaRegistryClient(clients.registry_config())
+        self.normalized = AvroCodec("normalized_event", registry.schema_fetcher(client))
+        self.alerts = AvroCodec("schema_drift_alert", registry.schema_fetcher(client))
+        self.alert_schema_id = registry.registered_id(client, clients.drift_topic, "schema_drift_alert")
+        self.driver = alert_driver(clients, settings)
+        self.producer = AckingProducer(clients.kafka_config())
+        self.progress = GraphProgress(clients, settings.graph_group_id)
+        self.consumer = Consumer(clients.kafka_config({
+            "group.id": settings.group_id,
+            "enable.auto.commit": False, "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+            "session.timeout.ms": "10000",
+        }))
+        self.recent: OrderedDict[str, None] = OrderedDict()  # alert ids published lately, to drop repeats
+        self.published = 0
+        self.stop = threading.Event()
+
+    def run(self, stop: threading.Event) -> None:
+        self.stop = stop
+        # Alerts this sink (or its predecessor) already published: a finding repeated after a restart — records
+        # redelivered past the last commit, a processor's repeated batch — must not alert twice.
+        for alert in tail(self.clients, self.clients.drift_topic, "schema_drift_alert", RECENT_ALERTS, False):
+            self._remember(alert["alertId"])
+        self.consumer.subscribe([self.clients.normalized_topic])
+        print(f"alert sink ready: {self.clients.normalized_topic} → {self.clients.drift_topic}", flush=True)
+        last_lag = time.monotonic()
+        try:
+            while not stop.is_set():
+                if time.monotonic() - last_lag >= 5.0:
+                    last_lag = time.monotonic()
+                    self.metrics.update_lag(STAGE, self.consumer)
+                messages = [m for m in self.consumer.consume(500, self.settings.poll_seconds) if m.error() is None]
+                if not messages:
+                    continue
+                self.metrics.events_in(STAGE, len(messages))
+                try:
+                    self._handle(messages)
+                except Stopped:
+                    log.warning("%s: stopped in the middle of a batch; it is not committed and will be read again",
+                                STAGE)
+                    break
+                self.metrics.seen(STAGE)
+                commit_offsets(self.consumer, stop, log, STAGE)
+        finally:
+            self.consumer.close()  # no commit here: an unfinished batch goes to the next start
+            self.progress.close()
+            self.producer.close(timeout=5.0 if stop.is_set() else 30.0)
+            self._close_driver()
+            print(f"alert sink stopped: {self.published} alerts published", flush=True)
+
+    def _handle(self, messages: list[Any]) -> None:
+        findings: list[_Finding] = []
+        batch_ids: set[str] = set()
+        for message in messages:
+            try:
+                record = self.normalized.decode(message.value())
+            except WireFormatError:
+                continue  # the graph sink dead-letters undecodable records; one DLQ record is enough
+            if not record["schemaChanges"]:
+                continue
+            event = record_to_event(record["event"])
+            for change in record["schemaChanges"]:
+                identity = alert_id(change, event)
+                if identity not in self.recent and identity not in batch_ids:
+                    batch_ids.add(identity)
+                    findings.append(_Finding(identity, change, event, record["processing"].get("producedAt")))
+        if not findings:
+            return
+        # Everything on the topic now — the change's own record and any downstream runs read with it or before —
+        # must be in the graph before impact is asked.
+        targets = self._end_offsets()
+        complete = targets is not None and self._wait_for_graph(targets)
+        alerts = []
+        for finding in findings:
+            # (a retry while Neo4j was away waits for the graph sink again: it may be complete by then)
+            impacted, columns, complete, answered = self._impact(finding.change, targets, complete)
+            alert = build_alert(finding.change, finding.event, impacted, self.settings.depth,
+                                self.settings.max_impacted, datetime.now(UTC), columns=columns,
+                                complete=complete and answered)
+            change, event = finding.change, finding.event
+            alerts.append((f"{change['namespace']}/{change['name']}".encode(),
+                           self.alerts.encode(alert, self.alert_schema_id)))
+            log.warning("schema drift (%s) on %s/%s by %s: %d changes, %d jobs and %d columns downstream%s",
+                        change["severity"], change["namespace"], change["name"], (event.get("job") or {}).get("name"),
+                        len(change["changes"]), len(alert["impactedJobs"]), len(alert["impactedColumns"]),
+                        "" if alert["impactComplete"] else " (impact may be incomplete)",
+                        extra={"stage": STAGE, "dataset": f"{change['namespace']}/{change['name']}",
+                               "job": (event.get("job") or {}).get("name"),
+                               "run_id": (event.get("run") or {}).get("runId")})
+        self._publish(alerts)
+        for finding in findings:
+            self._remember(finding.alert_id)
+        published = time.time()
+        for finding in findings:  # event produced (raw topic timestamp) → its alert acknowledged
+            if finding.produced_at is not None:
+                self.metrics.latency_since("alert", finding.produced_at.timestamp(), published)
+
+    def _remember(self, identity: str) -> None:
+        self.recent[identity] = None
+        if len(self.recent) > RECENT_ALERTS:
+            self.recent.popitem(last=False)
+
+    def _end_offsets(self) -> dict[int, int] | None:
+        """The normalized topic's end offsets now; None if Kafka does not answer within the graph wait."""
+        found: dict[str, dict[int, int]] = {}
+
+        def read() -> bool:
+            try:
+                found["ends"] = self.progress.end_offsets()
+                return True
+            except (KafkaException, TimeoutError) as exc:  # a broker restarting: not an answer yet, wait on
+                log.warning("%s: end offsets of %s not read (%r); retrying", STAGE, self.clients.normalized_topic, exc)
+                return False
+
+        wait_until(read, self.settings.graph_wait_seconds, self.stop, interval=1.0)
+        return found.get("ends")
+
+    def _wait_for_graph(self, targets: Mapping[int, int]) -> bool:
+        """Wait (bounded) until the graph sink's group committed ``targets``; whether it did."""
+        last: dict[int, int] = {}
+
+        def reached() -> bool:
+            try:
+                last.update(self.progress.committed())
+            except (KafkaException, TimeoutError) as exc:  # the admin request's future timed out mid-restart
+                log.debug("%s: committed offsets of %s not read: %r", STAGE, self.settings.graph_group_id, exc)
+                return False
+            return caught_up(targets, last)
+
+        if wait_until(reached, self.settings.graph_wait_seconds, self.stop):
+            return True
+        behind = {p: end - max(last.get(p, 0), 0) for p, end in targets.items() if max(last.get(p, 0), 0) < end}
+        problem(log, f"the graph sink ({self.settings.graph_group_id}) has not written everything before the change "
+                f"after {self.settings.graph_wait_seconds:.0f}s (records behind per partition: {behind}); the alert "
+                "goes out with impactComplete=false", "check that `lineage sink` runs and keeps up", stage=STAGE)
+        return False
+
+    def _impact(self, change: dict[str, Any], targets: Mapping[int, int] | None, complete: bool
+                ) -> tuple[list[Reached], list[ReachedField], bool, bool]:
+        """Jobs, datasets and columns downstream of the change, whether the graph sink had caught up when they were
+        read (``complete``, updated by the waits between retries), and whether Neo4j answered the query at all.
+        Retried while Neo4j is unavailable or silent."""
+        namespace, name, fields = change["namespace"], change["name"], changed_fields(change)
+        depth, limit, timeout = self.settings.depth, self.settings.max_impacted + 1, self.settings.query_timeout
+
+        def query() -> tuple[list[Reached], list[ReachedField]]:
+            reached = impact(self.driver, namespace, name, depth, limit, timeout=timeout)
+            columns = column_impact(self.driver, namespace, name, fields, depth, limit, timeout=timeout) \
+                if fields else []
+            return reached, columns
+
+        delay = 0.5
+        while True:
+            try:
+                reached, columns = self._bounded(query, timeout + QUERY_MARGIN)
+                return reached, columns, complete, True
+            except (ClientError, TraversalTimeout) as exc:  # refused, or out of time: alert without impact
+                reason = exc.code if isinstance(exc, ClientError) else str(exc)
+                problem(log, f"impact query refused ({reason}); the alert goes out without its impact",
+                        "see the Neo4j log; LINEAGE_ALERT_QUERY_TIMEOUT bounds the query", stage=STAGE,
+                        dataset=f"{namespace}/{name}")
+                return [], [], complete, False
+            except (Neo4jError, DriverError, OSError, QueryTimeout) as exc:  # unavailable, restarting, silent
+                problem(log, "impact query failed, the alert waits for its downstream list",
+                        "check NEO4J_URI and that Neo4j runs", error=exc, retry_in=delay, stage=STAGE,
+                        dataset=f"{namespace}/{name}")
+                if self.stop.wait(delay):
+                    raise Stopped from exc
+                delay = min(delay * 2, 10.0)
+                if not complete and targets is not None:  # the graph sink may have caught up meanwhile
+                    complete = self._wait_for_graph(targets)
+
+    def _bounded(self, work: Callable[[], T], timeout: float) -> T:
+        """``work()`` in a daemon thread, waited for at most ``timeout`` seconds and only while not stopped: a
+        connection that went silent must not hold the sink (its thread ends when the socket times out)."""
+        outcome: dict[str, Any] = {}
+        done = threading.Event()
+
+        def target() -> None:
+            try:
+                outcome["value"] = work()
+            except BaseException as exc:  # handed to the caller's thread
+                outcome["error"] = exc
+            finally:
+                done.set()
+
+        thread = threading.Thread(target=target, name="impact-query", daemon=True)
+        thread.start()
+        deadline = time.monotonic() + timeout
+        while not done.wait(0.2):
+            if self.stop.is_set():
+                raise Stopped
+            if time.monotonic() >= deadline:
+                raise QueryTimeout(f"no answer from Neo4j within {timeout:.0f}s")
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["value"]
+
+    def _publish(self, alerts: list[tuple[bytes, bytes]]) -> None:
+        """Send and wait for Kafka's acknowledgement (librdkafka retries through a broker restart), watching stop."""
+        done = self.producer.send(self.clients.drift_topic, alerts)
+        while not done.done():
+            if self.stop.wait(0.2) and not done.done():
+                raise Stopped
+        self.published += done.result()  # a PublishError ends the sink; the batch stays uncommitted
+        self.metrics.events_out(STAGE, len(alerts))
+
+    def _close_driver(self) -> None:
+        """Close the driver, but never wait long for a query thread still blocked on a silent connection."""
+        closer = threading.Thread(target=self.driver.close, name="neo4j-close", daemon=True)
+        closer.start()
+        closer.join(5.0)

@@ -1,0 +1,237 @@
+"""Neo4j graph sink (``lineage sink``): normalized events → the lineage graph, one transaction per batch.
+
+The graph statements are ``graph_model``'s fixed, parameterized ``UNWIND … MERGE`` statements, idempotent and order
+independent, so the sink is at-least-once without harm: offsets are committed only after the Neo4j transaction
+committed, and a batch repeated after a crash changes nothing. Neo4j unavailable → back off and retry the same batch
+(nothing is skipped). A record that can never be written — it does not decode, or the database rejects its
+statements — goes to the DLQ with the reason; the rest of its batch is written.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Message
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from neo4j import Driver, GraphDatabase
+from neo4j.exceptions import DriverError, Neo4jError
+
+from kafka_lineage.runtime.config import ClientSettings, SinkSettings
+from kafka_lineage.runtime.kafka_io import AckingProducer, commit_offsets, prepare_pipeline
+from kafka_lineage.runtime.logs import problem
+from kafka_lineage.runtime.metrics import Metrics
+from kafka_lineage.schemas import registry
+from kafka_lineage.schemas.dead_letters import dead_letter
+from kafka_lineage.schemas.openlineage import FacetCache, record_to_event
+from kafka_lineage.schemas.wire import AvroCodec, RegistryUnavailable, WireFormatError
+from kafka_lineage.sinks.graph.model import CONSTRAINTS, FINGERPRINT_QUERIES, fingerprint, graph_batch, statements
+from kafka_lineage.sinks.graph.neo4j_errors import is_record_fault
+
+log = logging.getLogger(__name__)
+STAGE = "graph-sink"
+
+
+def driver_for(clients: ClientSettings, **options: Any) -> Driver:
+    """The pipeline's Neo4j driver; ``options``: further driver settings (timeouts)."""
+    # Notifications off: the server otherwise warns about every label a query names before the graph has one.
+    return GraphDatabase.driver(clients.neo4j_uri, auth=(clients.neo4j_user, clients.neo4j_password),
+                                notifications_min_severity="OFF", **options)
+
+
+def ensure_constraints(driver: Driver) -> None:
+    with driver.session() as session:
+        for statement in CONSTRAINTS:
+            session.run(statement).consume()
+
+
+def graph_fingerprint(driver: Driver) -> str:
+    """Canonical hash of every node and relationship with its identity (``lineage graph fingerprint``)."""
+    with driver.session() as session:
+        rows = {name: [record.data() for record in session.run(query)] for name, query in FINGERPRINT_QUERIES.items()}
+    return fingerprint(rows)
+
+
+def write_events(driver: Driver, events: list[dict[str, Any]]) -> None:
+    """All statements of one batch in one write transaction (retried by the driver on transient errors)."""
+    write_statements(driver, statements(graph_batch(events)))
+
+
+def write_statements(driver: Driver, work: list[tuple[str, dict[str, Any]]]) -> None:
+    """Run prepared ``graph_model.statements`` in one write transaction (a thread may do this while the caller
+    prepares the next batch: the driver waits on the socket without holding the GIL)."""
+
+    def transaction(tx: Any) -> None:
+        for query, parameters in work:
+            tx.run(query, parameters).consume()
+
+    with driver.session() as session:
+        session.execute_write(transaction)
+
+
+class Stopped(Exception):
+    """The sink was asked to stop while a batch waited for Neo4j: the batch stays uncommitted."""
+
+
+class GraphSink:
+    def __init__(self, clients: ClientSettings, settings: SinkSettings, metrics: Metrics | None = None) -> None:
+        self.clients = clients
+        self.settings = settings
+        self.metrics = metrics or Metrics(process_metrics=False)
+        prepare_pipeline(clients, settings.partitions)
+        self.driver = driver_for(clients)
+        registry_client = SchemaRegistryClient(clients.registry_config())
+        self.codec = AvroCodec("normalized_event", registry.schema_fetcher(registry_client))
+        self.dead_codec = AvroCodec("dead_letter", registry.schema_fetcher(registry_client))
+        self.dead_letter_id = registry.registered_id(registry_client, clients.dlq_topic, "dead_letter")
+        self.dlq = AckingProducer(clients.kafka_config())
+        self.consumer = Consumer(clients.kafka_config({
+            "group.id": settings.group_id,
+            "enable.auto.commit": False, "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+            "session.timeout.ms": "10000",
+        }))
+        self.written = self.dead = 0
+        self.neo4j_problem: str | None = None  # why the last write failed, while it is the environment's fault
+        self._delay = 0.5
+        self.facets = FacetCache()  # every run of a job repeats its datasets' schema facets: parse each text once
+
+    def run(self, stop: threading.Event) -> None:
+        self.consumer.subscribe([self.clients.normalized_topic])
+        print(f"graph sink ready: {self.clients.normalized_topic} → {self.clients.neo4j_uri}", flush=True)
+        last_report = last_lag = time.monotonic()
+        try:
+            self._with_retry(lambda: ensure_constraints(self.driver), stop)  # Neo4j may refuse us until fixed
+            while not stop.is_set():
+                messages = self._consume()
+                if messages:
+                    self._write_batch(messages, stop)
+                    commit_offsets(self.consumer, stop, log, STAGE)  # only after the graph transaction committed
+                if time.monotonic() - last_lag >= 5.0:  # lag needs broker round trips: not every batch
+                    last_lag = time.monotonic()
+                    self.metrics.update_lag(STAGE, self.consumer)
+                if time.monotonic() - last_report >= self.settings.report_seconds:
+                    last_report = time.monotonic()
+                    log.info("graph sink: %d events written, %d dead letters", self.written, self.dead)
+        except Stopped:
+            log.info("graph sink: stopped while waiting for Neo4j; the unwritten batch is read again at the next start")
+        finally:
+            self.consumer.close()  # leaves the group; uncommitted records go to the next member
+            self.dlq.close()
+            self.driver.close()
+            print(f"graph sink stopped: {self.written} events written, {self.dead} dead letters", flush=True)
+
+    def _consume(self) -> list[Message]:
+        """A batch of records; errors the consumer reports are logged (a partition's end is not one), never dropped
+        silently."""
+        messages = []
+        for message in self.consumer.consume(self.settings.batch_size, self.settings.poll_seconds):
+            error = message.error()
+            if error is None:
+                messages.append(message)
+            elif error.code() != KafkaError._PARTITION_EOF:
+                problem(log, f"Kafka consumer error: {error}", "check the broker and the topic", stage=STAGE)
+        return messages
+
+    def _write_batch(self, messages: list[Message], stop: threading.Event) -> None:
+        self.metrics.events_in(STAGE, len(messages))
+        self.metrics.batch(STAGE, len(messages))
+        decoded: list[tuple[Message, dict[str, Any]]] = []
+        produced: list[datetime] = []
+        for message in messages:
+            try:
+                record = self._decode(message, stop)
+                decoded.append((message, record_to_event(record["event"], self.facets)))
+                if record["processing"].get("producedAt") is not None:
+                    produced.append(record["processing"]["producedAt"])
+            except (WireFormatError, ValueError, TypeError, KeyError) as exc:
+                reason = exc.error_class if isinstance(exc, WireFormatError) else "undecodable"
+                self._dead([(message, reason, str(exc))])
+        if not decoded:
+            return
+        while True:
+            try:
+                with self.metrics.neo4j_timer():
+                    self._with_retry(lambda: write_events(self.driver, [event for _, event in decoded]), stop)
+                self._written(len(decoded), produced)
+                return
+            except Neo4jError as exc:  # refused for a record it carries: find which one(s)
+                log.warning("batch of %d rejected by Neo4j (%s); writing its records one by one", len(decoded), exc)
+            failures = []
+            for message, event in decoded:
+                try:
+                    self._with_retry(lambda event=event: write_events(self.driver, [event]), stop)
+                    self._written(1, [])
+                except Neo4jError as single:
+                    failures.append((message, "neo4j-rejected", f"{single.code}: {single.message}"))
+            if len(decoded) == 1 or len(failures) < len(decoded):
+                self._dead(failures)
+                return
+            # Every record refused on its own: the statements are fixed and the events were validated, so this is
+            # the database (an unknown code, a broken procedure), not 50 bad records. Wait and write it again.
+            self._wait_for_neo4j(RuntimeError(f"all {len(decoded)} records of the batch refused: {failures[0][2]}"),
+                                 stop, "every record of a batch refused by Neo4j")
+
+    def _written(self, count: int, produced: list[datetime]) -> None:
+        self.written += count
+        self.metrics.events_out(STAGE, count)
+        committed = time.time()
+        for moment in produced:  # event produced (raw topic timestamp) → in the graph
+            self.metrics.latency_since("graph", moment.timestamp(), committed)
+        self.metrics.seen(STAGE)
+
+    def _decode(self, message: Message, stop: threading.Event) -> dict[str, Any]:
+        delay = 0.5
+        while True:
+            try:
+                return self.codec.decode(message.value())
+            except RegistryUnavailable as exc:  # not the record's fault: wait for the registry
+                problem(log, "schema registry unavailable", "check SCHEMA_REGISTRY_URL and that the registry runs",
+                        error=exc, retry_in=delay, stage=STAGE)
+                if stop.wait(delay):
+                    raise Stopped from exc
+                delay = min(delay * 2, 30.0)
+
+    def _with_retry(self, write: Callable[[], None], stop: threading.Event) -> None:
+        """Write, waiting out every error of the environment (Neo4j unreachable, credentials, permissions, a
+        read-only or full database: ``neo4j_errors``); only a record's own fault is raised, to be dead-lettered."""
+        self._delay = 0.5
+        while True:
+            try:
+                write()
+                self.neo4j_problem = None
+                return
+            except (Neo4jError, DriverError, OSError) as exc:
+                if is_record_fault(exc):
+                    raise
+                self._wait_for_neo4j(exc, stop, "Neo4j cannot take writes, the batch waits")
+
+    def _wait_for_neo4j(self, exc: Exception, stop: threading.Event, what: str) -> None:
+        """Not ready until a write succeeds again; the wait ends at once on ``stop`` (nothing committed)."""
+        self.neo4j_problem = f"{type(exc).__name__}: {getattr(exc, 'message', None) or exc}"
+        problem(log, what, "check NEO4J_URI, the credentials and the database's state (`lineage stack status`); "
+                "nothing is skipped or dead-lettered", error=exc, retry_in=self._delay, stage=STAGE)
+        if stop.wait(self._delay):
+            raise Stopped from exc
+        self._delay = min(self._delay * 2, 30.0)
+
+    def check_writable(self) -> None:
+        """The readiness check: raises while the last write failed for a reason of the environment."""
+        if self.neo4j_problem is not None:
+            raise RuntimeError(f"Neo4j refuses writes: {self.neo4j_problem}")
+
+    def _dead(self, failures: list[tuple[Message, str, str]]) -> None:
+        records = []
+        for message, error_class, reason in failures:
+            self.metrics.dead_letter(STAGE, error_class)
+            problem(log, f"dead letter {error_class}: {reason}", "the record is on the DLQ: `lineage dlq tail`",
+                    stage=STAGE, topic=message.topic(), partition=message.partition(), offset=message.offset())
+            records.append((message.key(), self.dead_codec.encode(dead_letter(
+                stage=STAGE, error_class=error_class, error_message=reason, key=message.key(), value=message.value(),
+                headers=message.headers() or (), source_topic=message.topic(), source_partition=message.partition(),
+                source_offset=message.offset()), self.dead_letter_id)))
+        self.dlq.send(self.clients.dlq_topic, records).result(600)  # acknowledged before the offset is committed
+        self.dead += len(failures)
