@@ -177,7 +177,13 @@ class ClientSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ClientSettings:
-        values = merged_environment(env)
+        """A component's settings: the environment over the YAML file, the Neo4j password read where it is kept."""
+        return cls.from_values(merged_environment(env))
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, str], *, neo4j: bool = True) -> ClientSettings:
+        """Settings from ``values`` alone. ``neo4j=False`` (the emitter inside a user's job): no Neo4j secret is
+        looked for, no file read."""
         # Unset addresses are this machine's, at the ports a local stack listens on (LINEAGE_*_PORT).
         def local(key: str, port: int) -> str:
             return f"127.0.0.1:{port_setting(values, key, port)}"
@@ -189,7 +195,7 @@ class ClientSettings:
                 "SCHEMA_REGISTRY_URL", f"http://{local('LINEAGE_REGISTRY_PORT', 8081)}/apis/ccompat/v7"),
             neo4j_uri=_neo4j_uri(values, f"bolt://{local('LINEAGE_NEO4J_BOLT_PORT', 7687)}"),
             neo4j_user=values.get("NEO4J_USER", "neo4j"),
-            neo4j_password=_neo4j_password(values),
+            neo4j_password=_neo4j_password(values) if neo4j else "",
             connect_url=values.get("LINEAGE_CONNECT_URL", f"http://{local('LINEAGE_CONNECT_PORT', 8083)}"),
             kafka_security=_kafka_security(values),
             registry_auth=_registry_auth(values),

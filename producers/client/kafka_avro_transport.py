@@ -19,6 +19,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
+import os
 import queue
 import threading
 import time
@@ -49,8 +50,10 @@ class KafkaAvroConfig(Config):
 
     @classmethod
     def from_dict(cls, params: dict[str, Any]) -> KafkaAvroConfig:
-        """Unset connection settings fall back to the pipeline's environment (KAFKA_BOOTSTRAP_SERVERS, …)."""
-        settings = ClientSettings.from_env()
+        """Unset connection settings fall back to the standard environment variables (KAFKA_BOOTSTRAP_SERVERS,
+        SCHEMA_REGISTRY_URL, KAFKA_SECURITY_PROTOCOL, …); inside a user's job nothing else is read (no YAML file, no
+        secret files)."""
+        settings = ClientSettings.from_values(os.environ, neo4j=False)
         given = {str(k): str(v) for k, v in (params.get("config") or {}).items()}
         # the environment's security settings apply only to the environment's cluster
         config = given if "bootstrap.servers" in given else {

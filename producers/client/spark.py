@@ -13,9 +13,8 @@ Settings not passed default to the pipeline's environment (``LINEAGE_COLLECTOR_H
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
-
-from kafka_lineage.runtime.config import CollectorSettings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -41,10 +40,12 @@ def openlineage_spark_conf(
     its events share that root's partition key. ``mirror_file`` additionally writes every event as JSON lines to a
     local file (the agent's composite transport) — for audits and for proving the route is lossless.
     """
-    if collector_url is None:
-        settings = CollectorSettings.from_env()
-        collector_url = f"http://{settings.host}:{settings.port}"
-        token = token if token is not None else settings.token
+    if collector_url is None:  # the standard OpenLineage variables, else the collector's own settings
+        env = os.environ
+        collector_url = env.get("OPENLINEAGE_URL") or (
+            f"http://{env.get('LINEAGE_COLLECTOR_HOST', '127.0.0.1')}:{env.get('LINEAGE_COLLECTOR_PORT', '5000')}")
+        if token is None:
+            token = env.get("OPENLINEAGE_API_KEY") or env.get("LINEAGE_COLLECTOR_TOKEN") or None
     http = {
         "type": "http",
         "url": collector_url.rstrip("/"),
