@@ -24,15 +24,28 @@ Faust credentials.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from importlib.metadata import version
 from typing import Any
 
-import faust
-from aiokafka import TopicPartition
-from aiokafka.helpers import create_ssl_context
-from faust.transport.drivers import aiokafka as faust_aiokafka
-from faust.types import TP
-from mode.utils.objects import cached_property
-from mode.utils.queues import FlowControlEvent
+# The fixes replace internals of these exact releases (pinned in the `processor` extra): any other one fails here
+# with one clear error rather than somewhere inside Faust, possibly losing records.
+TESTED_WITH = {"faust-streaming": "0.15.3", "mode-streaming": "0.7.1"}
+_installed = {name: version(name) for name in TESTED_WITH}
+if _installed != TESTED_WITH:
+    raise ImportError(f"kafka_lineage.processors.faust_transport patches {TESTED_WITH} and cannot run with "
+                      f"{_installed}: install the versions in constraints.txt (pip install 'kafka-lineage[processor]')")
+
+import faust  # noqa: E402 (after the version check)
+from aiokafka import TopicPartition  # noqa: E402
+from aiokafka.helpers import create_ssl_context  # noqa: E402
+from faust.transport.drivers import aiokafka as faust_aiokafka  # noqa: E402
+from faust.types import TP  # noqa: E402
+from mode.utils.objects import cached_property  # noqa: E402
+from mode.utils.queues import FlowControlEvent  # noqa: E402
+
+# The transport is a Faust driver registered under this URL scheme (the ``faust.transports`` entry point in
+# pyproject.toml): ``broker=f"{BROKER_SCHEME}://host:9092"`` selects it.
+BROKER_SCHEME = "lineage-kafka"
 
 
 class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
@@ -73,8 +86,15 @@ class _Consumer(faust_aiokafka.Consumer):
         return super()._new_offset(tp)
 
 
-class _Transport(faust_aiokafka.Transport):
+class Transport(faust_aiokafka.Transport):
+    """Faust's aiokafka driver with the consumer of fixes 1 and 3."""
+
     Consumer = _Consumer
+
+
+def broker_url(bootstrap_servers: str) -> str:
+    """Faust's broker setting for ``bootstrap_servers`` (host:port[,host:port]) through this module's transport."""
+    return f"{BROKER_SCHEME}://{bootstrap_servers}"
 
 
 def broker_credentials(kafka_security: Iterable[tuple[str, str]]) -> faust.types.auth.CredentialsT | None:
@@ -104,11 +124,8 @@ class _FlowControl(FlowControlEvent):
 
 
 class App(faust.App):
-    """``faust.App`` with the module's fixes: uncommitted partitions restart from their beginning, queued records
-    survive a redundant flow-control resume, and commits never pass a record that was not acknowledged."""
-
-    def _new_transport(self) -> Any:
-        return _Transport(self.conf.broker_consumer, self)
+    """``faust.App`` whose queued records survive a redundant flow-control resume (fix 2); give it
+    ``broker=broker_url(...)`` for the transport of fixes 1 and 3."""
 
     @cached_property
     def flow_control(self) -> FlowControlEvent:

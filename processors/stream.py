@@ -31,7 +31,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from kafka_lineage.processors.core import STAGE, Incoming, Output, ProcessorCore
-from kafka_lineage.processors.faust_transport import App, broker_credentials
+from kafka_lineage.processors.faust_transport import App, broker_credentials, broker_url
 from kafka_lineage.processors.normalize import parse_aliases
 from kafka_lineage.runtime.config import ClientSettings, OperationsSettings, ProcessorSettings
 from kafka_lineage.runtime.kafka_io import AckingProducer, prepare_pipeline, replication_factor
@@ -91,7 +91,7 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
 
     app = App(
         settings.group_id,
-        broker=f"kafka://{clients.kafka_bootstrap_servers}",
+        broker=broker_url(clients.kafka_bootstrap_servers),
         store="memory://",
         value_serializer="raw",
         key_serializer="raw",

@@ -20,7 +20,7 @@ import uuid
 import faust
 import mode
 
-from kafka_lineage.processors.faust_transport import App, broker_credentials
+from kafka_lineage.processors.faust_transport import App, broker_credentials, broker_url
 from kafka_lineage.runtime.config import ClientSettings, ProcessorSettings
 
 
@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
         return 2
     topic_name, count = argv[0], int(argv[1])
     clients, settings = ClientSettings.from_env(), ProcessorSettings.from_env()
-    app = App(f"lineage-bench-faust-{uuid.uuid4().hex[:8]}", broker=f"kafka://{clients.kafka_bootstrap_servers}",
+    app = App(f"lineage-bench-faust-{uuid.uuid4().hex[:8]}", broker=broker_url(clients.kafka_bootstrap_servers),
               broker_credentials=broker_credentials(clients.kafka_security), store="memory://",
               value_serializer="raw", key_serializer="raw", consumer_auto_offset_reset="earliest",
               web_enabled=False, datadir=tempfile.mkdtemp(prefix="lineage-bench-faust-"),

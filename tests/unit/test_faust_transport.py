@@ -63,3 +63,12 @@ def test_resuming_active_flow_keeps_the_queued_records_and_resuming_suspended_fl
     kept, after_suspension = asyncio.run(scenario())
     assert kept == 3
     assert after_suspension == 0
+
+
+def test_the_transport_is_a_faust_driver_selected_by_its_url_scheme() -> None:
+    import faust.transport
+
+    from kafka_lineage.processors.faust_transport import App, Transport, broker_url
+
+    assert faust.transport.by_url(broker_url("127.0.0.1:9092")) is Transport
+    assert type(App("driver-test", broker=broker_url("127.0.0.1:9092")).transport) is Transport
