@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import uuid
@@ -12,6 +13,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from kafka_lineage.runtime.config import ClientSettings, TopicSettings
+from kafka_lineage.runtime.retry import Backoff, Stopped
 
 PRODUCER_DEFAULTS = {
     "acks": "all",
@@ -257,7 +259,7 @@ def commit_offsets(consumer: Consumer, stop: threading.Event, log: logging.Logge
     restart answers NOT_COORDINATOR for a while), and otherwise give up: an uncommitted batch is only delivered
     again (to this member after it polls and rejoins, or to the partitions' next owner), which the idempotent
     sinks absorb. Blocking here instead would keep the consumer from polling, hence from ever rejoining."""
-    delay = 0.5
+    backoff = Backoff(cap=8.0)
     for attempt in range(attempts):
         try:
             consumer.commit(asynchronous=False)
@@ -269,6 +271,6 @@ def commit_offsets(consumer: Consumer, stop: threading.Event, log: logging.Logge
             if error.code() in _PARTITIONS_MOVED or stop.is_set() or attempt == attempts - 1:
                 log.warning("%s: offsets not committed (%s); the batch will be delivered again", stage, error.str())
                 return
-            log.warning("%s: offset commit failed (%s); retrying in %.1fs", stage, error.str(), delay)
-            stop.wait(delay)
-            delay = min(delay * 2, 8.0)
+            log.warning("%s: offset commit failed (%s); retrying in %.1fs", stage, error.str(), backoff.delay)
+            with contextlib.suppress(Stopped):  # stopping: one more attempt, then the check above gives up
+                backoff.wait(stop)

@@ -22,7 +22,6 @@ import logging
 import os
 import queue
 import threading
-import time
 from typing import Any
 
 import attr
@@ -33,6 +32,7 @@ from kafka_lineage.producers.client.client_events import event_dict
 from kafka_lineage.producers.client.publisher import KNOWN_GOOD_EVENT, EventPublisher, PublishError
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.metrics import Metrics, serve_http
+from kafka_lineage.runtime.retry import Backoff
 from kafka_lineage.schemas.openlineage import InvalidEvent
 
 log = logging.getLogger(__name__)
@@ -167,16 +167,15 @@ class KafkaAvroTransport(Transport):
 
     def _encode_with_retry(self, event: dict[str, Any]) -> tuple[bytes, bytes]:
         """Only an unreachable registry (PublishError) is retried: nothing else gets better by waiting."""
-        delay = 0.5
+        backoff = Backoff(cap=10.0)
         while True:
             try:
                 return self._publisher.encode(event)
             except PublishError as exc:  # registry unreachable: back off, keep the event
                 if self._closed:
                     raise
-                log.warning("schema registry unavailable (%s); retrying in %.1fs", exc, delay)
-                time.sleep(delay)
-                delay = min(delay * 2, 10.0)
+                log.warning("schema registry unavailable (%s); retrying in %.1fs", exc, backoff.delay)
+                backoff.wait()
 
     def _on_delivery(self, error: KafkaError | None, _message: Message) -> None:
         if error is None:

@@ -38,6 +38,7 @@ from kafka_lineage.runtime.config import AlertSettings, ClientSettings
 from kafka_lineage.runtime.kafka_io import AckingProducer, commit_offsets, prepare_pipeline
 from kafka_lineage.runtime.logs import problem
 from kafka_lineage.runtime.metrics import Metrics
+from kafka_lineage.runtime.retry import Backoff, Stopped
 from kafka_lineage.runtime.tail import tail
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import record_to_event
@@ -50,10 +51,6 @@ STAGE = "alert-sink"
 RECENT_ALERTS = 100_000  # alert ids remembered to drop repeats (also read back from the topic at start)
 QUERY_MARGIN = 5.0  # seconds past the transaction timeout before the client gives a query up
 T = TypeVar("T")
-
-
-class Stopped(Exception):
-    """Stop was requested in the middle of a batch: leave without committing it (the next start re-reads it)."""
 
 
 class QueryTimeout(Exception):
@@ -343,7 +340,7 @@ class AlertSink:
                 if fields else []
             return reached, columns
 
-        delay = 0.5
+        backoff = Backoff(cap=10.0)
         while True:
             try:
                 reached, columns = self._bounded(query, timeout + QUERY_MARGIN)
@@ -356,11 +353,9 @@ class AlertSink:
                 return [], [], complete, False
             except (Neo4jError, DriverError, OSError, QueryTimeout) as exc:  # unavailable, restarting, silent
                 problem(log, "impact query failed, the alert waits for its downstream list",
-                        "check NEO4J_URI and that Neo4j runs", error=exc, retry_in=delay, stage=STAGE,
+                        "check NEO4J_URI and that Neo4j runs", error=exc, retry_in=backoff.delay, stage=STAGE,
                         dataset=f"{namespace}/{name}")
-                if self.stop.wait(delay):
-                    raise Stopped from exc
-                delay = min(delay * 2, 10.0)
+                backoff.wait(self.stop)
                 if not complete and targets is not None:  # the graph sink may have caught up meanwhile
                     complete = self._wait_for_graph(targets)
 

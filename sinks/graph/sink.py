@@ -25,6 +25,7 @@ from kafka_lineage.runtime.config import ClientSettings, SinkSettings
 from kafka_lineage.runtime.kafka_io import AckingProducer, commit_offsets, prepare_pipeline
 from kafka_lineage.runtime.logs import problem
 from kafka_lineage.runtime.metrics import Metrics
+from kafka_lineage.runtime.retry import Backoff, Stopped
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.openlineage import FacetCache, record_to_event
@@ -73,10 +74,6 @@ def write_statements(driver: Driver, work: list[tuple[str, dict[str, Any]]]) -> 
         session.execute_write(transaction)
 
 
-class Stopped(Exception):
-    """The sink was asked to stop while a batch waited for Neo4j: the batch stays uncommitted."""
-
-
 class GraphSink:
     def __init__(self, clients: ClientSettings, settings: SinkSettings, metrics: Metrics | None = None) -> None:
         self.clients = clients
@@ -96,7 +93,7 @@ class GraphSink:
         }))
         self.written = self.dead = 0
         self.neo4j_problem: str | None = None  # why the last write failed, while it is the environment's fault
-        self._delay = 0.5
+        self._backoff = Backoff()  # waits for Neo4j, from the first failure of a write on
         self.facets = FacetCache()  # every run of a job repeats its datasets' schema facets: parse each text once
 
     def run(self, stop: threading.Event) -> None:
@@ -184,21 +181,19 @@ class GraphSink:
         self.metrics.seen(STAGE)
 
     def _decode(self, message: Message, stop: threading.Event) -> dict[str, Any]:
-        delay = 0.5
+        backoff = Backoff()
         while True:
             try:
                 return self.codec.decode(message.value())
             except RegistryUnavailable as exc:  # not the record's fault: wait for the registry
                 problem(log, "schema registry unavailable", "check SCHEMA_REGISTRY_URL and that the registry runs",
-                        error=exc, retry_in=delay, stage=STAGE)
-                if stop.wait(delay):
-                    raise Stopped from exc
-                delay = min(delay * 2, 30.0)
+                        error=exc, retry_in=backoff.delay, stage=STAGE)
+                backoff.wait(stop)
 
     def _with_retry(self, write: Callable[[], None], stop: threading.Event) -> None:
         """Write, waiting out every error of the environment (Neo4j unreachable, credentials, permissions, a
         read-only or full database: ``neo4j_errors``); only a record's own fault is raised, to be dead-lettered."""
-        self._delay = 0.5
+        self._backoff.reset()
         while True:
             try:
                 write()
@@ -213,10 +208,8 @@ class GraphSink:
         """Not ready until a write succeeds again; the wait ends at once on ``stop`` (nothing committed)."""
         self.neo4j_problem = f"{type(exc).__name__}: {getattr(exc, 'message', None) or exc}"
         problem(log, what, "check NEO4J_URI, the credentials and the database's state (`lineage stack status`); "
-                "nothing is skipped or dead-lettered", error=exc, retry_in=self._delay, stage=STAGE)
-        if stop.wait(self._delay):
-            raise Stopped from exc
-        self._delay = min(self._delay * 2, 30.0)
+                "nothing is skipped or dead-lettered", error=exc, retry_in=self._backoff.delay, stage=STAGE)
+        self._backoff.wait(stop)
 
     def check_writable(self) -> None:
         """The readiness check: raises while the last write failed for a reason of the environment."""
