@@ -35,7 +35,7 @@ from neo4j import Driver
 from neo4j.exceptions import ClientError, DriverError, Neo4jError
 
 from kafka_lineage.runtime.config import AlertSettings, ClientSettings
-from kafka_lineage.runtime.kafka_io import AckingProducer, commit_offsets, prepare_pipeline
+from kafka_lineage.runtime.kafka_io import AckingProducer, prepare_pipeline
 from kafka_lineage.runtime.logs import problem
 from kafka_lineage.runtime.metrics import Metrics
 from kafka_lineage.runtime.retry import Backoff, Stopped
@@ -43,11 +43,13 @@ from kafka_lineage.runtime.tail import tail
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, WireFormatError
+from kafka_lineage.sinks.consumer import consume_loop, sink_consumer
 from kafka_lineage.sinks.graph.queries import Reached, ReachedField, TraversalTimeout, column_impact, impact
 from kafka_lineage.sinks.graph.sink import driver_for
 
 log = logging.getLogger(__name__)
 STAGE = "alert-sink"
+BATCH_SIZE = 500  # normalized records per batch (most carry no schema change and are skipped at once)
 RECENT_ALERTS = 100_000  # alert ids remembered to drop repeats (also read back from the topic at start)
 QUERY_MARGIN = 5.0  # seconds past the transaction timeout before the client gives a query up
 T = TypeVar("T")
@@ -197,11 +199,7 @@ class AlertSink:
         self.driver = alert_driver(clients, settings)
         self.producer = AckingProducer(clients.kafka_config())
         self.progress = GraphProgress(clients, settings.graph_group_id)
-        self.consumer = Consumer(clients.kafka_config({
-            "group.id": settings.group_id,
-            "enable.auto.commit": False, "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-            "session.timeout.ms": "10000",
-        }))
+        self.consumer = sink_consumer(clients, settings.group_id)
         self.recent: OrderedDict[str, None] = OrderedDict()  # alert ids published lately, to drop repeats
         self.published = 0
         self.stop = threading.Event()
@@ -214,24 +212,16 @@ class AlertSink:
             self._remember(alert["alertId"])
         self.consumer.subscribe([self.clients.normalized_topic])
         print(f"alert sink ready: {self.clients.normalized_topic} → {self.clients.drift_topic}", flush=True)
-        last_lag = time.monotonic()
+        def handle(messages: list[Any]) -> None:
+            self.metrics.events_in(STAGE, len(messages))
+            self._handle(messages)
+            self.metrics.seen(STAGE)
+
         try:
-            while not stop.is_set():
-                if time.monotonic() - last_lag >= 5.0:
-                    last_lag = time.monotonic()
-                    self.metrics.update_lag(STAGE, self.consumer)
-                messages = [m for m in self.consumer.consume(500, self.settings.poll_seconds) if m.error() is None]
-                if not messages:
-                    continue
-                self.metrics.events_in(STAGE, len(messages))
-                try:
-                    self._handle(messages)
-                except Stopped:
-                    log.warning("%s: stopped in the middle of a batch; it is not committed and will be read again",
-                                STAGE)
-                    break
-                self.metrics.seen(STAGE)
-                commit_offsets(self.consumer, stop, log, STAGE)
+            consume_loop(self.consumer, stop, handle, stage=STAGE, metrics=self.metrics, batch_size=BATCH_SIZE,
+                         poll_seconds=self.settings.poll_seconds)
+        except Stopped:
+            log.warning("%s: stopped in the middle of a batch; it is not committed and will be read again", STAGE)
         finally:
             self.consumer.close()  # no commit here: an unfinished batch goes to the next start
             self.progress.close()

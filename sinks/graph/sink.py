@@ -16,13 +16,13 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Message
+from confluent_kafka import Message
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from neo4j import Driver, GraphDatabase
 from neo4j.exceptions import DriverError, Neo4jError
 
 from kafka_lineage.runtime.config import ClientSettings, SinkSettings
-from kafka_lineage.runtime.kafka_io import AckingProducer, commit_offsets, prepare_pipeline
+from kafka_lineage.runtime.kafka_io import AckingProducer, prepare_pipeline
 from kafka_lineage.runtime.logs import problem
 from kafka_lineage.runtime.metrics import Metrics
 from kafka_lineage.runtime.retry import Backoff, Stopped
@@ -30,6 +30,7 @@ from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.openlineage import FacetCache, record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, RegistryUnavailable, WireFormatError
+from kafka_lineage.sinks.consumer import consume_loop, sink_consumer
 from kafka_lineage.sinks.graph.model import CONSTRAINTS, FINGERPRINT_QUERIES, fingerprint, graph_batch, statements
 from kafka_lineage.sinks.graph.neo4j_errors import is_record_fault
 
@@ -86,11 +87,7 @@ class GraphSink:
         self.dead_codec = AvroCodec("dead_letter", registry.schema_fetcher(registry_client))
         self.dead_letter_id = registry.registered_id(registry_client, clients.dlq_topic, "dead_letter")
         self.dlq = AckingProducer(clients.kafka_config())
-        self.consumer = Consumer(clients.kafka_config({
-            "group.id": settings.group_id,
-            "enable.auto.commit": False, "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-            "session.timeout.ms": "10000",
-        }))
+        self.consumer = sink_consumer(clients, settings.group_id)
         self.written = self.dead = 0
         self.neo4j_problem: str | None = None  # why the last write failed, while it is the environment's fault
         self._backoff = Backoff()  # waits for Neo4j, from the first failure of a write on
@@ -99,20 +96,20 @@ class GraphSink:
     def run(self, stop: threading.Event) -> None:
         self.consumer.subscribe([self.clients.normalized_topic])
         print(f"graph sink ready: {self.clients.normalized_topic} → {self.clients.neo4j_uri}", flush=True)
-        last_report = last_lag = time.monotonic()
+        last_report = time.monotonic()
+
+        def report() -> None:
+            nonlocal last_report
+            if time.monotonic() - last_report >= self.settings.report_seconds:
+                last_report = time.monotonic()
+                log.info("graph sink: %d events written, %d dead letters", self.written, self.dead)
+
         try:
             self._with_retry(lambda: ensure_constraints(self.driver), stop)  # Neo4j may refuse us until fixed
-            while not stop.is_set():
-                messages = self._consume()
-                if messages:
-                    self._write_batch(messages, stop)
-                    commit_offsets(self.consumer, stop, log, STAGE)  # only after the graph transaction committed
-                if time.monotonic() - last_lag >= 5.0:  # lag needs broker round trips: not every batch
-                    last_lag = time.monotonic()
-                    self.metrics.update_lag(STAGE, self.consumer)
-                if time.monotonic() - last_report >= self.settings.report_seconds:
-                    last_report = time.monotonic()
-                    log.info("graph sink: %d events written, %d dead letters", self.written, self.dead)
+            # a batch is committed only after its graph transaction committed
+            consume_loop(self.consumer, stop, lambda messages: self._write_batch(messages, stop), stage=STAGE,
+                         metrics=self.metrics, batch_size=self.settings.batch_size,
+                         poll_seconds=self.settings.poll_seconds, every=report)
         except Stopped:
             log.info("graph sink: stopped while waiting for Neo4j; the unwritten batch is read again at the next start")
         finally:
@@ -120,18 +117,6 @@ class GraphSink:
             self.dlq.close()
             self.driver.close()
             print(f"graph sink stopped: {self.written} events written, {self.dead} dead letters", flush=True)
-
-    def _consume(self) -> list[Message]:
-        """A batch of records; errors the consumer reports are logged (a partition's end is not one), never dropped
-        silently."""
-        messages = []
-        for message in self.consumer.consume(self.settings.batch_size, self.settings.poll_seconds):
-            error = message.error()
-            if error is None:
-                messages.append(message)
-            elif error.code() != KafkaError._PARTITION_EOF:
-                problem(log, f"Kafka consumer error: {error}", "check the broker and the topic", stage=STAGE)
-        return messages
 
     def _write_batch(self, messages: list[Message], stop: threading.Event) -> None:
         self.metrics.events_in(STAGE, len(messages))
