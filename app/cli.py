@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import logging
 import os
 import signal
 import sys
@@ -29,6 +28,7 @@ from kafka_lineage.runtime.config import (
     port_number,
 )
 from kafka_lineage.runtime.gc_tuning import tune_gc
+from kafka_lineage.runtime.logs import bootstrap_logging
 from kafka_lineage.runtime.terminal import shown
 
 if TYPE_CHECKING:
@@ -70,7 +70,6 @@ def cmd_collector(args: argparse.Namespace) -> int:
         port_number("--port", args.port)
     settings = dataclasses.replace(settings, **overrides)
     clients = ClientSettings.from_env()
-    _configure_logging(clients, OperationsSettings.from_env())
     publisher = EventPublisher.from_settings(clients, producer=settings.producer_config())
     tune_gc()
     serve(publisher, settings)
@@ -97,7 +96,6 @@ def cmd_sink(args: argparse.Namespace) -> int:
     from kafka_lineage.sinks.graph.sink import GraphSink
 
     clients, operations = ClientSettings.from_env(), OperationsSettings.from_env()
-    _configure_logging(clients, operations)
     metrics = Metrics()
     sink = GraphSink(clients, SinkSettings.from_env(), metrics=metrics)
     checks = {"kafka": kafka_check(clients.kafka_config()), "registry": registry_check(clients.registry_config()),
@@ -105,15 +103,6 @@ def cmd_sink(args: argparse.Namespace) -> int:
     _run_with_endpoint("graph sink", "LINEAGE_SINK_METRICS_PORT", operations.sink_metrics_port, operations, metrics,
                        checks, sink.run)
     return 0
-
-
-def _configure_logging(clients: ClientSettings, operations: OperationsSettings) -> None:
-    from kafka_lineage.runtime.logs import LOG_LEVELS, configure_logging
-
-    level = os.environ.get("LINEAGE_LOG_LEVEL", "info").lower()
-    if level not in LOG_LEVELS:
-        raise ConfigError(f"LINEAGE_LOG_LEVEL: one of {', '.join(LOG_LEVELS)}; got {level!r}")
-    configure_logging(LOG_LEVELS[level], operations.log_format == "json", secrets=clients.secrets)
 
 
 def _run_with_endpoint(component: str, setting: str, port: int, operations: OperationsSettings, metrics: Metrics,
@@ -143,7 +132,6 @@ def cmd_alerts(args: argparse.Namespace) -> int:
         from kafka_lineage.sinks.alerts.sink import AlertSink
 
         operations = OperationsSettings.from_env()
-        _configure_logging(clients, operations)
         metrics = Metrics()
         sink = AlertSink(clients, AlertSettings.from_env(), metrics=metrics)
         checks = {"kafka": kafka_check(clients.kafka_config()),
@@ -356,7 +344,6 @@ def cmd_emit(args: argparse.Namespace) -> int:
 def cmd_connect(args: argparse.Namespace) -> int:
     from kafka_lineage.producers.service.connect_watcher import watch
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     emitted = watch(args.url, interval=args.interval, once=args.once, job_namespace=args.job_namespace)
     print(f"{emitted} OpenLineage events emitted")
     return 0
@@ -460,6 +447,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _long_running(args: argparse.Namespace) -> bool:
+    return args.command in ("collector", "processor", "sink", "connect") or (
+        args.command == "alerts" and args.action == "run")
+
+
 def _is_neo4j_error(exc: BaseException) -> bool:
     """The driver's errors (Neo4jError, DriverError), without importing it: the core distribution has no driver."""
     return type(exc).__module__.startswith("neo4j.")
@@ -468,6 +460,8 @@ def _is_neo4j_error(exc: BaseException) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        # one logging set-up for every command: components log their work (info), one-shot commands only problems
+        bootstrap_logging(ClientSettings.from_env().secrets, default_level="info" if _long_running(args) else "warn")
         return args.handler(args)
     except (ConfigError, PublishError) as exc:
         print(f"lineage: {shown(exc)}", file=sys.stderr)

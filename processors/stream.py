@@ -35,7 +35,7 @@ from kafka_lineage.processors.faust_transport import App, broker_credentials, br
 from kafka_lineage.processors.normalize import parse_aliases
 from kafka_lineage.runtime.config import ClientSettings, OperationsSettings, ProcessorSettings
 from kafka_lineage.runtime.kafka_io import AckingProducer, prepare_pipeline, replication_factor
-from kafka_lineage.runtime.logs import LOG_LEVELS, configure_logging
+from kafka_lineage.runtime.logs import bootstrap_logging
 from kafka_lineage.runtime.metrics import Metrics, kafka_check, registry_check, start_endpoint
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.dead_letters import dead_letter
@@ -284,8 +284,7 @@ def run_worker(clients: ClientSettings, settings: ProcessorSettings, operations:
     @app.task
     async def use_pipeline_logging() -> None:  # after Faust set up its own handlers: ours (format, redaction) instead
         # sys.__stderr__: the worker redirected sys.stderr into logging itself
-        configure_logging(LOG_LEVELS[settings.log_level], operations.log_format == "json", secrets=clients.secrets,
-                          stream=sys.__stderr__)
+        bootstrap_logging(clients.secrets, stream=sys.__stderr__)
 
     endpoint = start_endpoint("processor", "LINEAGE_PROCESSOR_METRICS_PORT", operations.metrics_host,
                               operations.processor_metrics_port, metrics,

@@ -316,3 +316,16 @@ def problem(log: logging.Logger, what: str, action: str, *, error: BaseException
         message += f"; retrying in {retry_in:.1f}s"
     message += f" — {action}"
     log.log(level, message, extra={**context, "problem": what, "action": action}, stacklevel=2)
+
+
+def bootstrap_logging(secrets: Iterable[str | None], *, default_level: str = "info",
+                      stream: IO[str] | None = None) -> Redactor:
+    """Every command's logging, from its settings: LINEAGE_LOG_LEVEL (crit, error, warn, info, debug; else
+    ``default_level``) and LINEAGE_LOG_FORMAT (text or json), every line redacted of ``secrets``."""
+    from kafka_lineage.runtime.config import ConfigError, OperationsSettings, merged_environment
+
+    level = merged_environment().get("LINEAGE_LOG_LEVEL", default_level).strip().lower() or default_level
+    if level not in LOG_LEVELS:
+        raise ConfigError(f"LINEAGE_LOG_LEVEL: one of {', '.join(LOG_LEVELS)}; got {level!r}")
+    json_format = OperationsSettings.from_env().log_format == "json"
+    return configure_logging(LOG_LEVELS[level], json_format, secrets=secrets, stream=stream)
