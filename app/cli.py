@@ -280,16 +280,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if answer.strip().lower() not in ("y", "yes"):
             print("nothing changed")
             return 1
-    partial = args.allow_partial_history
+    clients, processing = ClientSettings.from_env(), ProcessorSettings.from_env()  # aliases as the processor's
+    window = {"start": args.from_, "end": args.to, "fresh": args.fresh,
+              "allow_partial_history": args.allow_partial_history, "processing": processing}
     try:
         if args.engine == "spark":
             from kafka_lineage.replay.spark import replay_on_spark
 
-            report = replay_on_spark(ClientSettings.from_env(), start=args.from_, end=args.to, fresh=args.fresh,
-                                     master=args.spark_master, allow_partial_history=partial)
+            report = replay_on_spark(clients, master=args.spark_master, **window)
         else:
-            report = replay(ClientSettings.from_env(), start=args.from_, end=args.to, fresh=args.fresh,
-                            progress=progress_bar(), allow_partial_history=partial)
+            report = replay(clients, progress=progress_bar(), **window)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     print(f"\nreplayed {report.records} records in {report.seconds:.1f}s "
@@ -344,7 +344,8 @@ def cmd_emit(args: argparse.Namespace) -> int:
 def cmd_connect(args: argparse.Namespace) -> int:
     from kafka_lineage.producers.service.connect_watcher import watch
 
-    emitted = watch(args.url, interval=args.interval, once=args.once, job_namespace=args.job_namespace)
+    emitted = watch(ClientSettings.from_env(), args.url, interval=args.interval, once=args.once,
+                    job_namespace=args.job_namespace)
     print(f"{emitted} OpenLineage events emitted")
     return 0
 
@@ -461,7 +462,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         # one logging set-up for every command: components log their work (info), one-shot commands only problems
-        bootstrap_logging(ClientSettings.from_env().secrets, default_level="info" if _long_running(args) else "warn")
+        bootstrap_logging(OperationsSettings.from_env(), ClientSettings.from_env().secrets,
+                          default_level="info" if _long_running(args) else "warn")
         return args.handler(args)
     except (ConfigError, PublishError) as exc:
         print(f"lineage: {shown(exc)}", file=sys.stderr)

@@ -284,7 +284,7 @@ def run_worker(clients: ClientSettings, settings: ProcessorSettings, operations:
     @app.task
     async def use_pipeline_logging() -> None:  # after Faust set up its own handlers: ours (format, redaction) instead
         # sys.__stderr__: the worker redirected sys.stderr into logging itself
-        bootstrap_logging(clients.secrets, stream=sys.__stderr__)
+        bootstrap_logging(operations, clients.secrets, stream=sys.__stderr__)
 
     endpoint = start_endpoint("processor", "LINEAGE_PROCESSOR_METRICS_PORT", operations.metrics_host,
                               operations.processor_metrics_port, metrics,

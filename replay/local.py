@@ -97,10 +97,14 @@ def offset_range(clients: ClientSettings, start: str | None, end: str | None) ->
     return {p: begins[p] for p in wanted}, {p: ends[p] for p in wanted}
 
 
-def replay_core(clients: ClientSettings) -> ProcessorCore:
-    """A processor core with fresh in-memory state, configured like ``lineage processor`` (namespace aliases)."""
+# Replay without the processor's settings: no namespace aliases, the default future-eventTime bound.
+DEFAULT_PROCESSING = ProcessorSettings()
+
+
+def replay_core(clients: ClientSettings, settings: ProcessorSettings) -> ProcessorCore:
+    """A processor core with fresh in-memory state, configured like ``lineage processor`` (namespace aliases, the
+    future eventTime bound)."""
     registry_client = SchemaRegistryClient(clients.registry_config())
-    settings = ProcessorSettings.from_env()
     return ProcessorCore(AvroCodec("openlineage_event", registry.schema_fetcher(registry_client)), {}, {},
                          aliases=parse_aliases(settings.aliases) if settings.aliases else None,
                          max_event_time_ahead_seconds=settings.max_event_time_ahead_seconds)
@@ -128,11 +132,11 @@ def _batches(consumer: Consumer, topic: str, begins: dict[int, int], ends: dict[
 
 
 def replay_ranges(clients: ClientSettings, driver: Driver, begins: dict[int, int], ends: dict[int, int], *,
-                  batch_size: int, report: ReplayReport,
+                  batch_size: int, report: ReplayReport, processing: ProcessorSettings = DEFAULT_PROCESSING,
                   progress: Callable[[ReplayReport, int], None] | None = None) -> None:
     """Partitions' offset ranges → processor core → graph. Partitions are independent (a run's events share a key),
     so any split of them over processes (Spark tasks) builds the same graph as one pass over all."""
-    core = replay_core(clients)
+    core = replay_core(clients, processing)
     total = sum(ends[p] - max(begins[p], 0) for p in ends)
     consumer = reading_consumer(clients, "lineage-replay")
     try:
@@ -191,13 +195,14 @@ def prepare_replay(clients: ClientSettings, start: str | None, end: str | None, 
 
 def replay(clients: ClientSettings, *, start: str | None = "earliest", end: str | None = None, fresh: bool = False,
            batch_size: int = 2000, progress: Callable[[ReplayReport, int], None] | None = None,
-           allow_partial_history: bool = False) -> ReplayReport:
+           allow_partial_history: bool = False,
+           processing: ProcessorSettings = DEFAULT_PROCESSING) -> ReplayReport:
     report = ReplayReport()
     started = time.monotonic()
     begins, ends = prepare_replay(clients, start, end, fresh, allow_partial_history)
     with driver_for(clients) as driver:
-        replay_ranges(clients, driver, begins, ends, batch_size=batch_size,
-                      report=report, progress=progress)
+        replay_ranges(clients, driver, begins, ends, batch_size=batch_size, report=report,
+                      processing=processing, progress=progress)
     report.seconds = time.monotonic() - started
     return report
 

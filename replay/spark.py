@@ -22,15 +22,16 @@ import sys
 import time
 from collections.abc import Iterable, Iterator
 
-from kafka_lineage.replay.local import ReplayReport, prepare_replay, replay_ranges
-from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.replay.local import DEFAULT_PROCESSING, ReplayReport, prepare_replay, replay_ranges
+from kafka_lineage.runtime.config import ClientSettings, ProcessorSettings
 from kafka_lineage.runtime.gc_tuning import tune_gc
 from kafka_lineage.sinks.graph.sink import driver_for
 
 Counts = tuple[int, int, int]  # records, written, dead letters
 
 
-def replay_task(clients: ClientSettings, batch_size: int, ranges: Iterable[tuple[int, int, int]]) -> Iterator[Counts]:
+def replay_task(clients: ClientSettings, processing: ProcessorSettings, batch_size: int,
+                ranges: Iterable[tuple[int, int, int]]) -> Iterator[Counts]:
     """One Spark task: its partitions' ``(partition, first offset, end offset)`` ranges → the graph; yields counts."""
     ranges = list(ranges)
     report = ReplayReport()
@@ -38,13 +39,14 @@ def replay_task(clients: ClientSettings, batch_size: int, ranges: Iterable[tuple
         tune_gc()  # an executor's Python worker runs the replay loop like the local engine's process
         with driver_for(clients) as driver:
             replay_ranges(clients, driver, {p: first for p, first, _ in ranges}, {p: end for p, _, end in ranges},
-                          batch_size=batch_size, report=report)
+                          batch_size=batch_size, report=report, processing=processing)
     yield report.records, report.written, report.dead_letters
 
 
 def replay_on_spark(clients: ClientSettings, *, start: str | None = "earliest", end: str | None = None,
                     fresh: bool = False, master: str = "local[*]", batch_size: int = 2000,
-                    allow_partial_history: bool = False) -> ReplayReport:
+                    allow_partial_history: bool = False, processing: ProcessorSettings = DEFAULT_PROCESSING
+                    ) -> ReplayReport:
     from pyspark.sql import SparkSession
 
     started = time.monotonic()
@@ -59,7 +61,7 @@ def replay_on_spark(clients: ClientSettings, *, start: str | None = "earliest", 
             ranges = [(p, begins[p], ends[p]) for p in sorted(ends)]
 
             def task(partition_ranges: Iterable[tuple[int, int, int]]) -> Iterator[Counts]:
-                return replay_task(clients, batch_size, partition_ranges)
+                return replay_task(clients, processing, batch_size, partition_ranges)
 
             counts = spark.sparkContext.parallelize(ranges, len(ranges)).mapPartitions(task).collect()
         finally:

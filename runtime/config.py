@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 REGISTRY_TIMEOUT_SECONDS = 10
+LOG_LEVEL_NAMES = ("crit", "error", "warn", "info", "debug")  # LINEAGE_LOG_LEVEL's values (Faust's names)
 
 
 class ConfigError(ValueError):
@@ -390,8 +391,8 @@ class ProcessorSettings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> ProcessorSettings:
         values = merged_environment(env)
         level = values.get("LINEAGE_LOG_LEVEL", "info").lower()
-        if level not in ("crit", "error", "warn", "info", "debug"):
-            raise ConfigError(f"LINEAGE_LOG_LEVEL: one of crit, error, warn, info, debug; got {level!r}")
+        if level not in LOG_LEVEL_NAMES:
+            raise ConfigError(f"LINEAGE_LOG_LEVEL: one of {', '.join(LOG_LEVEL_NAMES)}; got {level!r}")
         return cls(
             group_id=values.get("LINEAGE_PROCESSOR_GROUP", "lineage-processor"),
             partitions=_count(values, "LINEAGE_PARTITIONS", 6),
@@ -409,13 +410,14 @@ class ProcessorSettings:
 
 @dataclass(frozen=True)
 class OperationsSettings:
-    """What operators see: each long-running component's metrics/health endpoint and the log format."""
+    """What operators see: each long-running component's metrics/health endpoint, the log format and level."""
 
     metrics_host: str = "127.0.0.1"
     processor_metrics_port: int = 9101
     sink_metrics_port: int = 9102
     alert_metrics_port: int = 9103
     log_format: str = "text"
+    log_level: str = ""  # one of LOG_LEVEL_NAMES; empty: the command's own default
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OperationsSettings:
@@ -423,12 +425,16 @@ class OperationsSettings:
         log_format = values.get("LINEAGE_LOG_FORMAT", "text").lower()
         if log_format not in ("text", "json"):
             raise ConfigError(f"LINEAGE_LOG_FORMAT: text or json, got {log_format!r}")
+        log_level = values.get("LINEAGE_LOG_LEVEL", "").strip().lower()
+        if log_level and log_level not in LOG_LEVEL_NAMES:
+            raise ConfigError(f"LINEAGE_LOG_LEVEL: one of {', '.join(LOG_LEVEL_NAMES)}; got {log_level!r}")
         return cls(
             metrics_host=values.get("LINEAGE_METRICS_HOST", "127.0.0.1"),
             processor_metrics_port=_listen_port(values, "LINEAGE_PROCESSOR_METRICS_PORT", 9101),
             sink_metrics_port=_listen_port(values, "LINEAGE_SINK_METRICS_PORT", 9102),
             alert_metrics_port=_listen_port(values, "LINEAGE_ALERT_METRICS_PORT", 9103),
             log_format=log_format,
+            log_level=log_level,
         )
 
 

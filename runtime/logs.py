@@ -25,10 +25,13 @@ import sys
 import threading
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import quote, quote_plus
 
 from kafka_lineage.runtime.terminal import shown
+
+if TYPE_CHECKING:
+    from kafka_lineage.runtime.config import OperationsSettings
 
 MASK = "***"
 # Secrets shorter than this are not masked as literals: masking e.g. every "ab" would destroy the logs, and such a
@@ -318,14 +321,9 @@ def problem(log: logging.Logger, what: str, action: str, *, error: BaseException
     log.log(level, message, extra={**context, "problem": what, "action": action}, stacklevel=2)
 
 
-def bootstrap_logging(secrets: Iterable[str | None], *, default_level: str = "info",
-                      stream: IO[str] | None = None) -> Redactor:
-    """Every command's logging, from its settings: LINEAGE_LOG_LEVEL (crit, error, warn, info, debug; else
-    ``default_level``) and LINEAGE_LOG_FORMAT (text or json), every line redacted of ``secrets``."""
-    from kafka_lineage.runtime.config import ConfigError, OperationsSettings, merged_environment
-
-    level = merged_environment().get("LINEAGE_LOG_LEVEL", default_level).strip().lower() or default_level
-    if level not in LOG_LEVELS:
-        raise ConfigError(f"LINEAGE_LOG_LEVEL: one of {', '.join(LOG_LEVELS)}; got {level!r}")
-    json_format = OperationsSettings.from_env().log_format == "json"
-    return configure_logging(LOG_LEVELS[level], json_format, secrets=secrets, stream=stream)
+def bootstrap_logging(operations: OperationsSettings, secrets: Iterable[str | None], *,
+                      default_level: str = "info", stream: IO[str] | None = None) -> Redactor:
+    """Every command's logging from its settings (LINEAGE_LOG_LEVEL, else ``default_level``; LINEAGE_LOG_FORMAT),
+    every line redacted of ``secrets``."""
+    level = LOG_LEVELS[operations.log_level or default_level]
+    return configure_logging(level, operations.log_format == "json", secrets=secrets, stream=stream)

@@ -92,7 +92,7 @@ def _connector(clients: ClientSettings, workdir: Path, client: OpenLineageClient
         if status.ok and status.json()["connector"]["state"] == "RUNNING":
             break
         time.sleep(0.5)
-    watch(clients.connect_url, once=True, client=client)
+    watch(clients, clients.connect_url, once=True, client=client)
     return name
 
 

@@ -53,7 +53,12 @@ class KafkaAvroConfig(Config):
         """Unset connection settings fall back to the standard environment variables (KAFKA_BOOTSTRAP_SERVERS,
         SCHEMA_REGISTRY_URL, KAFKA_SECURITY_PROTOCOL, …); inside a user's job nothing else is read (no YAML file, no
         secret files)."""
-        settings = ClientSettings.from_values(os.environ, neo4j=False)
+        return cls.from_settings(ClientSettings.from_values(os.environ, neo4j=False), params)
+
+    @classmethod
+    def from_settings(cls, settings: ClientSettings, params: dict[str, Any] | None = None) -> KafkaAvroConfig:
+        """The transport to the pipeline ``settings`` describe; ``params`` (openlineage.yml's) take precedence."""
+        params = params or {}
         given = {str(k): str(v) for k, v in (params.get("config") or {}).items()}
         # the environment's security settings apply only to the environment's cluster
         config = given if "bootstrap.servers" in given else {

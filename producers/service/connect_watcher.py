@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -39,13 +39,12 @@ def fetch_snapshot(session: requests.Session, connect_url: str, timeout: float) 
     return core.parse_connectors(response.json())
 
 
-def kafka_topic_names(bootstrap_servers: str, timeout: float = 10.0) -> Collection[str] | None:
+def kafka_topic_names(kafka_config: Mapping[str, object], timeout: float = 10.0) -> Collection[str] | None:
     """The cluster's topic names (to expand ``topics.regex``); None when Kafka does not answer."""
     from confluent_kafka.admin import AdminClient  # only needed when some sink subscribes by pattern
 
     try:
-        config = {**ClientSettings.from_env().kafka_config(), "bootstrap.servers": bootstrap_servers}
-        return set(AdminClient(config).list_topics(timeout=timeout).topics)
+        return set(AdminClient(dict(kafka_config)).list_topics(timeout=timeout).topics)
     except Exception as error:  # KafkaException on timeouts; lineage then records the pattern only
         log.warning("could not list Kafka topics to expand topics.regex: %s", error)
         return None
@@ -54,16 +53,16 @@ def kafka_topic_names(bootstrap_servers: str, timeout: float = 10.0) -> Collecti
 class ConnectWatcher:
     """Polls one Connect cluster and emits the run events of its connectors through ``client``."""
 
-    def __init__(self, connect_url: str, client: Emitter, *, interval: float = 10.0,
-                 kafka_bootstrap_servers: str | None = None, job_namespace: str | None = None,
-                 timeout: float = 10.0, session: requests.Session | None = None,
-                 topic_names: Callable[[str], Collection[str] | None] = kafka_topic_names,
+    def __init__(self, connect_url: str, client: Emitter, *, clients: ClientSettings, interval: float = 10.0,
+                 job_namespace: str | None = None, timeout: float = 10.0, session: requests.Session | None = None,
+                 topic_names: Callable[[Mapping[str, object]], Collection[str] | None] = kafka_topic_names,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.connect_url = connect_url
         self.client = client
         self.interval = interval
         self.timeout = timeout
-        self.bootstrap_servers = kafka_bootstrap_servers or ClientSettings.from_env().kafka_bootstrap_servers
+        self.bootstrap_servers = clients.kafka_bootstrap_servers  # the cluster the connectors' topics are on
+        self.kafka_config = clients.kafka_config()
         self.job_namespace = job_namespace or core.default_job_namespace(connect_url)
         self.session = session or requests.Session()
         self._topic_names = topic_names
@@ -86,7 +85,7 @@ class ConnectWatcher:
             log.info("Kafka Connect at %s answers again", self.connect_url)
         self._reachable = True
         statuses = [*snapshot.values(), *(t.status for t in self.tracked.values())]
-        topics = self._topic_names(self.bootstrap_servers) if core.uses_topic_regex(statuses) else None
+        topics = self._topic_names(self.kafka_config) if core.uses_topic_regex(statuses) else None
         context = core.HookContext(job_namespace=self.job_namespace, bootstrap_servers=self.bootstrap_servers,
                                    topic_names=topics)
         self.tracked, events = core.step(self.tracked, snapshot, context, self._clock())
@@ -105,27 +104,26 @@ class ConnectWatcher:
             stop_event.wait(self.interval)
 
 
-def _default_client() -> tuple[Emitter, Any]:
+def _default_client(clients: ClientSettings) -> tuple[Emitter, Any]:
     from kafka_lineage.producers.client.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
 
-    transport = KafkaAvroTransport(KafkaAvroConfig.from_dict({}))
+    transport = KafkaAvroTransport(KafkaAvroConfig.from_settings(clients))
     return OpenLineageClient(transport=transport), transport
 
 
-def watch(connect_url: str | None = None, *, interval: float = 10.0, once: bool = False,
+def watch(clients: ClientSettings, connect_url: str | None = None, *, interval: float = 10.0, once: bool = False,
           client: Emitter | None = None, job_namespace: str | None = None,
           stop_event: threading.Event | None = None) -> int:
-    """Watch a Connect cluster (default ``LINEAGE_CONNECT_URL``); returns how many events were emitted.
+    """Watch a Connect cluster (default ``clients.connect_url``); returns how many events were emitted.
 
     Without ``client`` the events go to the pipeline's events topic through the Kafka Avro transport, which is
     flushed before returning. ``once`` polls a single time (cron, tests); otherwise until ``stop_event`` or Ctrl-C.
     """
-    settings = ClientSettings.from_env()
     transport = None
     if client is None:
-        client, transport = _default_client()
-    watcher = ConnectWatcher(connect_url or settings.connect_url, client, interval=interval,
-                             kafka_bootstrap_servers=settings.kafka_bootstrap_servers, job_namespace=job_namespace)
+        client, transport = _default_client(clients)
+    watcher = ConnectWatcher(connect_url or clients.connect_url, client, clients=clients, interval=interval,
+                             job_namespace=job_namespace)
     try:
         if once:
             watcher.poll_once()

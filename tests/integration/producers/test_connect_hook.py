@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
@@ -75,14 +76,14 @@ def test_source_connector_start_restart_and_delete(clients: ClientSettings, even
     source_file.write_text("one\ntwo\n")
     transport = KafkaAvroTransport(KafkaAvroConfig.from_dict({"topic": events_topic}))
     client = OnlyConnectors(OpenLineageClient(transport=transport), {name})
-    watcher = ConnectWatcher(clients.connect_url, client, interval=0.5)
+    watcher = ConnectWatcher(clients.connect_url, client, clients=clients, interval=0.5)
 
     connectors[name] = topic
     put_config(clients, name, {"connector.class": FILE_SOURCE, "file": str(source_file), "topic": topic,
                                "tasks.max": "1"})
     assert [e.eventType.value for e in poll_until(watcher, name, "START")] == ["START"]
     assert [e for e in watcher.poll_once() if e.job.name == name] == []  # nothing changed, nothing said
-    watch(clients.connect_url, once=True, client=client)  # a restarted watcher: START again, same run
+    watch(clients, clients.connect_url, once=True, client=client)  # a restarted watcher: START again, same run
     assert client.forwarded == 2
     requests.delete(f"{clients.connect_url}/connectors/{name}", timeout=10).raise_for_status()
     assert [e.eventType.value for e in poll_until(watcher, name, "COMPLETE")] == ["COMPLETE"]
@@ -108,7 +109,7 @@ def test_sink_task_failure_fix_by_reconfiguring_and_delete(clients: ClientSettin
     name, topic = f"test-file-sink-{uuid.uuid4().hex[:8]}", f"test.connect.{uuid.uuid4().hex[:8]}"
     transport = KafkaAvroTransport(KafkaAvroConfig.from_dict({"topic": events_topic}))
     watcher = ConnectWatcher(clients.connect_url, OnlyConnectors(OpenLineageClient(transport=transport), {name}),
-                             interval=0.5)
+                             clients=clients, interval=0.5)
     missing_dir = tmp_path / "no-such-dir" / "out.txt"  # the task's start() cannot create the file: task FAILED
     fixed = tmp_path / "out.txt"
 
@@ -134,18 +135,18 @@ def test_sink_task_failure_fix_by_reconfiguring_and_delete(clients: ClientSettin
     assert datasets(start, "outputs") == datasets(complete, "outputs") == [("file", str(fixed))]
 
 
-def test_unreachable_worker_is_one_log_line_and_no_events(caplog: pytest.LogCaptureFixture) -> None:
+def test_unreachable_worker_is_one_log_line_and_no_events(clients: ClientSettings,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
     watcher = ConnectWatcher("http://127.0.0.1:1", OpenLineageClient(transport=NoopTransport(NoopConfig())),
-                             kafka_bootstrap_servers="127.0.0.1:9092", timeout=2)
+                             clients=clients, timeout=2)
     with caplog.at_level(logging.WARNING):
         assert watcher.poll_once() == [] and watcher.poll_once() == []
     assert len([r for r in caplog.records if "not answering" in r.message]) == 1
 
 
 def test_watch_once_publishes_to_the_configured_events_topic(clients: ClientSettings, events_topic: str,
-                                                             tmp_path: Path, connectors: dict[str, str],
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """What `lineage connect watch --once` does: the default client, the pipeline's events topic from the env."""
+                                                             tmp_path: Path, connectors: dict[str, str]) -> None:
+    """What `lineage connect watch --once` does: the default client, to the settings' events topic."""
     name, topic = f"test-watch-once-{uuid.uuid4().hex[:8]}", f"test.connect.{uuid.uuid4().hex[:8]}"
     (tmp_path / "in.txt").write_text("x\n")
     connectors[name] = topic
@@ -155,8 +156,8 @@ def test_watch_once_publishes_to_the_configured_events_topic(clients: ClientSett
             "connector", {}).get("state") != "RUNNING":
         assert time.monotonic() < deadline, "connector never RUNNING"
         time.sleep(0.5)
-    monkeypatch.setenv("LINEAGE_EVENTS_TOPIC", events_topic)
-    emitted = watch(once=True)  # every connector on the shared worker: at least ours
+    # every connector on the shared worker: at least ours
+    emitted = watch(dataclasses.replace(clients, events_topic=events_topic), once=True)
     assert emitted >= 1
     received = decoded_events(clients, events_topic, emitted)
     assert [e["eventType"] for _, e in received if e["job"]["name"] == name] == ["START"]
@@ -168,7 +169,7 @@ def test_pause_resume_and_stop(clients: ClientSettings, events_topic: str, tmp_p
     (tmp_path / "in.txt").write_text("x\n")
     transport = KafkaAvroTransport(KafkaAvroConfig.from_dict({"topic": events_topic}))
     watcher = ConnectWatcher(clients.connect_url, OnlyConnectors(OpenLineageClient(transport=transport), {name}),
-                             interval=0.5)
+                             clients=clients, interval=0.5)
     connectors[name] = topic
     put_config(clients, name, {"connector.class": FILE_SOURCE, "file": str(tmp_path / "in.txt"), "topic": topic})
     poll_until(watcher, name, "START")
