@@ -40,7 +40,7 @@ ALERT_WINDOW_SECONDS = 3600
 KAFKA_UNREACHABLE = "Kafka unreachable"
 
 # Stage -> the ClientSettings attribute naming the topic its group consumes:
-# processors/stream.py (the Faust agent reads clients.events_topic), sinks/graph_sink.py and sinks/alert_sink.py
+# processors/stream.py (the Faust agent reads clients.events_topic), sinks/graph/sink.py and sinks/alerts/sink.py
 # (both subscribe to clients.normalized_topic; the alert sink *produces* to the drift topic).
 STAGE_TOPICS: dict[str, str] = {
     "processor": "events_topic",

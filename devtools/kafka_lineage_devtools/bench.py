@@ -51,7 +51,7 @@ from kafka_lineage_devtools.processes import (
 )
 from kafka_lineage_devtools.stack.smoke import ensure_topic
 
-PRODUCER = "https://github.com/kafka-lineage/kafka-lineage/tree/main/app/bench.py"
+PRODUCER = "https://github.com/kafka-lineage/kafka-lineage/tree/main/devtools/kafka_lineage_devtools/bench.py"
 
 
 def sample_events(count: int) -> list[RunEvent]:

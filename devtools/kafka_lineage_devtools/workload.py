@@ -81,7 +81,7 @@ __all__ = [
     "iter_batches",
 ]
 
-PRODUCER = "https://github.com/kafka-lineage/kafka-lineage/tree/main/app/workload.py"
+PRODUCER = "https://github.com/kafka-lineage/kafka-lineage/tree/main/devtools/kafka_lineage_devtools/workload.py"
 RUN_EVENT_SCHEMA = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
 _FACET_URL = "https://openlineage.io/spec/facets/{}.json#/$defs/{}"
 
