@@ -92,14 +92,13 @@ def cmd_processor(args: argparse.Namespace) -> int:
 
 
 def cmd_sink(args: argparse.Namespace) -> int:
-    from kafka_lineage.runtime.metrics import Metrics, kafka_check, registry_check
+    from kafka_lineage.runtime.metrics import Metrics, pipeline_checks
     from kafka_lineage.sinks.graph.sink import GraphSink
 
     clients, operations = ClientSettings.from_env(), OperationsSettings.from_env()
     metrics = Metrics()
     sink = GraphSink(clients, SinkSettings.from_env(), metrics=metrics)
-    checks = {"kafka": kafka_check(clients.kafka_config()), "registry": registry_check(clients.registry_config()),
-              "neo4j": sink.driver.verify_connectivity, "neo4j-writes": sink.check_writable}
+    checks = pipeline_checks(clients, **{"neo4j": sink.driver.verify_connectivity, "neo4j-writes": sink.check_writable})
     _run_with_endpoint("graph sink", "LINEAGE_SINK_METRICS_PORT", operations.sink_metrics_port, operations, metrics,
                        checks, sink.run)
     return 0
@@ -128,14 +127,13 @@ def _stop_on_signals() -> threading.Event:
 def cmd_alerts(args: argparse.Namespace) -> int:
     clients = ClientSettings.from_env()
     if args.action == "run":
-        from kafka_lineage.runtime.metrics import Metrics, kafka_check, registry_check
+        from kafka_lineage.runtime.metrics import Metrics, pipeline_checks
         from kafka_lineage.sinks.alerts.sink import AlertSink
 
         operations = OperationsSettings.from_env()
         metrics = Metrics()
         sink = AlertSink(clients, AlertSettings.from_env(), metrics=metrics)
-        checks = {"kafka": kafka_check(clients.kafka_config()),
-                  "registry": registry_check(clients.registry_config()), "neo4j": sink.driver.verify_connectivity}
+        checks = pipeline_checks(clients, neo4j=sink.driver.verify_connectivity)
         _run_with_endpoint("alert sink", "LINEAGE_ALERT_METRICS_PORT", operations.alert_metrics_port, operations,
                            metrics, checks, sink.run)
         return 0

@@ -31,6 +31,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kafka_lineage.runtime.config import AlertSettings, ClientSettings, ProcessorSettings, SinkSettings
+from kafka_lineage.runtime.metrics import lag_from
 from kafka_lineage.runtime.terminal import shown
 
 PROBE_TIMEOUT_SECONDS = 5.0
@@ -81,11 +82,6 @@ class ServiceState:
 ServiceProbe = Callable[[], tuple[ServiceState, ...]]
 
 
-def partition_lag(low: int, end: int, committed: int | None) -> int:
-    """Records the group has still to read: end - committed; without a commit every record present (end - low)."""
-    return max(0, end - (low if committed is None else committed))
-
-
 @dataclass(frozen=True)
 class PartitionLag:
     partition: int
@@ -95,7 +91,8 @@ class PartitionLag:
 
     @property
     def lag(self) -> int:
-        return partition_lag(self.low, self.end, self.committed)
+        """Records the group has still to read: end - committed; without a commit every record present."""
+        return lag_from(self.end, -1 if self.committed is None else self.committed, self.low)
 
 
 def partition_lags(low: Mapping[int, int], end: Mapping[int, int],

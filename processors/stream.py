@@ -34,17 +34,17 @@ from kafka_lineage.processors.core import STAGE, Incoming, Output, ProcessorCore
 from kafka_lineage.processors.faust_transport import App, broker_credentials, broker_url
 from kafka_lineage.processors.normalize import parse_aliases
 from kafka_lineage.runtime.config import ClientSettings, OperationsSettings, ProcessorSettings
-from kafka_lineage.runtime.kafka_io import AckingProducer, prepare_pipeline, replication_factor
+from kafka_lineage.runtime.kafka_io import RECORD_MAX_BYTES, AckingProducer, prepare_pipeline, replication_factor
 from kafka_lineage.runtime.logs import bootstrap_logging
-from kafka_lineage.runtime.metrics import Metrics, kafka_check, registry_check, start_endpoint
+from kafka_lineage.runtime.metrics import Metrics, pipeline_checks, start_endpoint
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.wire import AvroCodec
 
 log = logging.getLogger(__name__)
-# Records larger than this go to the DLQ instead of the normalized topic (brokers refuse ~1 MB compressed batches by
-# default; this is the uncompressed size, JSON lineage compresses well).
-MAX_OUTPUT_BYTES = 8 * 1024 * 1024
+# Records larger than this go to the DLQ instead of the normalized topic: the pipeline's one record limit
+# (uncompressed; JSON lineage compresses well).
+MAX_OUTPUT_BYTES = RECORD_MAX_BYTES
 # The largest state record (table changelog) the producer sends and the changelog topics accept: the broker's default
 # record limit, stated here for both sides. The core keeps every state entry well below it (ProcessorCore's bounds).
 STATE_RECORD_MAX_BYTES = 1_048_576
@@ -288,8 +288,7 @@ def run_worker(clients: ClientSettings, settings: ProcessorSettings, operations:
 
     endpoint = start_endpoint("processor", "LINEAGE_PROCESSOR_METRICS_PORT", operations.metrics_host,
                               operations.processor_metrics_port, metrics,
-                              {"kafka": kafka_check(clients.kafka_config()),
-                               "registry": registry_check(clients.registry_config())})
+                              pipeline_checks(clients))
     try:
         faust.Worker(app, loglevel=settings.log_level, quiet=True).execute_from_commandline()
     finally:

@@ -15,6 +15,8 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from kafka_lineage.runtime.config import ClientSettings, TopicSettings
 from kafka_lineage.runtime.retry import Backoff, Stopped
 
+# The largest record (key + value + framing, uncompressed) any pipeline producer sends: the one record-size limit.
+RECORD_MAX_BYTES = 8 * 1024 * 1024
 PRODUCER_DEFAULTS = {
     "acks": "all",
     "enable.idempotence": "true",
@@ -25,10 +27,10 @@ PRODUCER_DEFAULTS = {
     # librdkafka refuses a record above this (uncompressed) before sending; the pipeline's topics take a compressed
     # batch of the same size (TOPIC_MAX_MESSAGE_BYTES): one limit on both sides, so a record the producer accepts is
     # one its topic accepts.
-    "message.max.bytes": str(8 * 1024 * 1024),
+    "message.max.bytes": str(RECORD_MAX_BYTES),
 }
 # The pipeline's topics' max.message.bytes at creation: the producer's limit plus the record batch overhead.
-TOPIC_MAX_MESSAGE_BYTES = 8 * 1024 * 1024 + 1024
+TOPIC_MAX_MESSAGE_BYTES = RECORD_MAX_BYTES + 1024
 # Delivery errors that no retry can fix: the record is too large or malformed for the broker or the topic.
 _TOO_LARGE = frozenset((KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.INVALID_MSG_SIZE))
 _MALFORMED = frozenset((KafkaError.INVALID_RECORD, KafkaError.INVALID_MSG))

@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from aiohttp import web
     from confluent_kafka import Consumer, TopicPartition
 
+    from kafka_lineage.runtime.config import ClientSettings
+
 log = logging.getLogger(__name__)
 
 NAMESPACE = "lineage"
@@ -446,6 +448,12 @@ def registry_check(registry_config: Mapping[str, object]) -> Check:
         client.get_subjects()
 
     return check
+
+
+def pipeline_checks(clients: ClientSettings, **more: Check) -> dict[str, Check]:
+    """Every component's readiness checks: Kafka and the registry answer; then its own (``more``, e.g. neo4j)."""
+    return {"kafka": kafka_check(clients.kafka_config()), "registry": registry_check(clients.registry_config()),
+            **more}
 
 
 def start_endpoint(component: str, setting: str, host: str, port: int, metrics: Metrics,

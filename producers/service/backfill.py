@@ -25,13 +25,12 @@ from typing import IO, Any
 from confluent_kafka import KafkaException
 
 from kafka_lineage.producers.client.publisher import EventPublisher, PublishError
-from kafka_lineage.runtime.kafka_io import PRODUCER_DEFAULTS
+from kafka_lineage.runtime.kafka_io import RECORD_MAX_BYTES
 from kafka_lineage.schemas.openlineage import InvalidEvent
 
 BATCH = 1000
 # librdkafka refuses (MSG_SIZE_TOO_LARGE, raised synchronously by produce) a record whose key + value + v2 record
-# framing (at most 36 bytes) exceeds the producer's message.max.bytes: its default unless PRODUCER_DEFAULTS sets it.
-LIBRDKAFKA_MESSAGE_MAX_BYTES = 1_000_000
+# framing (at most 36 bytes) exceeds the producer's message.max.bytes (kafka_io.RECORD_MAX_BYTES).
 RECORD_FRAMING_BYTES = 64
 
 
@@ -67,7 +66,7 @@ def strict_json(data: str | bytes) -> Any:
 
 def message_max_bytes() -> int:
     """The largest record the events producer takes (librdkafka's message.max.bytes)."""
-    return int(PRODUCER_DEFAULTS.get("message.max.bytes", LIBRDKAFKA_MESSAGE_MAX_BYTES))
+    return RECORD_MAX_BYTES
 
 
 def oversize(record: tuple[bytes, bytes], limit: int) -> str | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -30,8 +31,11 @@ def _run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def core_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
+    # from a copy: setuptools writes its build/ folder beside the sources
+    source = shutil.copytree(ROOT, tmp_path_factory.mktemp("source") / "kafka-lineage", ignore=shutil.ignore_patterns(
+        ".git", ".venv", ".lineage", "build", "*.egg-info", "__pycache__", ".*_cache", "tests", "devtools"))
     # the build tools of this venv (pinned in constraints.txt): no index needed to build
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(ROOT)])
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(source)])
     (wheel,) = out.glob("kafka_lineage-*.whl")
     return wheel
 

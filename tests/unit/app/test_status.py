@@ -22,7 +22,6 @@ from kafka_lineage.app.status import (
     exit_code,
     format_lag,
     format_status,
-    partition_lag,
     partition_lags,
     stage_topic,
     status_json,
@@ -51,14 +50,14 @@ def _status(services: tuple[ServiceState, ...] = UP, stages: tuple[StageStatus, 
 
 # --- lag arithmetic -----------------------------------------------------------------------------------------------
 def test_lag_is_end_minus_committed() -> None:
-    assert partition_lag(low=0, end=10, committed=7) == 3
-    assert partition_lag(low=0, end=10, committed=10) == 0
-    assert partition_lag(low=4, end=10, committed=12) == 0  # never negative
+    assert PartitionLag(0, 0, 10, 7).lag == 3
+    assert PartitionLag(0, 0, 10, 10).lag == 0
+    assert PartitionLag(0, 4, 10, 12).lag == 0  # never negative
 
 
 def test_without_a_commit_the_whole_partition_counts() -> None:
-    assert partition_lag(low=0, end=10, committed=None) == 10
-    assert partition_lag(low=4, end=10, committed=None) == 6  # what retention left is what there is to read
+    assert PartitionLag(0, 0, 10, None).lag == 10
+    assert PartitionLag(0, 4, 10, None).lag == 6  # what retention left is what there is to read
 
 
 def test_partition_rows_treat_offset_invalid_as_no_commit() -> None:
