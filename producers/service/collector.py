@@ -16,7 +16,6 @@ import hmac
 import json
 import logging
 import ssl
-import time
 import zlib
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -29,7 +28,7 @@ from confluent_kafka import KafkaException
 from kafka_lineage.producers.client.publisher import EventPublisher, PublishError
 from kafka_lineage.producers.service.backfill import STRICT_DECODER, NotJSON, message_max_bytes, oversize, strict_json
 from kafka_lineage.runtime.config import CollectorSettings
-from kafka_lineage.runtime.metrics import Metrics, aiohttp_handlers
+from kafka_lineage.runtime.metrics import Metrics, Readiness, aiohttp_handlers
 from kafka_lineage.schemas.openlineage import InvalidEvent
 
 log = logging.getLogger(__name__)
@@ -166,7 +165,10 @@ class Collector:
         # checks, other requests' acknowledgements) answering while a 10,000-event batch is checked.
         self._work = ThreadPoolExecutor(max_workers=2, thread_name_prefix="collector-encode")
         self._busy = 0
-        self._ready_until, self._ready_answer = 0.0, (503, {"status": "not ready", "reason": "not checked yet"})
+        # Kafka has the topic and the registry its schema; answers reused for READY_CACHE_SECONDS: a probe per
+        # second from each of several orchestrators must not become as many broker and registry round trips.
+        self._http = aiohttp_handlers(self.metrics, Readiness(
+            {"kafka-and-registry": self.publisher.check_connected}, timeout=6.0, ttl=READY_CACHE_SECONDS))
 
     def app(self) -> web.Application:
         # aiohttp enforces the raw body limit itself (413) while reading; decompression is ours (decode_body), so
@@ -175,8 +177,8 @@ class Collector:
                               handler_args={"auto_decompress": False})
         app.router.add_post(LINEAGE_PATH, self.post_lineage)
         app.router.add_get("/health/live", self.live)
-        app.router.add_get("/health/ready", self.ready)
-        app.router.add_get("/metrics", aiohttp_handlers(self.metrics).metrics)
+        app.router.add_get("/health/ready", self._http.ready)
+        app.router.add_get("/metrics", self._http.metrics)
         return app
 
     async def post_lineage(self, request: web.Request) -> web.Response:
@@ -299,20 +301,6 @@ class Collector:
 
     async def live(self, _request: web.Request) -> web.Response:
         return web.json_response({"status": "live"})
-
-    async def ready(self, _request: web.Request) -> web.Response:
-        """Kafka and the registry answer (checked at most every ``READY_CACHE_SECONDS``: a probe per second from
-        each of several orchestrators must not become as many broker and registry round trips)."""
-        now = time.monotonic()
-        if now >= self._ready_until:
-            try:
-                await asyncio.get_running_loop().run_in_executor(None, self.publisher.check_connected)
-                self._ready_answer = (200, {"status": "ready"})
-            except Exception as exc:
-                self._ready_answer = (503, {"status": "not ready", "reason": str(exc)})
-            self._ready_until = time.monotonic() + READY_CACHE_SECONDS
-        status, body = self._ready_answer
-        return web.json_response(body, status=status)
 
 
 def serve(publisher: EventPublisher, settings: CollectorSettings) -> None:

@@ -46,7 +46,8 @@ def collector(events_topic: str) -> Iterator[str]:
 def test_single_events_and_gzip_batches_are_published_after_ack(
     clients: ClientSettings, events_topic: str, collector: str
 ) -> None:
-    assert requests.get(f"{collector}/health/ready", timeout=10).json() == {"status": "ready"}
+    assert requests.get(f"{collector}/health/ready", timeout=10).json() == {
+        "status": "ready", "checks": {"kafka-and-registry": "ok"}}
     full = full_run_event()
     answer = requests.post(f"{collector}/api/v1/lineage", json=full, timeout=30)
     assert answer.status_code == 200 and answer.json() == {"accepted": 1}
