@@ -168,7 +168,7 @@ class Collector:
         # Kafka has the topic and the registry its schema; answers reused for READY_CACHE_SECONDS: a probe per
         # second from each of several orchestrators must not become as many broker and registry round trips.
         self._http = aiohttp_handlers(self.metrics, Readiness(
-            {"kafka-and-registry": self.publisher.check_connected}, timeout=6.0, ttl=READY_CACHE_SECONDS))
+            {"kafka-and-registry": lambda: self.publisher.check_connected()}, timeout=6.0, ttl=READY_CACHE_SECONDS))
 
     def app(self) -> web.Application:
         # aiohttp enforces the raw body limit itself (413) while reading; decompression is ours (decode_body), so
