@@ -160,12 +160,18 @@ class AckingProducer:
         self._poller = threading.Thread(target=self._poll_forever, name="kafka-delivery-poll", daemon=True)
         self._poller.start()
 
-    def produce(self, topic: str, key: bytes | None, value: bytes | None, on_delivery: DeliveryCallback) -> None:
+    def produce(self, topic: str, key: bytes | None, value: bytes | None, on_delivery: DeliveryCallback,
+                wait_for_room: bool = True) -> None:
+        """Queue one record. A full local queue (Kafka slow or away) is waited out, or with ``wait_for_room`` False
+        refused at once with ``QueueFull``."""
         while True:
             try:
                 self.producer.produce(topic, key=key, value=value, on_delivery=on_delivery)
                 return
             except BufferError:  # librdkafka's local queue is full: wait for deliveries to free room
+                if not wait_for_room:
+                    raise QueueFull("the producer's queue is full: Kafka is not taking records as fast as they come "
+                                    "(or is unreachable); retry later") from None
                 self.producer.poll(0.05)
 
     def send(self, topic: str, records: Sequence[tuple[bytes | None, bytes | None]], wait_for_room: bool = True
@@ -198,15 +204,11 @@ class AckingProducer:
         if not records:
             done.set_result(0)
         for key, value in records:
-            if wait_for_room:
-                self.produce(topic, key, value, on_delivery)
-                continue
             try:
-                self.producer.produce(topic, key=key, value=value, on_delivery=on_delivery)
-            except BufferError:
+                self.produce(topic, key, value, on_delivery, wait_for_room)
+            except QueueFull as full:
                 if not done.done():
-                    done.set_exception(QueueFull("the producer's queue is full: Kafka is not taking records as fast "
-                                                 "as they come (or is unreachable); retry later"))
+                    done.set_exception(full)
                 break
         return done
 
