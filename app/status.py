@@ -467,8 +467,9 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 def format_status(status: PipelineStatus) -> str:
     now = status.checked_at
     lines = [f"pipeline status at {_iso(now)} (Kafka {status.kafka_bootstrap})", ""]
-    lines += _table(["SERVICE", "STATE", "DETAIL"], [[s.name, s.state, s.detail] for s in status.services])
-    lines.append("")
+    if status.services:  # a probe of the services is installed (the development tools' local stack)
+        lines += _table(["SERVICE", "STATE", "DETAIL"], [[s.name, s.state, s.detail] for s in status.services])
+        lines.append("")
     lines += _table(["STAGE", "GROUP", "TOPIC", "MEMBERS", "LAG", "LAST EVENT"],
                     [[s.stage, s.group, s.topic, format_members(s), format_lag(s),
                       format_last_event(s.last_event_ms, s.last_event_error, now)] for s in status.stages])
