@@ -480,4 +480,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m kafka_lineage.app.cli`: run the module under its own name, so that the CommandFailed the
+    # development tools raise (imported from kafka_lineage.app.cli) is the class main() catches, not __main__'s copy
+    from kafka_lineage.app import cli
+
+    sys.exit(cli.main())
