@@ -35,7 +35,9 @@ def core_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = shutil.copytree(ROOT, tmp_path_factory.mktemp("source") / "kafka-lineage", ignore=shutil.ignore_patterns(
         ".git", ".venv", ".lineage", "build", "*.egg-info", "__pycache__", ".*_cache", "tests", "devtools"))
     # the build tools of this venv (pinned in constraints.txt): no index needed to build
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(source)])
+    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(out),
+                  str(source)])
+    assert "warning" not in (built.stdout + built.stderr).lower(), built.stdout + built.stderr  # setuptools': none
     (wheel,) = out.glob("kafka_lineage-*.whl")
     return wheel
 
