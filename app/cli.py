@@ -24,6 +24,7 @@ from kafka_lineage.runtime.config import (
     ConfigError,
     OperationsSettings,
     ProcessorSettings,
+    ServerSettings,
     SinkSettings,
     port_number,
 )
@@ -296,6 +297,17 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from kafka_lineage.server.serve import serve
+
+    settings = ServerSettings.from_env()
+    if args.port is not None:
+        port_number("--port", args.port)
+    overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+    serve(dataclasses.replace(settings, **overrides), ClientSettings.from_env())
+    return 0
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from kafka_lineage.app import status
 
@@ -417,6 +429,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Spark master URL for --engine spark (default $LINEAGE_SPARK_MASTER or local[*])")
     replay.set_defaults(handler=cmd_replay)
 
+    serve = sub.add_parser("serve", help="the lineage server: Marquez-compatible HTTP API over the graph")
+    serve.add_argument("--host", help="listen address (default LINEAGE_SERVER_HOST or 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="listen port (default LINEAGE_SERVER_PORT or 5050)")
+    serve.set_defaults(handler=cmd_serve)
+
     status_cmd = sub.add_parser("status", help="pipeline health: services, consumer lag and last event per stage, "
                                                "dead letters, alerts in the last hour (exit 1 degraded, 2 no Kafka)")
     status_cmd.add_argument("--json", action="store_true", help="machine-readable output")
@@ -447,7 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _long_running(args: argparse.Namespace) -> bool:
-    return args.command in ("collector", "processor", "sink", "connect") or (
+    return args.command in ("collector", "processor", "sink", "connect", "serve") or (
         args.command == "alerts" and args.action == "run")
 
 

@@ -326,6 +326,42 @@ def _count(values: Mapping[str, str], key: str, default: int) -> int:
 
 
 @dataclass(frozen=True)
+class ServerSettings:
+    """The lineage server (`lineage serve`): the HTTP API and web UI over the graph. Reads only."""
+
+    host: str = "127.0.0.1"
+    port: int = 5050
+    token: str = ""  # bearer token every /api request must carry (empty: none asked)
+    cors_origins: tuple[str, ...] = ()  # origins allowed to call the API from a browser (empty: CORS off)
+    tls_cert: str = ""
+    tls_key: str = ""
+    max_depth: int = 20  # lineage depth asked beyond this is capped (and the answer says so)
+    max_nodes: int = 2000  # nodes per lineage answer; more is cut to the nearest, flagged truncated
+    max_results: int = 1000  # rows per list answer (limit above this is capped)
+    query_timeout: float = 10.0  # seconds a question may keep Neo4j busy
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ServerSettings:
+        values = merged_environment(env)
+        origins = tuple(o.strip() for o in values.get("LINEAGE_SERVER_CORS_ORIGINS", "").split(",") if o.strip())
+        settings = cls(
+            host=values.get("LINEAGE_SERVER_HOST", "127.0.0.1"),
+            port=port_setting(values, "LINEAGE_SERVER_PORT", 5050),
+            token=values.get("LINEAGE_SERVER_TOKEN", ""),
+            cors_origins=origins,
+            tls_cert=_existing_file(values, "LINEAGE_SERVER_TLS_CERT"),
+            tls_key=_existing_file(values, "LINEAGE_SERVER_TLS_KEY"),
+            max_depth=_count(values, "LINEAGE_SERVER_MAX_DEPTH", 20),
+            max_nodes=_count(values, "LINEAGE_SERVER_MAX_NODES", 2000),
+            max_results=_count(values, "LINEAGE_SERVER_MAX_RESULTS", 1000),
+            query_timeout=_positive(values, "LINEAGE_SERVER_QUERY_TIMEOUT", 10.0),
+        )
+        if bool(settings.tls_cert) != bool(settings.tls_key):
+            raise ConfigError("LINEAGE_SERVER_TLS_CERT and LINEAGE_SERVER_TLS_KEY: set both (HTTPS) or neither")
+        return settings
+
+
+@dataclass(frozen=True)
 class CollectorSettings:
     """The OpenLineage HTTP collector. Port 5000 is where OpenLineage clients look for Marquez by default."""
 

@@ -1,7 +1,8 @@
 """Imports only point down (docs/ARCHITECTURE.md, "Map"): a test over every module's imports, read with ``ast``.
 
 Layers, lowest first: the contract (schemas) ← the runtime ← the stages (producers, processors, sinks; never each
-other) ← replay (composes a stage core with a sink) ← app (CLI, status, pictures) ← the development tools, a
+other) ← replay (composes a stage core with a sink) ← server (the read side over the graph) ← app (CLI, status,
+pictures) ← the development tools, a
 distribution of their own that nothing in the product imports. The in-job emitter (producers.client) imports only
 the contract and the runtime, never the producers' services.
 """
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-LAYERS = ["schemas", "runtime", "stage", "replay", "app", "devtools"]
+LAYERS = ["schemas", "runtime", "stage", "replay", "server", "app", "devtools"]
 STAGES = {"producers", "processors", "sinks"}
 
 

@@ -1,0 +1,252 @@
+"""The lineage server's HTTP API: Marquez-compatible reads under ``/api/v1`` and the pipeline's own under ``/api/v2``,
+thin resources over ``GraphStore``. The OpenAPI document is generated from these routes (``/openapi.json``).
+
+Errors are JSON ``{"code": …, "message": …}`` as Marquez answers them: 400 names the parameter, 404 the node,
+503 when Neo4j cannot answer, 504 when a question runs out of its time limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+from collections.abc import Mapping
+from typing import Annotated, Any
+from urllib.parse import unquote
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from kafka_lineage.runtime.config import ServerSettings
+from kafka_lineage.runtime.metrics import Check, Metrics, Readiness
+from kafka_lineage.server import marquez
+from kafka_lineage.server.node_ids import BadNodeId, parse_node_id
+from kafka_lineage.server.store import GraphStore, NotFound, QueryTimeout
+from kafka_lineage.sinks.graph.queries import MAX_DEPTH, traverse
+
+API_TITLE = "kafka-lineage"
+
+
+class EncodedSlashes:
+    """Routes on the raw path: Marquez clients send a namespace such as ``s3://bucket`` or a name such as
+    ``mart/orders`` as one URL-encoded path segment (``s3:%2F%2Fbucket``), which the decoded path would split.
+    Handlers decode their path parameters themselves (``_segment``)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("raw_path"):
+            raw = scope["raw_path"].decode("latin-1").split("?", 1)[0]
+            if raw.startswith("/api/"):
+                scope = {**scope, "path": raw}
+        await self.app(scope, receive, send)
+
+
+def _segment(value: str) -> str:
+    return unquote(value)
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"code": status, "message": message}, status_code=status)
+
+
+def create_app(store: GraphStore, settings: ServerSettings, metrics: Metrics | None = None,
+               checks: Mapping[str, Check] | None = None) -> FastAPI:
+    metrics = metrics or Metrics(process_metrics=False)
+    readiness = Readiness(dict(checks or {}), timeout=5.0, ttl=2.0)
+    app = FastAPI(title=API_TITLE, version="1", docs_url="/api/docs", redoc_url=None,
+                  description="Lineage of the OpenLineage pipeline: Marquez-compatible reads (/api/v1) and the "
+                              "pipeline's own questions (/api/v2).")
+
+    def authorized(request: Request) -> None:
+        if not settings.token:
+            return
+        given = request.headers.get("authorization", "")
+        scheme, _, token = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), settings.token.encode()):
+            raise HTTPException(401, "a bearer token is required (Authorization: Bearer …)",
+                                headers={"WWW-Authenticate": "Bearer"})
+
+    api = [Depends(authorized)]
+
+    def capped(value: int, cap: int) -> int:
+        return min(value, cap)
+
+    def depth_cap(depth: int) -> int:
+        return min(depth, settings.max_depth, MAX_DEPTH)
+
+    def flagged(body: dict[str, Any], response: Response, truncated: bool) -> dict[str, Any]:
+        """Marquez's graph shape has no room for it: a cut answer says so in a header."""
+        if truncated:
+            response.headers["X-Lineage-Truncated"] = "true"
+        return body
+
+    # --- errors ------------------------------------------------------------------------------------------------
+    @app.exception_handler(NotFound)
+    async def not_found(_request: Request, exc: NotFound) -> JSONResponse:
+        return _error(404, str(exc))
+
+    @app.exception_handler(BadNodeId)
+    async def bad_node(_request: Request, exc: BadNodeId) -> JSONResponse:
+        return _error(400, str(exc))
+
+    @app.exception_handler(QueryTimeout)
+    async def too_slow(_request: Request, exc: QueryTimeout) -> JSONResponse:
+        return _error(504, f"{exc}; ask for less (depth, limit) or raise LINEAGE_SERVER_QUERY_TIMEOUT")
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_parameter(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = []
+        for error in exc.errors():
+            where = ".".join(str(part) for part in error.get("loc", ())[1:]) or "request"
+            problems.append(f"{where}: {error.get('msg', 'invalid')}")
+        return _error(400, "; ".join(problems))
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_request: Request, exc: HTTPException) -> JSONResponse:
+        response = _error(exc.status_code, str(exc.detail))
+        response.headers.update(exc.headers or {})
+        return response
+
+    @app.exception_handler(Exception)
+    async def unavailable(_request: Request, exc: Exception) -> JSONResponse:
+        if type(exc).__module__.startswith("neo4j."):
+            return _error(503, f"Neo4j cannot answer: {type(exc).__name__}")
+        raise exc
+
+    # --- operations --------------------------------------------------------------------------------------------
+    @app.get("/health/live", include_in_schema=False)
+    def live() -> dict[str, str]:
+        return {"status": "live"}
+
+    @app.get("/health/ready", include_in_schema=False)
+    async def ready() -> JSONResponse:
+        report = await asyncio.to_thread(readiness.evaluate)
+        metrics.set_ready(report.ready)
+        return JSONResponse(report.body(), status_code=report.status)
+
+    @app.get("/metrics", include_in_schema=False)
+    def prometheus() -> Response:
+        body, content_type = metrics.exposition()
+        return Response(body, media_type=content_type, headers={"Cache-Control": "no-store"})
+
+    # --- Marquez-compatible ------------------------------------------------------------------------------------
+    Limit = Annotated[int, Query(ge=1, description="rows to return (capped at LINEAGE_SERVER_MAX_RESULTS)")]
+    Offset = Annotated[int, Query(ge=0)]
+    Depth = Annotated[int, Query(ge=1, description="jobs deep (capped at LINEAGE_SERVER_MAX_DEPTH, "
+                                                    "and then the answer is flagged truncated)")]
+
+    @app.get("/api/v1/namespaces", dependencies=api, tags=["Marquez"])
+    def namespaces(limit: Limit = 100) -> dict[str, Any]:
+        rows = store.namespaces(capped(limit, settings.max_results))
+        return {"namespaces": [marquez.namespace(row) for row in rows]}
+
+    @app.get("/api/v1/namespaces/{namespace}", dependencies=api, tags=["Marquez"])
+    def one_namespace(namespace: str) -> dict[str, Any]:
+        name = _segment(namespace)
+        for row in store.namespaces(settings.max_results * 100):
+            if row[0] == name:
+                return marquez.namespace(row)
+        raise NotFound(f"namespace {name} is not in the graph")
+
+    @app.get("/api/v1/namespaces/{namespace}/datasets", dependencies=api, tags=["Marquez"])
+    def datasets(namespace: str, limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
+        rows, total = store.datasets(_segment(namespace), capped(limit, settings.max_results), offset)
+        return {"datasets": [marquez.dataset(row) for row in rows], "totalCount": total}
+
+    @app.get("/api/v1/namespaces/{namespace}/datasets/{dataset}", dependencies=api, tags=["Marquez"])
+    def one_dataset(namespace: str, dataset: str) -> dict[str, Any]:
+        return marquez.dataset(store.dataset(_segment(namespace), _segment(dataset)))
+
+    @app.get("/api/v1/namespaces/{namespace}/datasets/{dataset}/versions", dependencies=api, tags=["Marquez"])
+    def dataset_versions(namespace: str, dataset: str, limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
+        ns, name = _segment(namespace), _segment(dataset)
+        versions = store.versions(ns, name, capped(limit, settings.max_results), offset)
+        return {"versions": [marquez.dataset_version(ns, name, v) for v in versions], "totalCount": len(versions)}
+
+    @app.get("/api/v1/namespaces/{namespace}/jobs", dependencies=api, tags=["Marquez"])
+    def jobs(namespace: str, limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
+        rows, total = store.jobs(_segment(namespace), capped(limit, settings.max_results), offset)
+        return {"jobs": [marquez.job(row) for row in rows], "totalCount": total}
+
+    @app.get("/api/v1/namespaces/{namespace}/jobs/{job}", dependencies=api, tags=["Marquez"])
+    def one_job(namespace: str, job: str) -> dict[str, Any]:
+        return marquez.job(store.job(_segment(namespace), _segment(job)))
+
+    @app.get("/api/v1/namespaces/{namespace}/jobs/{job}/runs", dependencies=api, tags=["Marquez"])
+    def job_runs(namespace: str, job: str, limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
+        runs = store.runs(_segment(namespace), _segment(job), capped(limit, settings.max_results), offset)
+        return {"runs": [marquez.run(r) for r in runs], "totalCount": len(runs)}
+
+    @app.get("/api/v1/lineage", dependencies=api, tags=["Marquez"])
+    def lineage(response: Response, nodeId: str, depth: Depth = 20) -> dict[str, Any]:
+        node = parse_node_id(nodeId, ("dataset", "job"))
+        capped_depth = depth_cap(depth)
+        graph = store.neighbourhood(node.kind, node.namespace, node.name, capped_depth, settings.max_nodes)
+        return flagged(marquez.lineage_graph(graph), response, graph.stopped is not None or depth > capped_depth)
+
+    @app.get("/api/v1/column-lineage", dependencies=api, tags=["Marquez"])
+    def column_lineage(response: Response, nodeId: str, depth: Depth = 20,
+                       withDownstream: bool = False) -> dict[str, Any]:
+        node = parse_node_id(nodeId, ("dataset", "datasetField"))
+        capped_depth = depth_cap(depth)
+        graph = store.column_graph(node.namespace, node.name, node.field, capped_depth,
+                                   ("up", "down") if withDownstream else ("up",), settings.max_nodes)
+        types = store.field_types({(n.namespace, n.name) for n in graph.nodes.values()})
+        return flagged(marquez.column_lineage_graph(graph, types), response,
+                       graph.stopped is not None or depth > capped_depth)
+
+    @app.get("/api/v1/search", dependencies=api, tags=["Marquez"])
+    def search(q: Annotated[str, Query(min_length=1, max_length=1024)],
+               filter: str | None = None, limit: Limit = 10) -> dict[str, Any]:
+        kinds = {"dataset", "job"}
+        if filter is not None:
+            if filter.lower() not in kinds:
+                raise HTTPException(400, f"filter: dataset or job, got {filter!r}")
+            kinds = {filter.lower()}
+        total, rows = store.search(q, kinds, capped(limit, settings.max_results))
+        return {"totalCount": total, "results": [marquez.search_result(row) for row in rows]}
+
+    # --- the pipeline's own ------------------------------------------------------------------------------------
+    @app.get("/api/v2/datasets/{namespace}/{dataset}/impact", dependencies=api, tags=["Lineage"])
+    def impact(namespace: str, dataset: str, depth: Depth = 5, direction: str = "down",
+               column: str | None = None) -> dict[str, Any]:
+        """Downstream (``direction=down``) or upstream jobs and datasets of a dataset, nearest first, each with the
+        path from the dataset, whether a completed run wrote it, and whether the answer was cut short."""
+        if direction not in ("down", "up"):
+            raise HTTPException(400, f"direction: down or up, got {direction!r}")
+        ns, name = _segment(namespace), _segment(dataset)
+        asked = depth
+        depth = depth_cap(depth)
+        if column is not None:
+            graph = store.column_graph(ns, name, column, depth, (direction,), settings.max_nodes)
+            start = graph.starts[0]
+            columns = sorted((n for element, n in graph.nodes.items() if element != start),
+                             key=lambda n: (n.namespace, n.name, n.field or ""))
+            return {"dataset": {"namespace": ns, "name": name}, "column": column, "direction": direction,
+                    "depth": depth, "truncated": graph.stopped is not None or asked > depth,
+                    "stoppedBy": graph.stopped or ("depth" if asked > depth else None),
+                    "nodes": [{"kind": "field", "namespace": n.namespace, "name": n.name, "field": n.field}
+                              for n in columns]}
+        walk = traverse(store.driver, ns, name, depth, direction, settings.max_nodes, settings.query_timeout)
+        if not walk.found:
+            raise NotFound(f"dataset {ns} {name} is not in the graph")
+        return {
+            "dataset": {"namespace": ns, "name": name}, "direction": direction, "depth": depth,
+            "truncated": walk.truncated or asked > depth, "stoppedBy": walk.stopped or ("depth" if asked > depth
+                                                                                          else None),
+            "nodes": [{"kind": n.kind, "namespace": n.namespace, "name": n.name, "depth": n.depth,
+                       "path": [list(step) for step in walk.path(n.kind, n.namespace, n.name)],
+                       **({"written": ("dataset", n.namespace, n.name) not in walk.unwritten}
+                          if n.kind == "dataset" else {})} for n in walk.nodes],
+            "edges": [[list(a), list(b)] for a, b in walk.edges],
+        }
+
+    app.add_middleware(EncodedSlashes)
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["GET"],
+                           allow_headers=["Authorization"])
+    return app

@@ -1,0 +1,181 @@
+"""The graph's answers in Marquez's JSON shapes (Marquez's OpenAPI spec, ``spec/openapi.yml``), so Marquez clients,
+scripts and UIs read them unchanged. Pure.
+
+Fields the graph cannot fill are answered as Marquez answers an unknown value (null, [] or {}), listed in the
+README: ``ownerName``/``description`` of namespaces, dataset and job ``description``/``tags``/``location``, facets
+(the graph keeps the facts it needs, not the facet documents), ``parentJobName``, run ``args``. A dataset's
+``currentVersion`` and a version's ``version`` are the schema version hash (Marquez: a UUID per write).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from kafka_lineage.server.node_ids import dataset_id, field_id, job_id
+from kafka_lineage.server.store import Graph, Node, schema_fields
+
+# OpenLineage run states → Marquez's (RunState: NEW, RUNNING, COMPLETED, FAILED, ABORTED)
+RUN_STATES = {"START": "RUNNING", "RUNNING": "RUNNING", "COMPLETE": "COMPLETED", "FAIL": "FAILED",
+              "ABORT": "ABORTED"}
+
+
+def _millis(start: str | None, end: str | None) -> int | None:
+    if not start or not end:
+        return None
+    try:
+        delta = datetime.fromisoformat(end) - datetime.fromisoformat(start)
+    except ValueError:
+        return None
+    return int(delta.total_seconds() * 1000)
+
+
+def dataset_type(namespace: str) -> str:
+    """Marquez's dataset types: a Kafka topic is a STREAM, everything else a DB_TABLE."""
+    return "STREAM" if namespace.startswith("kafka://") else "DB_TABLE"
+
+
+def fields(fields_json: str | None) -> list[dict[str, Any]]:
+    return [{"name": f.get("name"), "type": f.get("type"), "tags": [], "description": f.get("description")}
+            for f in schema_fields(fields_json) if isinstance(f.get("name"), str)]
+
+
+def namespace(row: list[Any]) -> dict[str, Any]:
+    name, first, last = row
+    return {"name": name, "createdAt": first, "updatedAt": last, "ownerName": None, "description": None}
+
+
+def dataset(row: list[Any]) -> dict[str, Any]:
+    ns, name, version, fields_json, first_seen, last_write = row
+    return {
+        "id": {"namespace": ns, "name": name}, "type": dataset_type(ns), "name": name, "physicalName": name,
+        "createdAt": first_seen, "updatedAt": max(filter(None, (first_seen, last_write)), default=None),
+        "namespace": ns, "sourceName": ns, "fields": fields(fields_json), "tags": [],
+        "lastModifiedAt": last_write, "lastLifecycleState": None, "description": None, "facets": {},
+        "currentVersion": version, "deleted": False,
+    }
+
+
+def dataset_version(ns: str, name: str, version: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "id": {"namespace": ns, "name": name, "version": version["version"]}, "type": dataset_type(ns),
+        "name": name, "physicalName": name, "createdAt": version["firstSeen"], "version": version["version"],
+        "namespace": ns, "sourceName": ns, "fields": fields(version["fields"]), "tags": [], "description": None,
+        "createdByRun": None, "facets": {},
+    }
+
+
+def run(row: Mapping[str, Any]) -> dict[str, Any]:
+    start, end = row.get("startTime"), row.get("endTime")
+    return {
+        "id": row["runId"], "createdAt": start or row.get("lastEventTime"), "updatedAt": row.get("lastEventTime"),
+        "nominalStartTime": row.get("nominalStartTime"), "nominalEndTime": row.get("nominalEndTime"),
+        "state": RUN_STATES.get(row.get("state") or "", "NEW"), "startedAt": start, "endedAt": end,
+        "durationMs": _millis(start, end), "args": {}, "facets": {},
+    }
+
+
+def job_type(processing_type: str | None) -> str:
+    return "STREAM" if (processing_type or "").upper() == "STREAMING" else "BATCH"
+
+
+def job(row: list[Any]) -> dict[str, Any]:
+    ns, name, last_event, processing, _job_type, _integration, first_run, inputs, outputs, runs = row
+    latest = [run(r) for r in runs]
+    return {
+        "id": {"namespace": ns, "name": name}, "type": job_type(processing), "name": name,
+        "simpleName": name.rsplit(".", 1)[-1], "parentJobName": None, "parentJobUuid": None,
+        "createdAt": first_run or last_event, "updatedAt": last_event, "namespace": ns,
+        "inputs": [{"namespace": i[0], "name": i[1]} for i in sorted(inputs)],
+        "outputs": [{"namespace": o[0], "name": o[1]} for o in sorted(outputs)],
+        "location": None, "description": None, "latestRun": latest[0] if latest else None, "latestRuns": latest,
+        "facets": {}, "currentVersion": None,
+    }
+
+
+def search_result(row: list[Any]) -> dict[str, Any]:
+    kind, ns, name, updated = row
+    node = dataset_id(ns, name) if kind == "DATASET" else job_id(ns, name)
+    return {"type": kind, "name": name, "updatedAt": updated, "namespace": ns, "nodeId": node}
+
+
+# --- lineage graphs ------------------------------------------------------------------------------------------------
+def _node_id(node: Node) -> str:
+    if node.kind == "field":
+        return field_id(node.namespace, node.name, node.field or "")
+    return dataset_id(node.namespace, node.name) if node.kind == "dataset" else job_id(node.namespace, node.name)
+
+
+def lineage_graph(graph: Graph) -> dict[str, Any]:
+    """Marquez's LineageGraph of jobs and datasets: a job's inEdges come from the datasets it reads and its
+    outEdges go to those it writes; a dataset's inEdges come from the jobs writing it, its outEdges go to readers."""
+    ids = {element: _node_id(node) for element, node in graph.nodes.items()}
+    ins: dict[str, list[str]] = {element: [] for element in graph.nodes}
+    outs: dict[str, list[str]] = {element: [] for element in graph.nodes}
+    for start, end in graph.edges:
+        outs[start].append(end)
+        ins[end].append(start)
+    nodes = []
+    for element, node in graph.nodes.items():
+        node_id = ids[element]
+        edges_in = [{"origin": ids[o], "destination": node_id} for o in sorted(ins[element], key=ids.__getitem__)]
+        edges_out = [{"origin": node_id, "destination": ids[d]} for d in sorted(outs[element], key=ids.__getitem__)]
+        if node.kind == "job":
+            inputs = [graph.nodes[o] for o in ins[element]]
+            outputs = [graph.nodes[d] for d in outs[element]]
+            data: dict[str, Any] = {
+                "id": {"namespace": node.namespace, "name": node.name}, "type": "BATCH", "name": node.name,
+                "simpleName": node.name.rsplit(".", 1)[-1], "namespace": node.namespace,
+                "inputs": _dataset_ids(inputs), "outputs": _dataset_ids(outputs)}
+        else:
+            data = {"id": {"namespace": node.namespace, "name": node.name}, "type": dataset_type(node.namespace),
+                    "name": node.name, "physicalName": node.name, "namespace": node.namespace,
+                    "sourceName": node.namespace, "fields": [], "tags": []}
+        nodes.append({"id": node_id, "type": node.kind.upper(), "data": data,
+                      "inEdges": edges_in, "outEdges": edges_out})
+    return {"graph": sorted(nodes, key=lambda n: n["id"])}
+
+
+def _dataset_ids(nodes: Iterable[Node]) -> list[dict[str, str]]:
+    return sorted(({"namespace": n.namespace, "name": n.name} for n in nodes),
+                  key=lambda d: (d["namespace"], d["name"]))
+
+
+def _transformation(text: str) -> tuple[str | None, str | None]:
+    """(transformationType, transformationDescription) from the stored ``DIRECT/IDENTITY,INDIRECT/FILTER`` text."""
+    if not text:
+        return None, None
+    return text.split(",", 1)[0].split("/", 1)[0], text
+
+
+def column_lineage_graph(graph: Graph, types: Mapping[tuple[str, str], Mapping[str, str]]) -> dict[str, Any]:
+    """Marquez's column-lineage graph: DATASET_FIELD nodes, each with the input fields it derives from; as Marquez
+    answers, a field's inEdges go from it to its inputs and an input's outEdges go from it to what derives from it."""
+    ids = {element: _node_id(node) for element, node in graph.nodes.items()}
+    inputs: dict[str, list[tuple[str, str]]] = {element: [] for element in graph.nodes}
+    derived: dict[str, list[str]] = {element: [] for element in graph.nodes}
+    for (output, source), text in graph.edges.items():  # DERIVES_FROM: derived column → its input
+        inputs[output].append((source, text))
+        derived[source].append(output)
+    nodes = []
+    for element, node in graph.nodes.items():
+        node_id = ids[element]
+        input_fields = []
+        for source, text in sorted(inputs[element], key=lambda pair: ids[pair[0]]):
+            kind, description = _transformation(text)
+            source_node = graph.nodes[source]
+            input_fields.append({"namespace": source_node.namespace, "dataset": source_node.name,
+                                 "datasetVersion": None, "field": source_node.field,
+                                 "transformationDescription": description, "transformationType": kind})
+        data = {"namespace": node.namespace, "dataset": node.name, "datasetVersion": None, "field": node.field,
+                "fieldType": types.get((node.namespace, node.name), {}).get(node.field or "") or None,
+                "transformationDescription": None, "transformationType": None, "inputFields": input_fields}
+        nodes.append({
+            "id": node_id, "type": "DATASET_FIELD", "data": data,
+            "inEdges": [{"origin": node_id, "destination": ids[s]} for s, _ in sorted(
+                inputs[element], key=lambda pair: ids[pair[0]])],
+            "outEdges": [{"origin": node_id, "destination": ids[d]} for d in sorted(derived[element],
+                                                                                     key=ids.__getitem__)],
+        })
+    return {"graph": sorted(nodes, key=lambda n: n["id"])}

@@ -1,0 +1,70 @@
+"""The graph's answers in Marquez's shapes (Marquez's spec/openapi.yml and its services' edge conventions)."""
+
+from kafka_lineage.server import marquez
+from kafka_lineage.server.store import Graph, Node, like_pattern
+
+
+def test_lineage_graph_edges_point_along_the_data() -> None:
+    graph = Graph(nodes={"d1": Node("dataset", "s3://lake", "raw/orders"), "j1": Node("job", "etl", "clean"),
+                         "d2": Node("dataset", "s3://lake", "mart/orders")},
+                  edges={("d1", "j1"): "", ("j1", "d2"): ""}, starts=["d1"])
+    nodes = {n["id"]: n for n in marquez.lineage_graph(graph)["graph"]}
+    assert set(nodes) == {"dataset:s3://lake:raw/orders", "job:etl:clean", "dataset:s3://lake:mart/orders"}
+    job = nodes["job:etl:clean"]
+    assert job["type"] == "JOB"
+    assert job["inEdges"] == [{"origin": "dataset:s3://lake:raw/orders", "destination": "job:etl:clean"}]
+    assert job["outEdges"] == [{"origin": "job:etl:clean", "destination": "dataset:s3://lake:mart/orders"}]
+    assert job["data"]["inputs"] == [{"namespace": "s3://lake", "name": "raw/orders"}]
+    assert job["data"]["outputs"] == [{"namespace": "s3://lake", "name": "mart/orders"}]
+    raw = nodes["dataset:s3://lake:raw/orders"]
+    assert raw["type"] == "DATASET" and raw["inEdges"] == []
+    assert raw["outEdges"] == [{"origin": "dataset:s3://lake:raw/orders", "destination": "job:etl:clean"}]
+
+
+def test_column_lineage_graph_follows_marquez_edge_convention() -> None:
+    graph = Graph(nodes={"o": Node("field", "pg", "mart", "total"), "i": Node("field", "pg", "raw", "amount")},
+                  edges={("o", "i"): "DIRECT/AGGREGATION"}, starts=["o"])
+    nodes = {n["id"]: n for n in marquez.column_lineage_graph(graph, {("pg", "mart"): {"total": "DECIMAL"}})["graph"]}
+    total, amount = nodes["datasetField:pg:mart:total"], nodes["datasetField:pg:raw:amount"]
+    assert total["type"] == "DATASET_FIELD"
+    assert total["data"]["fieldType"] == "DECIMAL"
+    assert total["data"]["inputFields"] == [{"namespace": "pg", "dataset": "raw", "datasetVersion": None,
+                                             "field": "amount", "transformationDescription": "DIRECT/AGGREGATION",
+                                             "transformationType": "DIRECT"}]
+    # as Marquez answers: a field's inEdges go from it to its inputs, an input's outEdges to what derives from it
+    assert total["inEdges"] == [{"origin": "datasetField:pg:mart:total", "destination": "datasetField:pg:raw:amount"}]
+    assert amount["outEdges"] == [{"origin": "datasetField:pg:raw:amount",
+                                   "destination": "datasetField:pg:mart:total"}]
+    assert amount["data"]["inputFields"] == [] and amount["inEdges"] == []
+
+
+def test_runs_in_marquez_states_with_their_duration() -> None:
+    run = marquez.run({"runId": "r1", "state": "COMPLETE", "startTime": "2024-05-01T10:00:00.000000Z",
+                       "endTime": "2024-05-01T10:00:02.500000Z", "lastEventTime": "2024-05-01T10:00:02.500000Z"})
+    assert run["state"] == "COMPLETED" and run["durationMs"] == 2500
+    assert marquez.run({"runId": "r2", "state": "START", "startTime": "2024-05-01T10:00:00.000000Z"})["state"] \
+        == "RUNNING"
+    assert marquez.run({"runId": "r3", "state": None})["state"] == "NEW"
+    assert marquez.run({"runId": "r4", "state": "FAIL"})["durationMs"] is None
+
+
+def test_dataset_shape_from_its_current_schema() -> None:
+    fields = '[{"name":"id","type":"BIGINT","description":"key"},{"name":"address","type":"STRUCT",' \
+             '"fields":[{"name":"city","type":"STRING"}]}]'
+    dataset = marquez.dataset(["kafka://broker:9092", "orders", "abc123", fields, "2024-05-01T00:00:00.000000Z",
+                               "2024-05-02T00:00:00.000000Z"])
+    assert dataset["id"] == {"namespace": "kafka://broker:9092", "name": "orders"}
+    assert dataset["type"] == "STREAM"
+    assert dataset["fields"] == [{"name": "id", "type": "BIGINT", "tags": [], "description": "key"},
+                                 {"name": "address", "type": "STRUCT", "tags": [], "description": None}]
+    assert dataset["lastModifiedAt"] == dataset["updatedAt"] == "2024-05-02T00:00:00.000000Z"
+    assert dataset["currentVersion"] == "abc123"
+
+
+def test_search_is_marquez_like_containment() -> None:
+    import re
+
+    assert re.fullmatch(like_pattern("ORD%s"), "mart/orders_daily")
+    assert re.fullmatch(like_pattern("o_ders"), "orders")
+    assert not re.fullmatch(like_pattern("o.ders"), "orders")  # a dot is a dot
+    assert marquez.search_result(["JOB", "etl", "clean", None])["nodeId"] == "job:etl:clean"
