@@ -17,6 +17,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
+from neo4j.exceptions import ServiceUnavailable, SessionExpired, TransientError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kafka_lineage.runtime.config import ServerSettings
@@ -27,6 +28,11 @@ from kafka_lineage.server.store import GraphStore, NotFound, QueryTimeout
 from kafka_lineage.sinks.graph.queries import MAX_DEPTH, traverse
 
 API_TITLE = "kafka-lineage"
+# Query parameters (module level: the route signatures' annotations are resolved by name)
+Limit = Annotated[int, Query(ge=1, description="rows to return (capped at LINEAGE_SERVER_MAX_RESULTS)")]
+Offset = Annotated[int, Query(ge=0)]
+Depth = Annotated[int, Query(ge=1, description="jobs deep (capped at LINEAGE_SERVER_MAX_DEPTH, and then the answer "
+                                               "is flagged truncated)")]
 
 
 class EncodedSlashes:
@@ -111,11 +117,11 @@ def create_app(store: GraphStore, settings: ServerSettings, metrics: Metrics | N
         response.headers.update(exc.headers or {})
         return response
 
-    @app.exception_handler(Exception)
+    @app.exception_handler(ServiceUnavailable)
+    @app.exception_handler(SessionExpired)
+    @app.exception_handler(TransientError)
     async def unavailable(_request: Request, exc: Exception) -> JSONResponse:
-        if type(exc).__module__.startswith("neo4j."):
-            return _error(503, f"Neo4j cannot answer: {type(exc).__name__}")
-        raise exc
+        return _error(503, f"Neo4j cannot answer now ({type(exc).__name__}); retry shortly")
 
     # --- operations --------------------------------------------------------------------------------------------
     @app.get("/health/live", include_in_schema=False)
@@ -134,10 +140,6 @@ def create_app(store: GraphStore, settings: ServerSettings, metrics: Metrics | N
         return Response(body, media_type=content_type, headers={"Cache-Control": "no-store"})
 
     # --- Marquez-compatible ------------------------------------------------------------------------------------
-    Limit = Annotated[int, Query(ge=1, description="rows to return (capped at LINEAGE_SERVER_MAX_RESULTS)")]
-    Offset = Annotated[int, Query(ge=0)]
-    Depth = Annotated[int, Query(ge=1, description="jobs deep (capped at LINEAGE_SERVER_MAX_DEPTH, "
-                                                    "and then the answer is flagged truncated)")]
 
     @app.get("/api/v1/namespaces", dependencies=api, tags=["Marquez"])
     def namespaces(limit: Limit = 100) -> dict[str, Any]:

@@ -20,10 +20,10 @@ from kafka_lineage.sinks.graph.model import stored_key
 
 _NS = "coalesce({0}.fullNamespace, {0}.namespace)"
 _NAME = "coalesce({0}.fullName, {0}.name)"
-_RUN = ("{{runId: r.runId, state: r.state, startTime: r.startTime, endTime: r.endTime, "
+_RUN = ("{runId: r.runId, state: r.state, startTime: r.startTime, endTime: r.endTime, "
         "lastEventTime: r.lastEventTime, nominalStartTime: r.nominalStartTime, nominalEndTime: r.nominalEndTime, "
         "errorMessage: r.errorMessage, inputRowCount: r.inputRowCount, outputRowCount: r.outputRowCount, "
-        "inputBytes: r.inputBytes, outputBytes: r.outputBytes}}")
+        "inputBytes: r.inputBytes, outputBytes: r.outputBytes}")
 LATEST_RUNS = 10  # runs shown with a job (Marquez's latestRuns)
 
 _NAMESPACES = (

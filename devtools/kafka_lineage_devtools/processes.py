@@ -300,6 +300,12 @@ def collector_process(env: dict[str, str] | None = None) -> contextlib.AbstractC
     return lineage_process(["collector", "--port", str(port)], _http_live, env, url=f"http://127.0.0.1:{port}")
 
 
+def server_process(env: dict[str, str] | None = None) -> contextlib.AbstractContextManager[ChildProcess]:
+    """``lineage serve`` on a free port, answering before the block starts."""
+    port = free_port()
+    return lineage_process(["serve", "--port", str(port)], _http_live, env, url=f"http://127.0.0.1:{port}")
+
+
 def processor_process(env: dict[str, str] | None = None) -> contextlib.AbstractContextManager[ChildProcess]:
     """A ``lineage processor`` worker that has joined its group and recovered its tables."""
     return lineage_process(["processor"], lambda _child, output: "Worker]: Ready" in output, env)

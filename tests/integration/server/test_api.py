@@ -1,0 +1,229 @@
+"""`lineage serve` against the real stack: a known graph written by the graph sink's own statements, then every
+endpoint's answer compared with it exactly (Marquez's shapes, bad input, limits, the bearer token)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+import requests
+
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.sinks.graph.sink import driver_for, ensure_constraints, write_events
+from kafka_lineage_devtools.processes import ChildProcess, server_process
+
+pytestmark = pytest.mark.integration
+PRODUCER = "https://github.com/kafka-lineage/kafka-lineage/tree/main/tests/integration/server"
+
+
+def _schema(*fields: tuple[str, str]) -> dict[str, Any]:
+    return {"_producer": PRODUCER, "_schemaURL": "https://openlineage.io/spec/facets/1-1-1/SchemaDatasetFacet.json",
+            "fields": [{"name": n, "type": t} for n, t in fields]}
+
+
+def _column(output: str, namespace: str, source: str, field: str) -> dict[str, Any]:
+    """``output`` derives from ``field`` of dataset ``source``."""
+    return {"_producer": PRODUCER,
+            "_schemaURL": "https://openlineage.io/spec/facets/1-2-0/ColumnLineageDatasetFacet.json",
+            "fields": {output: {"inputFields": [{"namespace": namespace, "name": source, "field": field,
+                                                 "transformations": [{"type": "DIRECT", "subtype": "AGGREGATION"}]}]}}}
+
+
+def _event(kind: str, time: str, job: tuple[str, str], run: str, inputs: list[dict], outputs: list[dict]) -> dict:
+    return {"eventType": kind, "eventTime": time, "producer": PRODUCER,
+            "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/definitions/RunEvent",
+            "run": {"runId": run}, "job": {"namespace": job[0], "name": job[1]}, "inputs": inputs, "outputs": outputs}
+
+
+class World:
+    """raw --clean--> mid --report--> out, in namespace ``ns`` (a URI, as real namespaces are), jobs in ``jobs``;
+    out.total derives from mid.amount, which derives from raw.amount; clean ran twice (a failure, then complete)."""
+
+    def __init__(self) -> None:
+        tag = uuid.uuid4().hex[:8]
+        self.ns, self.jobs = f"postgres://db-{tag}:5432", f"airflow-{tag}"
+        raw = {"namespace": self.ns, "name": "shop.raw/orders", "facets": {"schema": _schema(("amount", "DECIMAL"),
+                                                                                             ("id", "BIGINT"))}}
+        mid = {"namespace": self.ns, "name": "shop.mid", "facets": {
+            "schema": _schema(("amount", "DECIMAL")),
+            "columnLineage": _column("amount", self.ns, "shop.raw/orders", "amount")}}
+        out = {"namespace": self.ns, "name": "shop.out", "facets": {
+            "schema": _schema(("total", "DECIMAL")), "columnLineage": _column("total", self.ns, "shop.mid", "amount")}}
+        self.failed, self.clean_run, self.report_run = (str(uuid.uuid4()) for _ in range(3))
+        clean, report = (self.jobs, "etl.clean"), (self.jobs, "etl.report")
+        self.events = [
+            _event("START", "2024-05-01T10:00:00Z", clean, self.failed, [raw], [mid]),
+            _event("FAIL", "2024-05-01T10:01:00Z", clean, self.failed, [raw], [mid]),
+            _event("START", "2024-05-01T11:00:00Z", clean, self.clean_run, [raw], [mid]),
+            _event("COMPLETE", "2024-05-01T11:00:30Z", clean, self.clean_run, [raw], [mid]),
+            _event("START", "2024-05-01T12:00:00Z", report, self.report_run, [mid], [out]),
+            _event("COMPLETE", "2024-05-01T12:00:05Z", report, self.report_run, [mid], [out]),
+        ]
+
+
+@pytest.fixture(scope="module")
+def world(clients: ClientSettings) -> World:
+    world = World()
+    with driver_for(clients) as driver:
+        ensure_constraints(driver)
+        write_events(driver, world.events)
+    return world
+
+
+@pytest.fixture(scope="module")
+def server(world: World) -> Iterator[ChildProcess]:
+    with server_process({"LINEAGE_SERVER_MAX_NODES": "50", "LINEAGE_SERVER_MAX_DEPTH": "10"}) as child:
+        yield child
+
+
+def _get(server: ChildProcess, path: str, status: int = 200, **params: Any) -> Any:
+    answer = requests.get(f"{server.url}{path}", params=params, timeout=30)
+    assert answer.status_code == status, answer.text
+    return answer.json()
+
+
+def _seg(value: str) -> str:
+    return quote(value, safe="")
+
+
+def test_namespaces_datasets_and_jobs_as_marquez_lists_them(server: ChildProcess, world: World) -> None:
+    names = {n["name"] for n in _get(server, "/api/v1/namespaces", limit=1000)["namespaces"]}
+    assert {world.ns, world.jobs} <= names
+    listed = _get(server, f"/api/v1/namespaces/{_seg(world.ns)}/datasets")
+    assert listed["totalCount"] == 3
+    assert [d["name"] for d in listed["datasets"]] == ["shop.mid", "shop.out", "shop.raw/orders"]
+    raw = _get(server, f"/api/v1/namespaces/{_seg(world.ns)}/datasets/{_seg('shop.raw/orders')}")
+    assert raw["id"] == {"namespace": world.ns, "name": "shop.raw/orders"}
+    assert [(f["name"], f["type"]) for f in raw["fields"]] == [("amount", "DECIMAL"), ("id", "BIGINT")]
+    assert raw["lastModifiedAt"] is None  # read only: no completed run wrote it
+    mid = _get(server, f"/api/v1/namespaces/{_seg(world.ns)}/datasets/shop.mid")
+    assert mid["lastModifiedAt"] == "2024-05-01T11:00:30.000000Z"  # the complete run, not the failed one
+    jobs = _get(server, f"/api/v1/namespaces/{_seg(world.jobs)}/jobs")
+    assert jobs["totalCount"] == 2 and [j["name"] for j in jobs["jobs"]] == ["etl.clean", "etl.report"]
+    clean = jobs["jobs"][0]
+    assert clean["inputs"] == [{"namespace": world.ns, "name": "shop.raw/orders"}]
+    assert clean["outputs"] == [{"namespace": world.ns, "name": "shop.mid"}]
+    assert clean["latestRun"]["id"] == world.clean_run and clean["latestRun"]["state"] == "COMPLETED"
+    assert clean["latestRun"]["durationMs"] == 30_000
+    assert clean["createdAt"] == "2024-05-01T10:00:00.000000Z"
+
+
+def test_runs_and_versions(server: ChildProcess, world: World) -> None:
+    runs = _get(server, f"/api/v1/namespaces/{_seg(world.jobs)}/jobs/etl.clean/runs")["runs"]
+    assert [(r["id"], r["state"]) for r in runs] == [(world.clean_run, "COMPLETED"), (world.failed, "FAILED")]
+    versions = _get(server, f"/api/v1/namespaces/{_seg(world.ns)}/datasets/shop.out/versions")["versions"]
+    assert len(versions) == 1 and [f["name"] for f in versions[0]["fields"]] == ["total"]
+    assert versions[0]["createdAt"] == "2024-05-01T12:00:00.000000Z"
+
+
+def test_lineage_graph_is_exactly_the_neighbourhood(server: ChildProcess, world: World) -> None:
+    graph = _get(server, "/api/v1/lineage", nodeId=f"dataset:{world.ns}:shop.mid", depth=5)["graph"]
+    ids = {n["id"] for n in graph}
+    assert ids == {f"dataset:{world.ns}:shop.raw/orders", f"dataset:{world.ns}:shop.mid",
+                   f"dataset:{world.ns}:shop.out", f"job:{world.jobs}:etl.clean", f"job:{world.jobs}:etl.report"}
+    edges = {(e["origin"], e["destination"]) for n in graph for e in n["inEdges"] + n["outEdges"]}
+    assert edges == {(f"dataset:{world.ns}:shop.raw/orders", f"job:{world.jobs}:etl.clean"),
+                     (f"job:{world.jobs}:etl.clean", f"dataset:{world.ns}:shop.mid"),
+                     (f"dataset:{world.ns}:shop.mid", f"job:{world.jobs}:etl.report"),
+                     (f"job:{world.jobs}:etl.report", f"dataset:{world.ns}:shop.out")}
+    # depth 1 from a job: its datasets and the jobs next to them (raw is a job further)
+    near = _get(server, "/api/v1/lineage", nodeId=f"job:{world.jobs}:etl.report", depth=1)["graph"]
+    assert {n["id"] for n in near} == {f"job:{world.jobs}:etl.report", f"dataset:{world.ns}:shop.mid",
+                                       f"dataset:{world.ns}:shop.out", f"job:{world.jobs}:etl.clean"}
+
+
+def test_column_lineage_up_and_down(server: ChildProcess, world: World) -> None:
+    up = _get(server, "/api/v1/column-lineage", nodeId=f"datasetField:{world.ns}:shop.out:total")["graph"]
+    assert {n["id"] for n in up} == {f"datasetField:{world.ns}:shop.out:total",
+                                     f"datasetField:{world.ns}:shop.mid:amount",
+                                     f"datasetField:{world.ns}:shop.raw/orders:amount"}
+    total = next(n for n in up if n["id"].endswith("shop.out:total"))
+    assert total["data"]["fieldType"] == "DECIMAL"
+    assert total["data"]["inputFields"][0]["field"] == "amount"
+    assert total["data"]["inputFields"][0]["transformationType"] == "DIRECT"
+    only_up = _get(server, "/api/v1/column-lineage", nodeId=f"datasetField:{world.ns}:shop.mid:amount")["graph"]
+    assert {n["id"] for n in only_up} == {f"datasetField:{world.ns}:shop.mid:amount",
+                                          f"datasetField:{world.ns}:shop.raw/orders:amount"}
+    both = _get(server, "/api/v1/column-lineage", nodeId=f"datasetField:{world.ns}:shop.mid:amount",
+                withDownstream="true")["graph"]
+    assert f"datasetField:{world.ns}:shop.out:total" in {n["id"] for n in both}
+
+
+def test_search_finds_datasets_and_jobs(server: ChildProcess, world: World) -> None:
+    datasets = _get(server, "/api/v1/search", q="SHOP.RAW/%", filter="dataset", limit=1000)["results"]
+    assert {"type": "DATASET", "name": "shop.raw/orders", "namespace": world.ns, "updatedAt": None,
+            "nodeId": f"dataset:{world.ns}:shop.raw/orders"} in datasets
+    assert all(r["type"] == "DATASET" for r in datasets)
+    jobs = _get(server, "/api/v1/search", q="etl.%", filter="job", limit=1000)["results"]
+    assert {"type": "JOB", "name": "etl.report", "namespace": world.jobs, "nodeId": f"job:{world.jobs}:etl.report",
+            "updatedAt": "2024-05-01T12:00:05.000000Z"} in jobs
+
+
+def test_v2_impact_with_paths_and_written_flags(server: ChildProcess, world: World) -> None:
+    answer = _get(server, f"/api/v2/datasets/{_seg(world.ns)}/{_seg('shop.raw/orders')}/impact", depth=5)
+    assert not answer["truncated"]
+    rows = {(n["kind"], n["name"]): n for n in answer["nodes"]}
+    assert set(rows) == {("job", "etl.clean"), ("dataset", "shop.mid"), ("job", "etl.report"),
+                         ("dataset", "shop.out")}
+    assert rows[("dataset", "shop.out")]["path"] == [
+        ["dataset", world.ns, "shop.raw/orders"], ["job", world.jobs, "etl.clean"], ["dataset", world.ns, "shop.mid"],
+        ["job", world.jobs, "etl.report"], ["dataset", world.ns, "shop.out"]]
+    assert rows[("dataset", "shop.mid")]["written"] is True
+    columns = _get(server, f"/api/v2/datasets/{_seg(world.ns)}/{_seg('shop.raw/orders')}/impact", column="amount")
+    assert [(n["name"], n["field"]) for n in columns["nodes"]] == [("shop.mid", "amount"), ("shop.out", "total")]
+
+
+@pytest.mark.parametrize(("path", "params", "status", "says"), [
+    ("/api/v1/lineage", {"nodeId": "table:x:y"}, 400, "nodeId"),
+    ("/api/v1/lineage", {"nodeId": "dataset:nowhere:nothing"}, 404, "dataset nowhere nothing"),
+    ("/api/v1/lineage", {"nodeId": "dataset:a:b", "depth": "deep"}, 400, "depth"),
+    ("/api/v1/lineage", {}, 400, "nodeId"),
+    ("/api/v1/search", {"q": "x", "filter": "run"}, 400, "filter"),
+    ("/api/v1/namespaces/nowhere/datasets/nothing", {}, 404, "nothing"),
+    ("/api/v1/namespaces/nowhere/jobs/nothing/runs", {}, 404, "nothing"),
+])
+def test_bad_input_is_a_clear_error(server: ChildProcess, path: str, params: dict, status: int, says: str) -> None:
+    answer = _get(server, path, status, **params)
+    assert answer["code"] == status and says in answer["message"]
+
+
+def test_hostile_names_round_trip(server: ChildProcess, clients: ClientSettings) -> None:
+    ns, name = "weird://x", "a'b\"c} RETURN 1 //\u202e/ünï"
+    event = _event("COMPLETE", "2024-05-01T10:00:00Z", ("weird", "job' OR 1=1"), str(uuid.uuid4()), [],
+                   [{"namespace": ns, "name": name}])
+    with driver_for(clients) as driver:
+        write_events(driver, [event])
+    found = _get(server, f"/api/v1/namespaces/{_seg(ns)}/datasets/{_seg(name)}")
+    assert found["name"] == name and found["namespace"] == ns
+    graph = _get(server, "/api/v1/lineage", nodeId=f"dataset:{ns}:{name}", depth=1)["graph"]
+    assert {n["id"] for n in graph} == {f"dataset:{ns}:{name}", "job:weird:job' OR 1=1"}
+
+
+def test_limits_cut_and_say_so(server: ChildProcess, clients: ClientSettings) -> None:
+    hub = f"hub-{uuid.uuid4().hex[:8]}"
+    events = [_event("COMPLETE", "2024-05-01T10:00:00Z", (hub, f"reader-{i}"), str(uuid.uuid4()),
+                     [{"namespace": hub, "name": "source"}], [{"namespace": hub, "name": f"out-{i}"}])
+              for i in range(80)]
+    with driver_for(clients) as driver:
+        write_events(driver, events)
+    answer = requests.get(f"{server.url}/api/v1/lineage", params={"nodeId": f"dataset:{hub}:source", "depth": 500},
+                          timeout=30)
+    assert answer.status_code == 200 and answer.headers["X-Lineage-Truncated"] == "true"
+    assert len(answer.json()["graph"]) == 50  # LINEAGE_SERVER_MAX_NODES
+    impact = _get(server, f"/api/v2/datasets/{hub}/source/impact", depth=500)
+    assert impact["truncated"] is True and impact["depth"] == 10
+
+
+def test_openapi_health_and_token(world: World) -> None:
+    with server_process({"LINEAGE_SERVER_TOKEN": "s3cret-token"}) as child:
+        assert requests.get(f"{child.url}/openapi.json", timeout=10).json()["paths"]["/api/v1/lineage"]
+        assert requests.get(f"{child.url}/health/ready", timeout=10).json()["checks"] == {"neo4j": "ok"}
+        refused = requests.get(f"{child.url}/api/v1/namespaces", timeout=10)
+        assert refused.status_code == 401 and refused.headers["WWW-Authenticate"] == "Bearer"
+        allowed = requests.get(f"{child.url}/api/v1/namespaces", headers={"Authorization": "Bearer s3cret-token"},
+                               timeout=10)
+        assert allowed.status_code == 200
+        assert "s3cret-token" not in child.output_so_far()
