@@ -97,11 +97,13 @@ GRAPH_QUERIES: dict[str, str] = {
     "INPUT_TO": _union("d, e, j", [
         "MATCH (d:Dataset)-[e:INPUT_TO]->(j:Job) WHERE d.namespace IN $datasetNamespaces",
         "MATCH (d:Dataset)-[e:INPUT_TO]->(j:Job) WHERE j.namespace IN $jobNamespaces",
-    ], "d.namespace AS namespace, d.name AS name, j.namespace AS jobNamespace, j.name AS jobName"),
+    ], "d.namespace AS namespace, d.name AS name, j.namespace AS jobNamespace, j.name AS jobName, "
+       "e.firstSeen AS firstSeen, e.lastSeen AS lastSeen"),
     "OUTPUTS": _union("j, e, d", [
         "MATCH (j:Job)-[e:OUTPUTS]->(d:Dataset) WHERE j.namespace IN $jobNamespaces",
         "MATCH (j:Job)-[e:OUTPUTS]->(d:Dataset) WHERE d.namespace IN $datasetNamespaces",
-    ], "j.namespace AS jobNamespace, j.name AS jobName, d.namespace AS namespace, d.name AS name"),
+    ], "j.namespace AS jobNamespace, j.name AS jobName, d.namespace AS namespace, d.name AS name, "
+       "e.firstSeen AS firstSeen, e.lastSeen AS lastSeen"),
     "HAS_FIELD": _union("d, e, f", [
         "MATCH (d:Dataset)-[e:HAS_FIELD]->(f:Field) WHERE d.namespace IN $datasetNamespaces",
         "MATCH (d:Dataset)-[e:HAS_FIELD]->(f:Field) WHERE f.namespace IN $datasetNamespaces",
@@ -111,7 +113,8 @@ GRAPH_QUERIES: dict[str, str] = {
         "MATCH (o:Field)-[e:DERIVES_FROM]->(i:Field) WHERE o.namespace IN $datasetNamespaces",
         "MATCH (o:Field)-[e:DERIVES_FROM]->(i:Field) WHERE i.namespace IN $datasetNamespaces",
     ], "o.namespace AS namespace, o.name AS name, o.field AS field, i.namespace AS inputNamespace, "
-       "i.name AS inputName, i.field AS inputField, e.transformation AS transformation"),
+       "i.name AS inputName, i.field AS inputField, e.transformation AS transformation, "
+       "e.firstSeen AS firstSeen, e.lastSeen AS lastSeen"),
     "HAS_SCHEMA": _union("d, e, s", [
         "MATCH (d:Dataset)-[e:HAS_SCHEMA]->(s:SchemaVersion) WHERE d.namespace IN $datasetNamespaces",
         "MATCH (d:Dataset)-[e:HAS_SCHEMA]->(s:SchemaVersion) WHERE s.namespace IN $datasetNamespaces",

@@ -65,7 +65,7 @@ from typing import Any, NamedTuple
 
 from kafka_lineage.processors.normalize import canonical_identity
 from kafka_lineage.schemas.schema_diff import schema_version
-from kafka_lineage.sinks.graph.model import fingerprint
+from kafka_lineage.sinks.graph.model import fingerprint, utc_time
 
 __all__ = [
     "KINDS",
@@ -112,11 +112,11 @@ KINDS: dict[str, KindSpec] = {
     "CHILD_OF": KindSpec(("runId", "parentRunId")),
     "READ": KindSpec(("runId", "namespace", "name")),
     "WROTE": KindSpec(("runId", "namespace", "name"), ("rowCount", "bytes")),
-    "INPUT_TO": KindSpec(("namespace", "name", "jobNamespace", "jobName")),
-    "OUTPUTS": KindSpec(("jobNamespace", "jobName", "namespace", "name")),
+    "INPUT_TO": KindSpec(("namespace", "name", "jobNamespace", "jobName"), ("firstSeen", "lastSeen")),
+    "OUTPUTS": KindSpec(("jobNamespace", "jobName", "namespace", "name"), ("firstSeen", "lastSeen")),
     "HAS_FIELD": KindSpec(("namespace", "name", "fieldNamespace", "fieldName", "field")),
     "DERIVES_FROM": KindSpec(("namespace", "name", "field", "inputNamespace", "inputName", "inputField"),
-                             ("transformation",)),
+                             ("transformation", "firstSeen", "lastSeen")),
     "HAS_SCHEMA": KindSpec(("namespace", "name", "schemaNamespace", "schemaName", "hash")),
 }
 
@@ -481,6 +481,12 @@ def _facet(kind: str, version: str, **content: Any) -> dict[str, Any]:
     return {"_producer": PRODUCER, "_schemaURL": _FACET_URL.format(f"{version}/{kind}", kind), **content}
 
 
+def _widen(bounds: dict[Any, tuple[int, int]], key: Any, first: int, last: int) -> None:
+    """``bounds[key]`` (first, last) stretched to cover ``first``..``last``."""
+    old = bounds.get(key)
+    bounds[key] = (first, last) if old is None else (min(old[0], first), max(old[1], last))
+
+
 class _Builder:
     """The model, the events of its runs (time order) and its truth, built step by step by ``generate``."""
 
@@ -500,11 +506,19 @@ class _Builder:
         self.used: set[int] = set()  # datasets some event names
         self.versions_seen: set[tuple[int, int]] = set()  # (dataset, epoch) some event carried
         self.lineage_done: set[tuple[int, int, int]] = set()  # (job, output, epoch) with a COMPLETE run
+        # event times (ms) lineage edges were first and last seen at: a job's input/output edges ride on its
+        # START, COMPLETE and FAIL events; column lineage on COMPLETE events of its (job, output, epoch)
+        self.job_seen: dict[int, tuple[int, int]] = {}
+        self.lineage_seen: dict[tuple[int, int, int], tuple[int, int]] = {}
         self.dag_runs: dict[tuple[int, int], list[int]] = {}  # (dag, run) → [first start, last end, failed, open]
         self.per_system: dict[str, int] = defaultdict(int)
 
     def new_id(self) -> str:
         return str(uuid.UUID(int=self.ids.getrandbits(128), version=4))
+
+    def seen_time(self, ms: int) -> str | None:
+        """An event time as the graph keeps it (``graph.model.utc_time``)."""
+        return utc_time((self.base + timedelta(milliseconds=ms)).isoformat())
 
     def time(self, ms: int) -> str:
         moment = self.base + timedelta(milliseconds=ms)
@@ -718,6 +732,7 @@ class _Builder:
                 self.add(t1, self.event("COMPLETE", t1, run_obj, job.obj, inputs, outputs), drift, epoch)
                 for out, out_epoch in zip(job.outputs, epochs, strict=True):
                     self.lineage_done.add((job.index, out.index, out_epoch))
+                    _widen(self.lineage_seen, (job.index, out.index, out_epoch), t1, t1)
             elif outcome == "FAIL":
                 inputs, outputs = self.datasets_of(job, epochs, complete=False)
                 error = _facet("ErrorMessageRunFacet", "1-0-1", message=f"task failed in run {run}",
@@ -725,6 +740,7 @@ class _Builder:
                 failed = {"runId": run_id, "facets": {**facets, "errorMessage": error}}
                 self.add(t1, self.event("FAIL", t1, failed, job.obj, inputs, outputs), drift, epoch)
 
+            _widen(self.job_seen, job.index, t0, t1 if outcome in ("COMPLETE", "FAIL") else t0)
             rows["Run"].add((run_id, outcome))
             rows["OF_JOB"].add((run_id, job.namespace, job.name))
             for ds in job.inputs:
@@ -760,10 +776,12 @@ class _Builder:
         rows = self.rows
         for job in self.jobs:
             rows["Job"].add((job.namespace, job.name))
+            seen = tuple(self.seen_time(ms) for ms in self.job_seen[job.index]) if job.index in self.job_seen \
+                else (None, None)
             for ds in job.inputs:
-                rows["INPUT_TO"].add((*ds.identity, job.namespace, job.name))
+                rows["INPUT_TO"].add((*ds.identity, job.namespace, job.name, *seen))
             for out in job.outputs:
-                rows["OUTPUTS"].add((job.namespace, job.name, *out.identity))
+                rows["OUTPUTS"].add((job.namespace, job.name, *out.identity, *seen))
         fields: set[tuple[str, str, str]] = set()
         for index in self.used:
             rows["Dataset"].add(self.datasets[index].identity)
@@ -773,16 +791,20 @@ class _Builder:
             rows["SchemaVersion"].add((*ds.identity, version))
             rows["HAS_SCHEMA"].add((*ds.identity, *ds.identity, version))
             fields.update((*ds.identity, path) for path in _paths(schema))
+        derives: dict[tuple[Any, ...], tuple[int, int]] = {}
         for job_index, out_index, epoch in self.lineage_done:
             out = self.datasets[out_index]
             present = {f["name"] for f in out.epochs[epoch][0]}
+            first, last = self.lineage_seen[(job_index, out_index, epoch)]
             for name, refs, pattern in self.jobs[job_index].lineage[out_index]:
                 if name not in present:
                     continue
                 fields.add((*out.identity, name))
                 for ds, in_field, _ in refs:
                     fields.add((*ds.identity, in_field))
-                    rows["DERIVES_FROM"].add((*out.identity, name, *ds.identity, in_field, _PATTERNS[pattern][2]))
+                    _widen(derives, (*out.identity, name, *ds.identity, in_field, _PATTERNS[pattern][2]), first, last)
+        rows["DERIVES_FROM"] = {(*edge, self.seen_time(first), self.seen_time(last))
+                                for edge, (first, last) in derives.items()}
         rows["Field"] = fields
         rows["HAS_FIELD"] = {(ns, nm, ns, nm, path) for ns, nm, path in fields}
         scope = Scope(frozenset({self.job_ns} | ({self.dag_ns} if self.dags else set())),

@@ -31,11 +31,15 @@ its edges after every batch that touches them, so they too are order independent
 Not mapped (yet): the parent facet's ``root`` (only the direct parent is linked), the column-lineage facet's
 dataset-level ``dataset`` list, symlinks (the processor already unified names), error stack traces.
 
+Lineage edges (``INPUT_TO``, ``OUTPUTS``, ``DERIVES_FROM``) keep ``firstSeen``/``lastSeen``: the earliest and latest
+eventTime of an event that carried them (min/max rules, so order free). As-of questions ("the graph as it was at T")
+read them; they are event times, not wall-clock times, so a replay reproduces them.
+
 Fingerprint: ``FINGERPRINT_QUERIES`` read every node's identity and every relationship's type and end identities,
-plus the lineage-relevant properties ``Run.state``, ``DERIVES_FROM.transformation`` and ``WROTE.rowCount``/``bytes``.
-Times, ``…Order`` bookkeeping and descriptive facet values are left out: they are derived from the same events, but
-the fingerprint answers "is this the same lineage", and leaving them out keeps it stable when the sink later adds
-descriptive properties.
+plus the lineage-relevant properties ``Run.state``, ``DERIVES_FROM.transformation``, ``WROTE.rowCount``/``bytes`` and
+the lineage edges' ``firstSeen``/``lastSeen``. Other times, ``…Order`` bookkeeping and descriptive facet values are
+left out: they are derived from the same events, but the fingerprint answers "is this the same lineage", and
+leaving them out keeps it stable when the sink later adds descriptive properties.
 """
 
 from __future__ import annotations
@@ -233,7 +237,9 @@ _RULES: dict[str, dict[str, Callable[[Any, Any], Any]]] = {
     "schema_versions": {"first": _earliest},
     "read": {"stats": _latest, "dataQuality": _latest},
     "wrote": {"stats": _latest},
-    "derives_from": {"lineage": _latest},
+    "derives_from": {"lineage": _latest, "firstSeen": _min, "lastSeen": _max},
+    "input_to": {"firstSeen": _min, "lastSeen": _max},
+    "outputs": {"firstSeen": _min, "lastSeen": _max},
 }
 # Identity columns of each row kind, in sort order.
 _KEYS: dict[str, tuple[str, ...]] = {
@@ -376,7 +382,8 @@ def _dataset_facets(b: _Builder, dataset: Any, time: str | None) -> tuple[str, s
             b.field(*source, in_key)
             b.add("derives_from", {"namespace": namespace, "name": name, "field": out_key,
                                    "inputNamespace": source[0], "inputName": source[1], "inputField": in_key,
-                                   "lineage": _group(time or _NO_TIME_MAX, transformation=text)})
+                                   "lineage": _group(time or _NO_TIME_MAX, transformation=text),
+                                   "firstSeen": time, "lastSeen": time})
     return ident
 
 
@@ -437,7 +444,8 @@ def _add_event(b: _Builder, event: Mapping[str, Any]) -> None:
             continue
         if job_ident is not None:
             b.add("input_to", {"namespace": ident[0], "name": ident[1],
-                               "jobNamespace": job_ident[0], "jobName": job_ident[1]})
+                               "jobNamespace": job_ident[0], "jobName": job_ident[1], "firstSeen": time,
+                               "lastSeen": time})
         if run_id is not None:
             input_facets = _dict(dataset.get("inputFacets"))
             stats = _statistics(input_facets.get("inputStatistics"))
@@ -453,7 +461,7 @@ def _add_event(b: _Builder, event: Mapping[str, Any]) -> None:
             continue
         if job_ident is not None:
             b.add("outputs", {"jobNamespace": job_ident[0], "jobName": job_ident[1],
-                              "namespace": ident[0], "name": ident[1]})
+                              "namespace": ident[0], "name": ident[1], "firstSeen": time, "lastSeen": time})
         if run_id is not None:
             stats = _statistics(_dict(dataset.get("outputFacets")).get("outputStatistics"))
             b.add("wrote", {"runId": run_id, "namespace": ident[0], "name": ident[1],
@@ -500,6 +508,9 @@ def _max_set(var: str, prop: str) -> str:
 
 
 _JOB = "MATCH (j:Job {namespace: row.jobNamespace, name: row.jobName})"
+# Lineage edges keep the event times they were first and last seen at (not wall-clock times: a replay reproduces
+# them), which as-of questions read.
+_SEEN = f"SET {_min_set('e', 'firstSeen')}, {_max_set('e', 'lastSeen')}"
 _DATASET = "MATCH (d:Dataset {namespace: row.namespace, name: row.name})"
 
 STATEMENTS: dict[str, str] = {
@@ -549,15 +560,15 @@ STATEMENTS: dict[str, str] = {
             + _take_latest("e", "dataQuality", {"dataQuality": "json"}),
     "wrote": f"UNWIND $rows AS row\nMATCH (r:Run {{runId: row.runId}})\n{_DATASET}\nMERGE (r)-[e:WROTE]->(d)\n"
              + _take_latest("e", "stats", {"rowCount": "rowCount", "bytes": "bytes"}),
-    "input_to": f"UNWIND $rows AS row\n{_DATASET}\n{_JOB}\nMERGE (d)-[:INPUT_TO]->(j)",
-    "outputs": f"UNWIND $rows AS row\n{_JOB}\n{_DATASET}\nMERGE (j)-[:OUTPUTS]->(d)",
+    "input_to": f"UNWIND $rows AS row\n{_DATASET}\n{_JOB}\nMERGE (d)-[e:INPUT_TO]->(j)\n{_SEEN}",
+    "outputs": f"UNWIND $rows AS row\n{_JOB}\n{_DATASET}\nMERGE (j)-[e:OUTPUTS]->(d)\n{_SEEN}",
     "has_field": f"UNWIND $rows AS row\n{_DATASET}\n"
                  "MATCH (f:Field {namespace: row.namespace, name: row.name, field: row.field})\n"
                  "MERGE (d)-[:HAS_FIELD]->(f)",
     "derives_from": "UNWIND $rows AS row\n"
                     "MATCH (o:Field {namespace: row.namespace, name: row.name, field: row.field})\n"
                     "MATCH (i:Field {namespace: row.inputNamespace, name: row.inputName, field: row.inputField})\n"
-                    "MERGE (o)-[e:DERIVES_FROM]->(i)\n"
+                    f"MERGE (o)-[e:DERIVES_FROM]->(i)\n{_SEEN}\n"
                     + _take_latest("e", "lineage", {"transformation": "transformation"}),
     "has_schema": f"UNWIND $rows AS row\n{_DATASET}\n"
                   "MATCH (s:SchemaVersion {namespace: row.namespace, name: row.name, hash: row.hash})\n"
@@ -615,15 +626,15 @@ FINGERPRINT_QUERIES: dict[str, str] = {
     "READ": "MATCH (r:Run)-[:READ]->(d:Dataset) RETURN r.runId AS runId, d.namespace AS namespace, d.name AS name",
     "WROTE": "MATCH (r:Run)-[e:WROTE]->(d:Dataset) RETURN r.runId AS runId, d.namespace AS namespace, "
              "d.name AS name, e.rowCount AS rowCount, e.bytes AS bytes",
-    "INPUT_TO": "MATCH (d:Dataset)-[:INPUT_TO]->(j:Job) RETURN d.namespace AS namespace, d.name AS name, "
-                "j.namespace AS jobNamespace, j.name AS jobName",
-    "OUTPUTS": "MATCH (j:Job)-[:OUTPUTS]->(d:Dataset) RETURN j.namespace AS jobNamespace, j.name AS jobName, "
-               "d.namespace AS namespace, d.name AS name",
+    "INPUT_TO": "MATCH (d:Dataset)-[e:INPUT_TO]->(j:Job) RETURN d.namespace AS namespace, d.name AS name, "
+                "j.namespace AS jobNamespace, j.name AS jobName, e.firstSeen AS firstSeen, e.lastSeen AS lastSeen",
+    "OUTPUTS": "MATCH (j:Job)-[e:OUTPUTS]->(d:Dataset) RETURN j.namespace AS jobNamespace, j.name AS jobName, "
+               "d.namespace AS namespace, d.name AS name, e.firstSeen AS firstSeen, e.lastSeen AS lastSeen",
     "HAS_FIELD": "MATCH (d:Dataset)-[:HAS_FIELD]->(f:Field) RETURN d.namespace AS namespace, d.name AS name, "
                  "f.namespace AS fieldNamespace, f.name AS fieldName, f.field AS field",
     "DERIVES_FROM": "MATCH (o:Field)-[e:DERIVES_FROM]->(i:Field) RETURN o.namespace AS namespace, o.name AS name, "
                     "o.field AS field, i.namespace AS inputNamespace, i.name AS inputName, i.field AS inputField, "
-                    "e.transformation AS transformation",
+                    "e.transformation AS transformation, e.firstSeen AS firstSeen, e.lastSeen AS lastSeen",
     "HAS_SCHEMA": "MATCH (d:Dataset)-[:HAS_SCHEMA]->(s:SchemaVersion) RETURN d.namespace AS namespace, "
                   "d.name AS name, s.namespace AS schemaNamespace, s.name AS schemaName, s.hash AS hash",
 }

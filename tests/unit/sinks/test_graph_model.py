@@ -143,15 +143,20 @@ def test_scenario_relationships():
         {"runId": RUN, "namespace": OUT[0], "name": OUT[1], "stats": {"rowCount": 10, "bytes": 2048}},
         {"runId": FAILED, "namespace": OUT[0], "name": OUT[1], "stats": None},
     ]
+    # lineage edges keep the event times they were first and last seen at (UTC, the +02:00 START is 12:00Z)
+    first, last = "2024-05-01T12:00:00.000000Z", "2024-05-01T13:00:00.000000Z"
     assert rows(batch, "input_to") == [
-        {"namespace": SRC[0], "name": SRC[1], "jobNamespace": "spark", "jobName": "orders.etl"},
-        {"namespace": "snowflake://acct", "name": "db.s.t", "jobNamespace": "dbt", "jobName": "model.orders"},
+        {"namespace": SRC[0], "name": SRC[1], "jobNamespace": "spark", "jobName": "orders.etl", "firstSeen": first,
+         "lastSeen": last},
+        {"namespace": "snowflake://acct", "name": "db.s.t", "jobNamespace": "dbt", "jobName": "model.orders",
+         "firstSeen": first, "lastSeen": first},
     ]
-    assert rows(batch, "outputs") == [
-        {"jobNamespace": "spark", "jobName": "orders.etl", "namespace": OUT[0], "name": OUT[1]}]
+    assert rows(batch, "outputs") == [{"jobNamespace": "spark", "jobName": "orders.etl", "namespace": OUT[0],
+                                       "name": OUT[1], "firstSeen": first, "lastSeen": last}]
     assert rows(batch, "derives_from") == [
         {"namespace": OUT[0], "name": OUT[1], "field": "id", "inputNamespace": SRC[0], "inputName": SRC[1],
-         "inputField": "order_id", "lineage": {"transformation": "DIRECT/IDENTITY"}}]
+         "inputField": "order_id", "lineage": {"transformation": "DIRECT/IDENTITY"}, "firstSeen": first,
+         "lastSeen": last}]
     assert [r["hash"] for r in batch["has_schema"]] == [r["hash"] for r in batch["schema_versions"]]
     assert rows(batch, "run_totals") == [{"runId": RUN}]
 
