@@ -25,6 +25,7 @@ from kafka_lineage.runtime.metrics import Check, Metrics, Readiness
 from kafka_lineage.server import marquez
 from kafka_lineage.server.node_ids import BadNodeId, parse_node_id
 from kafka_lineage.server.store import GraphStore, NotFound, QueryTimeout
+from kafka_lineage.sinks.graph.model import utc_time
 from kafka_lineage.sinks.graph.queries import MAX_DEPTH, traverse
 
 API_TITLE = "kafka-lineage"
@@ -33,6 +34,17 @@ Limit = Annotated[int, Query(ge=1, description="rows to return (capped at LINEAG
 Offset = Annotated[int, Query(ge=0)]
 Depth = Annotated[int, Query(ge=1, description="jobs deep (capped at LINEAGE_SERVER_MAX_DEPTH, and then the answer "
                                                "is flagged truncated)")]
+AsOf = Annotated[str | None, Query(description="ISO-8601 time: the lineage as it was then (edges an event had "
+                                               "carried by that time)")]
+
+
+def _as_of(value: str | None) -> str | None:
+    if value is None:
+        return None
+    moment = utc_time(value)
+    if moment is None:
+        raise HTTPException(400, f"asOf: an ISO-8601 time such as 2024-05-01T12:00:00Z, got {value[:100]!r}")
+    return moment
 
 
 class EncodedSlashes:
@@ -184,19 +196,20 @@ def create_app(store: GraphStore, settings: ServerSettings, metrics: Metrics | N
         return {"runs": [marquez.run(r) for r in runs], "totalCount": len(runs)}
 
     @app.get("/api/v1/lineage", dependencies=api, tags=["Marquez"])
-    def lineage(response: Response, nodeId: str, depth: Depth = 20) -> dict[str, Any]:
+    def lineage(response: Response, nodeId: str, depth: Depth = 20, asOf: AsOf = None) -> dict[str, Any]:
         node = parse_node_id(nodeId, ("dataset", "job"))
         capped_depth = depth_cap(depth)
-        graph = store.neighbourhood(node.kind, node.namespace, node.name, capped_depth, settings.max_nodes)
+        graph = store.neighbourhood(node.kind, node.namespace, node.name, capped_depth, settings.max_nodes,
+                                    _as_of(asOf))
         return flagged(marquez.lineage_graph(graph), response, graph.stopped is not None or depth > capped_depth)
 
     @app.get("/api/v1/column-lineage", dependencies=api, tags=["Marquez"])
-    def column_lineage(response: Response, nodeId: str, depth: Depth = 20,
-                       withDownstream: bool = False) -> dict[str, Any]:
+    def column_lineage(response: Response, nodeId: str, depth: Depth = 20, withDownstream: bool = False,
+                       asOf: AsOf = None) -> dict[str, Any]:
         node = parse_node_id(nodeId, ("dataset", "datasetField"))
         capped_depth = depth_cap(depth)
         graph = store.column_graph(node.namespace, node.name, node.field, capped_depth,
-                                   ("up", "down") if withDownstream else ("up",), settings.max_nodes)
+                                   ("up", "down") if withDownstream else ("up",), settings.max_nodes, _as_of(asOf))
         types = store.field_types({(n.namespace, n.name) for n in graph.nodes.values()})
         return flagged(marquez.column_lineage_graph(graph, types), response,
                        graph.stopped is not None or depth > capped_depth)
@@ -215,16 +228,16 @@ def create_app(store: GraphStore, settings: ServerSettings, metrics: Metrics | N
     # --- the pipeline's own ------------------------------------------------------------------------------------
     @app.get("/api/v2/datasets/{namespace}/{dataset}/impact", dependencies=api, tags=["Lineage"])
     def impact(namespace: str, dataset: str, depth: Depth = 5, direction: str = "down",
-               column: str | None = None) -> dict[str, Any]:
+               column: str | None = None, asOf: AsOf = None) -> dict[str, Any]:
         """Downstream (``direction=down``) or upstream jobs and datasets of a dataset, nearest first, each with the
         path from the dataset, whether a completed run wrote it, and whether the answer was cut short."""
         if direction not in ("down", "up"):
             raise HTTPException(400, f"direction: down or up, got {direction!r}")
-        ns, name = _segment(namespace), _segment(dataset)
+        ns, name, as_of = _segment(namespace), _segment(dataset), _as_of(asOf)
         asked = depth
         depth = depth_cap(depth)
         if column is not None:
-            graph = store.column_graph(ns, name, column, depth, (direction,), settings.max_nodes)
+            graph = store.column_graph(ns, name, column, depth, (direction,), settings.max_nodes, as_of)
             start = graph.starts[0]
             columns = sorted((n for element, n in graph.nodes.items() if element != start),
                              key=lambda n: (n.namespace, n.name, n.field or ""))
@@ -233,11 +246,11 @@ def create_app(store: GraphStore, settings: ServerSettings, metrics: Metrics | N
                     "stoppedBy": graph.stopped or ("depth" if asked > depth else None),
                     "nodes": [{"kind": "field", "namespace": n.namespace, "name": n.name, "field": n.field}
                               for n in columns]}
-        walk = traverse(store.driver, ns, name, depth, direction, settings.max_nodes, settings.query_timeout)
+        walk = traverse(store.driver, ns, name, depth, direction, settings.max_nodes, settings.query_timeout, as_of)
         if not walk.found:
             raise NotFound(f"dataset {ns} {name} is not in the graph")
         return {
-            "dataset": {"namespace": ns, "name": name}, "direction": direction, "depth": depth,
+            "dataset": {"namespace": ns, "name": name}, "direction": direction, "depth": depth, "asOf": as_of,
             "truncated": walk.truncated or asked > depth, "stoppedBy": walk.stopped or ("depth" if asked > depth
                                                                                           else None),
             "nodes": [{"kind": n.kind, "namespace": n.namespace, "name": n.name, "depth": n.depth,

@@ -17,6 +17,7 @@ from neo4j import Driver, Query, RoutingControl
 from neo4j.exceptions import ClientError
 
 from kafka_lineage.sinks.graph.model import stored_key
+from kafka_lineage.sinks.graph.queries import known
 
 _NS = "coalesce({0}.fullNamespace, {0}.namespace)"
 _NAME = "coalesce({0}.fullName, {0}.name)"
@@ -80,8 +81,8 @@ _SEARCH = (
 
 # One breadth-first level of the table-level graph, both directions: every lineage edge at the frontier nodes.
 _NEIGHBOURS = (
-    "UNWIND $ids AS id MATCH (a) WHERE elementId(a) = id MATCH (a)-[e:INPUT_TO|OUTPUTS]-(b) "
-    "WITH a, e, b LIMIT $rows "
+    "UNWIND $ids AS id MATCH (a) WHERE elementId(a) = id MATCH (a)-[e:INPUT_TO|OUTPUTS]-(b) WHERE " + known("e")
+    + " WITH a, e, b LIMIT $rows "
     "RETURN collect([elementId(startNode(e)), elementId(endNode(e)), elementId(b), "
     "CASE WHEN b:Job THEN 'job' ELSE 'dataset' END, " + _NS.format("b") + ", " + _NAME.format("b") + "])")
 _START = {
@@ -90,11 +91,11 @@ _START = {
 }
 # Column lineage, one level: DERIVES_FROM points from a derived (output) column to its input column.
 _FIELD_LEVEL = {
-    "up": "UNWIND $ids AS id MATCH (a:Field)-[e:DERIVES_FROM]->(b:Field) WHERE elementId(a) = id ",
-    "down": "UNWIND $ids AS id MATCH (a:Field)<-[e:DERIVES_FROM]-(b:Field) WHERE elementId(a) = id ",
+    "up": "UNWIND $ids AS id MATCH (a:Field)-[e:DERIVES_FROM]->(b:Field) WHERE elementId(a) = id AND " + known("e"),
+    "down": "UNWIND $ids AS id MATCH (a:Field)<-[e:DERIVES_FROM]-(b:Field) WHERE elementId(a) = id AND " + known("e"),
 }
 _FIELD_RETURN = (
-    "WITH a, e, b LIMIT $rows RETURN collect([elementId(startNode(e)), elementId(endNode(e)), e.transformation, "
+    " WITH a, e, b LIMIT $rows RETURN collect([elementId(startNode(e)), elementId(endNode(e)), e.transformation, "
     "elementId(b), " + _NS.format("b") + ", " + _NAME.format("b") + ", coalesce(b.fullField, b.field)])")
 _START_FIELDS = ("MATCH (f:Field {namespace: $namespace, name: $name}) WHERE $field IS NULL OR f.field = $field "
                  "RETURN collect([elementId(f), " + _NS.format("f") + ", " + _NAME.format("f") + ", "
@@ -220,16 +221,18 @@ class GraphStore:
         return types
 
     # --- graphs -------------------------------------------------------------------------------------------------
-    def neighbourhood(self, kind: str, namespace: str, name: str, depth: int, limit: int) -> Graph:
+    def neighbourhood(self, kind: str, namespace: str, name: str, depth: int, limit: int,
+                      as_of: str | None = None) -> Graph:
         """Jobs and datasets within ``depth`` jobs of a dataset or job, following lineage edges either way (as
-        Marquez's lineage graph does), nearest first, at most ``limit`` nodes."""
+        Marquez's lineage graph does), nearest first, at most ``limit`` nodes; with ``as_of`` only edges known
+        then."""
         found = self._single(_START[kind], namespace=stored_key(namespace), name=stored_key(name))
         if not found:
             raise NotFound(f"{kind} {namespace} {name} is not in the graph")
         graph = Graph(starts=[found[0]])
         graph.nodes[found[0]] = Node(kind, namespace, name)
         self._walk(graph, [found[0]], 2 * depth, limit, lambda frontier, rows, remaining: self._read(
-            _NEIGHBOURS, remaining, ids=frontier, rows=rows)[0][0], self._table_row)
+            _NEIGHBOURS, remaining, ids=frontier, rows=rows, asOf=as_of)[0][0], self._table_row)
         return graph
 
     @staticmethod
@@ -238,7 +241,7 @@ class GraphStore:
         return start, end, other, Node(kind, namespace, name), ""
 
     def column_graph(self, namespace: str, name: str, field_name: str | None, depth: int,
-                     directions: Sequence[str], limit: int) -> Graph:
+                     directions: Sequence[str], limit: int, as_of: str | None = None) -> Graph:
         """Columns within ``depth`` hops of a dataset's column (or of all its columns): those it derives from
         (``up`` in ``directions``) and those derived from it (``down``)."""
         starts = self._single(_START_FIELDS, namespace=stored_key(namespace), name=stored_key(name),
@@ -251,7 +254,8 @@ class GraphStore:
             graph.nodes[node_id] = Node("field", ns, dataset, column)
         for direction in directions:
             self._walk(graph, graph.starts, depth, limit, lambda frontier, rows, remaining, d=direction: self._read(
-                _FIELD_LEVEL[d] + _FIELD_RETURN, remaining, ids=frontier, rows=rows)[0][0], self._field_row)
+                _FIELD_LEVEL[d] + _FIELD_RETURN, remaining, ids=frontier, rows=rows, asOf=as_of)[0][0],
+                self._field_row)
         return graph
 
     @staticmethod

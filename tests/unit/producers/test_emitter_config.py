@@ -15,7 +15,8 @@ def test_transport_ignores_lineage_yaml_and_stack_secrets(tmp_path: Path, monkey
     (tmp_path / "neo4j").mkdir()
     (tmp_path / "neo4j" / "password").write_text("not-for-jobs\n")
     monkeypatch.setenv("LINEAGE_STATE_DIR", str(tmp_path))
-    monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
+    for name in ("KAFKA_BOOTSTRAP_SERVERS", "LINEAGE_KAFKA_PORT"):  # (integration tests set the port for their stack)
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SCHEMA_REGISTRY_URL", "http://registry.example:8081")
     config = KafkaAvroConfig.from_dict({})
     assert config.config["bootstrap.servers"] == "127.0.0.1:9092"
