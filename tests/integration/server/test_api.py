@@ -227,3 +227,24 @@ def test_openapi_health_and_token(world: World) -> None:
                                timeout=10)
         assert allowed.status_code == 200
         assert "s3cret-token" not in child.output_so_far()
+
+
+def test_as_of_answers_the_graph_as_it_was(server: ChildProcess, world: World) -> None:
+    """clean's edges were first seen at 10:00, report's at 12:00; clean's first complete run ended at 11:00:30."""
+    mid = f"dataset:{world.ns}:shop.mid"
+    at_11 = _get(server, "/api/v1/lineage", nodeId=mid, depth=5, asOf="2024-05-01T11:00:00Z")["graph"]
+    assert {n["id"] for n in at_11} == {f"dataset:{world.ns}:shop.raw/orders", f"job:{world.jobs}:etl.clean", mid}
+    at_9 = _get(server, "/api/v1/lineage", nodeId=mid, depth=5, asOf="2024-05-01T09:00:00+00:00")["graph"]
+    assert [n["id"] for n in at_9] == [mid]
+    now = _get(server, "/api/v1/lineage", nodeId=mid, depth=5, asOf="2030-01-01")["graph"]
+    assert len(now) == 5
+    impact = _get(server, f"/api/v2/datasets/{_seg(world.ns)}/{_seg('shop.raw/orders')}/impact",
+                  asOf="2024-05-01T13:00:00+02:00")  # 11:00Z: mid declared, its writing run not complete yet
+    assert impact["asOf"] == "2024-05-01T11:00:00.000000Z"
+    assert [(n["kind"], n["name"], n.get("written")) for n in impact["nodes"]] == [  # depth 1 both, then kind
+        ("dataset", "shop.mid", False), ("job", "etl.clean", None)]
+    total = f"datasetField:{world.ns}:shop.out:total"
+    columns = _get(server, "/api/v1/column-lineage", nodeId=total, asOf="2024-05-01T11:00:00Z")["graph"]
+    assert [n["id"] for n in columns] == [total]
+    bad = _get(server, "/api/v1/lineage", 400, nodeId=mid, asOf="yesterday")
+    assert "asOf" in bad["message"]
