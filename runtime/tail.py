@@ -4,6 +4,7 @@ alerts."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,8 +22,10 @@ UnreadableHandler = Callable[[int, int, WireFormatError], None]
 
 
 def tail(clients: ClientSettings, topic: str, schema: str, last: int, follow: bool,
-         on_unreadable: UnreadableHandler | None = None) -> Iterator[dict[str, Any]]:
-    """The last ``last`` records of every partition, oldest first per partition; then new ones if ``follow``.
+         on_unreadable: UnreadableHandler | None = None, stop: threading.Event | None = None
+         ) -> Iterator[dict[str, Any]]:
+    """The last ``last`` records of every partition, oldest first per partition; then new ones if ``follow``
+    (until ``stop`` is set).
 
     A record that is not framed Avro of ``schema`` raises WireFormatError, unless ``on_unreadable`` is given: then
     it is told about the record, and the records after it are read on (a topic anyone can produce to may hold
@@ -36,7 +39,7 @@ def tail(clients: ClientSettings, topic: str, schema: str, last: int, follow: bo
             partitions.append(TopicPartition(topic, partition, max(low, high - last) if high > low else OFFSET_END))
             ends[partition] = high
         consumer.assign(partitions)
-        while True:
+        while stop is None or not stop.is_set():
             message = consumer.poll(0.5)
             if message is None:
                 if not follow and all(consumer.position([TopicPartition(topic, p)])[0].offset >= end

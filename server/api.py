@@ -9,26 +9,31 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-from collections.abc import Mapping
+import json
+from collections.abc import AsyncIterator, Mapping
 from typing import Annotated, Any
 from urllib.parse import unquote
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from neo4j.exceptions import ServiceUnavailable, SessionExpired, TransientError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from kafka_lineage.runtime.config import ServerSettings
+from kafka_lineage.runtime.config import ClientSettings, ServerSettings
 from kafka_lineage.runtime.metrics import Check, Metrics, Readiness
+from kafka_lineage.schemas.schema_diff import diff_schemas, overall_severity
 from kafka_lineage.server import marquez
+from kafka_lineage.server.feeds import AlertFeed, dead_letters
 from kafka_lineage.server.node_ids import BadNodeId, parse_node_id
-from kafka_lineage.server.store import GraphStore, NotFound, QueryTimeout
+from kafka_lineage.server.store import GraphStore, NotFound, QueryTimeout, schema_fields
 from kafka_lineage.sinks.graph.model import utc_time
 from kafka_lineage.sinks.graph.queries import MAX_DEPTH, traverse
 
 API_TITLE = "kafka-lineage"
+KEEP_ALIVE_SECONDS = 15.0  # a comment line on an idle event stream, so proxies keep it open
+MAX_DEAD_LETTERS = 500
 # Query parameters (module level: the route signatures' annotations are resolved by name)
 Limit = Annotated[int, Query(ge=1, description="rows to return (capped at LINEAGE_SERVER_MAX_RESULTS)")]
 Offset = Annotated[int, Query(ge=0)]
@@ -72,7 +77,10 @@ def _error(status: int, message: str) -> JSONResponse:
 
 
 def create_app(store: GraphStore, settings: ServerSettings, metrics: Metrics | None = None,
-               checks: Mapping[str, Check] | None = None) -> FastAPI:
+               checks: Mapping[str, Check] | None = None, feed: AlertFeed | None = None,
+               clients: ClientSettings | None = None) -> FastAPI:
+    """The API over ``store``; ``feed`` (the alert topic, followed) and ``clients`` (to read dead letters) enable
+    the endpoints that read the pipeline's topics."""
     metrics = metrics or Metrics(process_metrics=False)
     readiness = Readiness(dict(checks or {}), timeout=5.0, ttl=2.0)
     app = FastAPI(title=API_TITLE, version="1", docs_url="/api/docs", redoc_url=None,
@@ -259,6 +267,72 @@ def create_app(store: GraphStore, settings: ServerSettings, metrics: Metrics | N
                           if n.kind == "dataset" else {})} for n in walk.nodes],
             "edges": [[list(a), list(b)] for a, b in walk.edges],
         }
+
+    @app.get("/api/v2/datasets/{namespace}/{dataset}/schema", dependencies=api, tags=["Datasets"])
+    def schema_history(namespace: str, dataset: str, limit: Limit = 100) -> dict[str, Any]:
+        """The dataset's schema versions, oldest first, each with the changes from the one before and their
+        severity, and the latest drift alerts about it."""
+        ns, name = _segment(namespace), _segment(dataset)
+        current = store.dataset(ns, name)[2]
+        versions = store.versions(ns, name, capped(limit, settings.max_results), 0)[::-1]
+        history, previous = [], None
+        for version in versions:
+            fields = schema_fields(version["fields"])
+            changes = diff_schemas(previous, fields) if previous is not None else []
+            history.append({"version": version["version"], "firstSeen": version["firstSeen"], "fields": fields,
+                            "current": version["version"] == current,
+                            "changes": [change.as_record() for change in changes],
+                            "severity": overall_severity(changes) if changes else None})
+            previous = fields
+        alerts = feed.recent(capped(limit, settings.max_results), (ns, name)) if feed is not None else []
+        return {"dataset": {"namespace": ns, "name": name}, "currentVersion": current, "versions": history,
+                "alerts": alerts}
+
+    @app.get("/api/v2/runs/{run_id}", dependencies=api, tags=["Runs"])
+    def run_detail(run_id: str) -> dict[str, Any]:
+        """A run: state and times, error, statistics, data quality per input, its job, parent and child runs."""
+        detail = store.run(_segment(run_id))
+        for item in detail["inputs"]:
+            item["dataQuality"] = json.loads(item["dataQuality"]) if item.get("dataQuality") else None
+        return detail
+
+    @app.get("/api/v2/alerts", dependencies=api, tags=["Operations"])
+    def alerts(limit: Limit = 100, namespace: str | None = None, name: str | None = None) -> dict[str, Any]:
+        """The latest schema-drift alerts, newest first (of one dataset with ``namespace`` and ``name``)."""
+        if feed is None:
+            raise HTTPException(503, "this server does not read the alert topic")
+        dataset = (namespace, name) if namespace is not None and name is not None else None
+        return {"alerts": feed.recent(capped(limit, settings.max_results), dataset)}
+
+    @app.get("/api/v2/alerts/stream", dependencies=api, tags=["Operations"])
+    async def alert_stream(request: Request) -> StreamingResponse:
+        """Server-sent events: one ``alert`` event per schema-drift alert as it is published."""
+        if feed is None:
+            raise HTTPException(503, "this server does not read the alert topic")
+        loop, queue = feed.subscribe()
+
+        async def events() -> AsyncIterator[str]:
+            try:
+                yield ": connected\n\n"
+                while not await request.is_disconnected() and feed.subscribed(loop, queue):
+                    try:
+                        alert = await asyncio.wait_for(queue.get(), KEEP_ALIVE_SECONDS)
+                    except TimeoutError:
+                        yield ": keep-alive\n\n"
+                        continue
+                    yield f"event: alert\ndata: {json.dumps(alert)}\n\n"
+            finally:
+                feed.unsubscribe(loop, queue)
+
+        return StreamingResponse(events(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+    @app.get("/api/v2/dead-letters", dependencies=api, tags=["Operations"])
+    def latest_dead_letters(limit: Annotated[int, Query(ge=1, le=MAX_DEAD_LETTERS)] = 50) -> dict[str, Any]:
+        """The latest dead letters, newest first: stage, reason, source record, a preview of the original."""
+        if clients is None:
+            raise HTTPException(503, "this server does not read the dead-letter topic")
+        return {"deadLetters": dead_letters(clients, limit)}
 
     app.add_middleware(EncodedSlashes)
     if settings.cors_origins:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from kafka_lineage.runtime.config import ClientSettings, ServerSettings
 from kafka_lineage.runtime.metrics import Metrics
 from kafka_lineage.server.api import create_app
+from kafka_lineage.server.feeds import AlertFeed
 from kafka_lineage.server.store import GraphStore
 from kafka_lineage.sinks.graph.sink import driver_for
 
@@ -18,8 +19,9 @@ def serve(settings: ServerSettings, clients: ClientSettings) -> None:
     # every wait bounded: connecting, acquiring a connection, the driver's own retries
     driver = driver_for(clients, connection_timeout=5.0, connection_acquisition_timeout=settings.query_timeout,
                         max_transaction_retry_time=settings.query_timeout)
+    feed = AlertFeed(clients).start()
     app = create_app(GraphStore(driver, settings.query_timeout), settings, Metrics(),
-                     {"neo4j": driver.verify_connectivity})
+                     {"neo4j": driver.verify_connectivity}, feed, clients)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, server_header=False,
                             ssl_certfile=settings.tls_cert or None, ssl_keyfile=settings.tls_key or None,
                             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS)
@@ -29,4 +31,5 @@ def serve(settings: ServerSettings, clients: ClientSettings) -> None:
     try:
         uvicorn.Server(config).run()
     finally:
+        feed.close()
         driver.close()

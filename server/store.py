@@ -104,6 +104,24 @@ _FIELD_TYPES = ("UNWIND $datasets AS key MATCH (d:Dataset {namespace: key[0], na
                 "RETURN key, [(d)-[:HAS_SCHEMA]->(s:SchemaVersion) WHERE s.hash = d.schemaVersion | s.fields][0]")
 
 
+_RUN_DETAIL = (
+    "MATCH (r:Run {runId: $runId}) "
+    "RETURN " + _RUN.replace("{runId:", "{errorLanguage: r.errorLanguage, runId:") + " AS run, "
+    "[(r)-[:OF_JOB]->(j:Job) | {namespace: " + _NS.format("j") + ", name: " + _NAME.format("j") + "}][0] AS job, "
+    "[(r)-[e:READ]->(d:Dataset) | {namespace: " + _NS.format("d") + ", name: " + _NAME.format("d") + ", "
+    "rowCount: e.rowCount, bytes: e.bytes, dataQuality: e.dataQuality}] AS inputs, "
+    "[(r)-[e:WROTE]->(d:Dataset) | {namespace: " + _NS.format("d") + ", name: " + _NAME.format("d") + ", "
+    "rowCount: e.rowCount, bytes: e.bytes}] AS outputs, "
+    "[(r)-[:CHILD_OF]->(p:Run) | {runId: p.runId, state: p.state, "
+    "job: [(p)-[:OF_JOB]->(pj:Job) | {namespace: " + _NS.format("pj") + ", name: " + _NAME.format("pj") + "}][0]}][0]"
+    " AS parent, "
+    "COLLECT { MATCH (c:Run)-[:CHILD_OF]->(r) WITH c ORDER BY c.startTime LIMIT $children RETURN {runId: c.runId, "
+    "state: c.state, startTime: c.startTime, endTime: c.endTime, "
+    "job: [(c)-[:OF_JOB]->(cj:Job) | {namespace: " + _NS.format("cj") + ", name: " + _NAME.format("cj") + "}][0]} }"
+    " AS children")
+MAX_CHILDREN = 1000
+
+
 class NotFound(LookupError):
     """The node asked for is not in the graph; the message names it."""
 
@@ -205,6 +223,14 @@ class GraphStore:
         if not found:
             raise NotFound(f"dataset {namespace} {name} is not in the graph")
         return versions
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        """A run with its job, inputs and outputs (statistics, data quality), parent and children."""
+        rows = self._read(_RUN_DETAIL, runId=run_id, children=MAX_CHILDREN)
+        if not rows:
+            raise NotFound(f"run {run_id} is not in the graph")
+        run, job, inputs, outputs, parent, children = rows[0]
+        return {"run": run, "job": job, "inputs": inputs, "outputs": outputs, "parent": parent, "children": children}
 
     def search(self, query: str, kinds: Iterable[str], limit: int) -> tuple[int, list[list[Any]]]:
         kinds = set(kinds)
