@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kafka_lineage.producers.client.publisher import EventPublisher, PublishError
 from kafka_lineage.runtime.config import (
@@ -297,6 +297,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _services_probe() -> Callable[[], Any] | None:
+    """The installed probe of the services' states (the development tools' local stack), if any."""
+    probes = [entry.load() for entry in entry_points(group=SERVICES_ENTRY_POINTS)]
+    return probes[0] if probes else None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from kafka_lineage.server.serve import serve
 
@@ -304,18 +310,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.port is not None:
         port_number("--port", args.port)
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
-    serve(dataclasses.replace(settings, **overrides), ClientSettings.from_env())
+    from kafka_lineage.runtime.status import default_groups
+
+    serve(dataclasses.replace(settings, **overrides), ClientSettings.from_env(), default_groups(), _services_probe())
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from kafka_lineage.app import status
+    from kafka_lineage.app.status import format_status
+    from kafka_lineage.runtime import status
 
-    probes = [entry.load() for entry in entry_points(group=SERVICES_ENTRY_POINTS)]
-    probe = probes[0] if probes else None
-    report = status.collect_status(probe, ClientSettings.from_env(), status.default_groups(),
+    report = status.collect_status(_services_probe(), ClientSettings.from_env(), status.default_groups(),
                                    lag_threshold=args.lag_threshold)
-    print(json.dumps(status.status_json(report), indent=2, default=str) if args.json else status.format_status(report))
+    print(json.dumps(status.status_json(report), indent=2, default=str) if args.json else format_status(report))
     return status.exit_code(report)
 
 

@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kafka_lineage.runtime.config import ClientSettings, ServerSettings
 from kafka_lineage.runtime.metrics import Check, Metrics, Readiness
+from kafka_lineage.runtime.status import DEFAULT_LAG_THRESHOLD, ServiceProbe, collect_status, status_json
 from kafka_lineage.schemas.schema_diff import diff_schemas, overall_severity
 from kafka_lineage.server import marquez
 from kafka_lineage.server.feeds import AlertFeed, dead_letters
@@ -78,9 +79,10 @@ def _error(status: int, message: str) -> JSONResponse:
 
 def create_app(store: GraphStore, settings: ServerSettings, metrics: Metrics | None = None,
                checks: Mapping[str, Check] | None = None, feed: AlertFeed | None = None,
-               clients: ClientSettings | None = None) -> FastAPI:
-    """The API over ``store``; ``feed`` (the alert topic, followed) and ``clients`` (to read dead letters) enable
-    the endpoints that read the pipeline's topics."""
+               clients: ClientSettings | None = None, groups: Mapping[str, str] | None = None,
+               services: ServiceProbe | None = None) -> FastAPI:
+    """The API over ``store``; ``feed`` (the alert topic, followed), ``clients`` (to read dead letters and
+    status) with ``groups`` (stage → consumer group) and ``services`` (a probe) enable the pipeline's views."""
     metrics = metrics or Metrics(process_metrics=False)
     readiness = Readiness(dict(checks or {}), timeout=5.0, ttl=2.0)
     app = FastAPI(title=API_TITLE, version="1", docs_url="/api/docs", redoc_url=None,
@@ -326,6 +328,13 @@ def create_app(store: GraphStore, settings: ServerSettings, metrics: Metrics | N
 
         return StreamingResponse(events(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+    @app.get("/api/v2/status", dependencies=api, tags=["Operations"])
+    def pipeline_status(lagThreshold: Annotated[int, Query(ge=0)] = DEFAULT_LAG_THRESHOLD) -> dict[str, Any]:
+        """What `lineage status --json` shows: services, lag and last event per stage, dead letters, alerts."""
+        if clients is None or groups is None:
+            raise HTTPException(503, "this server does not read the pipeline's status")
+        return status_json(collect_status(services, clients, dict(groups), lag_threshold=lagThreshold))
 
     @app.get("/api/v2/dead-letters", dependencies=api, tags=["Operations"])
     def latest_dead_letters(limit: Annotated[int, Query(ge=1, le=MAX_DEAD_LETTERS)] = 50) -> dict[str, Any]:

@@ -3,8 +3,11 @@ requests in flight, close the Neo4j driver)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from kafka_lineage.runtime.config import ClientSettings, ServerSettings
 from kafka_lineage.runtime.metrics import Metrics
+from kafka_lineage.runtime.status import ServiceProbe
 from kafka_lineage.server.api import create_app
 from kafka_lineage.server.feeds import AlertFeed
 from kafka_lineage.server.store import GraphStore
@@ -13,7 +16,9 @@ from kafka_lineage.sinks.graph.sink import driver_for
 GRACEFUL_SHUTDOWN_SECONDS = 10
 
 
-def serve(settings: ServerSettings, clients: ClientSettings) -> None:
+def serve(settings: ServerSettings, clients: ClientSettings, groups: Mapping[str, str],
+          services: ServiceProbe | None = None) -> None:
+    """Serve until SIGTERM/SIGINT; ``groups`` (stage → consumer group) and ``services`` feed /api/v2/status."""
     import uvicorn
 
     # every wait bounded: connecting, acquiring a connection, the driver's own retries
@@ -21,7 +26,7 @@ def serve(settings: ServerSettings, clients: ClientSettings) -> None:
                         max_transaction_retry_time=settings.query_timeout)
     feed = AlertFeed(clients).start()
     app = create_app(GraphStore(driver, settings.query_timeout), settings, Metrics(),
-                     {"neo4j": driver.verify_connectivity}, feed, clients)
+                     {"neo4j": driver.verify_connectivity}, feed, clients, groups, services)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, server_header=False,
                             ssl_certfile=settings.tls_cert or None, ssl_keyfile=settings.tls_key or None,
                             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS)

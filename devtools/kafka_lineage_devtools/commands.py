@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kafka_lineage.app.cli import CommandFailed
-from kafka_lineage.app.status import ServiceProbe, ServiceState
 from kafka_lineage.runtime.config import ClientSettings, ConfigError
+from kafka_lineage.runtime.status import ServiceProbe, ServiceState
 from kafka_lineage_devtools.processes import ChildExited
 from kafka_lineage_devtools.stack.config import StackSettings
 from kafka_lineage_devtools.stack.manager import ServiceStatus, Stack, StackError

@@ -148,3 +148,8 @@ def test_alerts_live_and_dead_letters(topics: tuple[dict[str, str], ClientSettin
         assert letter["preview"] == '{"eventTime": "x"}' and letter["size"] == 18
         assert requests.get(f"{server.url}/api/v2/dead-letters", params={"limit": 10_000}, timeout=30
                             ).status_code == 400
+        status = requests.get(f"{server.url}/api/v2/status", timeout=60).json()  # as `lineage status --json`
+        assert status["dead_letters"] == {**status["dead_letters"], "topic": settings.dlq_topic, "count": 1}
+        assert status["drift_alerts_last_hour"]["count"] == 2
+        assert [s["stage"] for s in status["stages"]] == ["processor", "graph-sink", "alert-sink"]
+        assert {s["name"] for s in status["services"]} == {"kafka", "neo4j", "registry", "connect"}

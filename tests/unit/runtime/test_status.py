@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kafka_lineage.app.status import (
+from kafka_lineage.app.status import format_lag, format_status
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.runtime.status import (
     STAGE_TOPICS,
     PartitionLag,
     PipelineStatus,
@@ -20,13 +22,10 @@ from kafka_lineage.app.status import (
     count_since,
     default_groups,
     exit_code,
-    format_lag,
-    format_status,
     partition_lags,
     stage_topic,
     status_json,
 )
-from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage_devtools.commands import local_stack_probe
 from kafka_lineage_devtools.stack.config import StackSettings
 
