@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
+UI := server/ui
+UI_BUILT := $(UI)/dist/index.html
+BROWSER_STAMP := $(VENV)/.browser
+
 .PHONY: install demo test faults lint stack-down clean
 
 # The product with every extra, and the development tools (devtools/, a distribution of their own), at the exact
@@ -13,15 +17,26 @@ $(STAMP): pyproject.toml devtools/pyproject.toml constraints.txt
 	$(VENV)/bin/pip install --quiet -c constraints.txt -e '.[all,dev]' -e ./devtools
 	touch $(STAMP)
 
-install: $(STAMP)
+# The web UI: Node packages at the versions in package-lock.json, built into server/ui/dist (served by lineage serve).
+$(UI_BUILT): $(UI)/package.json $(UI)/package-lock.json $(UI)/index.html $(UI)/vite.config.js $(wildcard $(UI)/src/*)
+	cd $(UI) && npm ci --no-audit --no-fund --loglevel=error && npm run build --silent
 
-demo: $(STAMP)
+# Browser tests drive Debian's Chromium (Playwright's own browser download cannot work here).
+$(BROWSER_STAMP): $(STAMP)
+	@command -v chromium >/dev/null || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+		else echo "the browser tests need Debian's chromium: sudo apt-get install chromium" >&2; exit 1; fi; }
+	touch $(BROWSER_STAMP)
+
+install: $(STAMP) $(UI_BUILT) $(BROWSER_STAMP)
+
+demo: $(STAMP) $(UI_BUILT)
 	$(VENV)/bin/lineage demo
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-test: lint
+test: lint $(UI_BUILT) $(BROWSER_STAMP)
 	$(VENV)/bin/pytest
 
 faults: $(STAMP)
@@ -31,4 +46,4 @@ stack-down: $(STAMP)
 	$(VENV)/bin/lineage stack down
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache $(UI)/node_modules $(UI)/dist

@@ -11,13 +11,15 @@ import asyncio
 import hmac
 import json
 from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import unquote
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from fastapi.staticfiles import StaticFiles
 from neo4j.exceptions import ServiceUnavailable, SessionExpired, TransientError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -33,6 +35,7 @@ from kafka_lineage.sinks.graph.model import utc_time
 from kafka_lineage.sinks.graph.queries import MAX_DEPTH, traverse
 
 API_TITLE = "kafka-lineage"
+UI_DIR = Path(__file__).parent / "ui" / "dist"
 KEEP_ALIVE_SECONDS = 15.0  # a comment line on an idle event stream, so proxies keep it open
 MAX_DEAD_LETTERS = 500
 # Query parameters (module level: the route signatures' annotations are resolved by name)
@@ -80,7 +83,7 @@ def _error(status: int, message: str) -> JSONResponse:
 def create_app(store: GraphStore, settings: ServerSettings, metrics: Metrics | None = None,
                checks: Mapping[str, Check] | None = None, feed: AlertFeed | None = None,
                clients: ClientSettings | None = None, groups: Mapping[str, str] | None = None,
-               services: ServiceProbe | None = None) -> FastAPI:
+               services: ServiceProbe | None = None, ui: Path = UI_DIR) -> FastAPI:
     """The API over ``store``; ``feed`` (the alert topic, followed), ``clients`` (to read dead letters and
     status) with ``groups`` (stage → consumer group) and ``services`` (a probe) enable the pipeline's views."""
     metrics = metrics or Metrics(process_metrics=False)
@@ -209,9 +212,10 @@ def create_app(store: GraphStore, settings: ServerSettings, metrics: Metrics | N
     def lineage(response: Response, nodeId: str, depth: Depth = 20, asOf: AsOf = None) -> dict[str, Any]:
         node = parse_node_id(nodeId, ("dataset", "job"))
         capped_depth = depth_cap(depth)
-        graph = store.neighbourhood(node.kind, node.namespace, node.name, capped_depth, settings.max_nodes,
-                                    _as_of(asOf))
-        return flagged(marquez.lineage_graph(graph), response, graph.stopped is not None or depth > capped_depth)
+        as_of = _as_of(asOf)
+        graph = store.neighbourhood(node.kind, node.namespace, node.name, capped_depth, settings.max_nodes, as_of)
+        return flagged(marquez.lineage_graph(graph, store.latest_runs(graph, as_of)), response,
+                       graph.stopped is not None or depth > capped_depth)
 
     @app.get("/api/v1/column-lineage", dependencies=api, tags=["Marquez"])
     def column_lineage(response: Response, nodeId: str, depth: Depth = 20, withDownstream: bool = False,
@@ -342,6 +346,17 @@ def create_app(store: GraphStore, settings: ServerSettings, metrics: Metrics | N
         if clients is None:
             raise HTTPException(503, "this server does not read the dead-letter topic")
         return {"deadLetters": dead_letters(clients, limit)}
+
+    # --- the web UI (built by `make install` into server/ui/dist) -----------------------------------------------
+    if (ui / "index.html").is_file():
+        app.mount("/assets", StaticFiles(directory=ui / "assets"), name="assets")
+
+    @app.get("/", include_in_schema=False)
+    def index() -> Response:
+        if not (ui / "index.html").is_file():
+            return _error(503, "the web UI is not built: `make install` builds it (npm ci && npm run build in "
+                               "server/ui)")
+        return FileResponse(ui / "index.html", headers={"Cache-Control": "no-cache"})
 
     app.add_middleware(EncodedSlashes)
     if settings.cors_origins:

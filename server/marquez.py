@@ -107,9 +107,11 @@ def _node_id(node: Node) -> str:
     return dataset_id(node.namespace, node.name) if node.kind == "dataset" else job_id(node.namespace, node.name)
 
 
-def lineage_graph(graph: Graph) -> dict[str, Any]:
+def lineage_graph(graph: Graph, latest_runs: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """Marquez's LineageGraph of jobs and datasets: a job's inEdges come from the datasets it reads and its
-    outEdges go to those it writes; a dataset's inEdges come from the jobs writing it, its outEdges go to readers."""
+    outEdges go to those it writes; a dataset's inEdges come from the jobs writing it, its outEdges go to readers.
+    ``latest_runs`` (element id → run row) fills the jobs' ``latestRun``."""
+    latest_runs = latest_runs or {}
     ids = {element: _node_id(node) for element, node in graph.nodes.items()}
     ins: dict[str, list[str]] = {element: [] for element in graph.nodes}
     outs: dict[str, list[str]] = {element: [] for element in graph.nodes}
@@ -127,7 +129,8 @@ def lineage_graph(graph: Graph) -> dict[str, Any]:
             data: dict[str, Any] = {
                 "id": {"namespace": node.namespace, "name": node.name}, "type": "BATCH", "name": node.name,
                 "simpleName": node.name.rsplit(".", 1)[-1], "namespace": node.namespace,
-                "inputs": _dataset_ids(inputs), "outputs": _dataset_ids(outputs)}
+                "inputs": _dataset_ids(inputs), "outputs": _dataset_ids(outputs),
+                "latestRun": run(latest_runs[element]) if element in latest_runs else None}
         else:
             data = {"id": {"namespace": node.namespace, "name": node.name}, "type": dataset_type(node.namespace),
                     "name": node.name, "physicalName": node.name, "namespace": node.namespace,

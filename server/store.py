@@ -120,6 +120,11 @@ _RUN_DETAIL = (
     "job: [(c)-[:OF_JOB]->(cj:Job) | {namespace: " + _NS.format("cj") + ", name: " + _NAME.format("cj") + "}][0]} }"
     " AS children")
 MAX_CHILDREN = 1000
+# The latest run of each job (``$ids``), by then (``$asOf``): the state a lineage graph colours its jobs with.
+_LATEST_RUNS = (
+    "UNWIND $ids AS id MATCH (j:Job) WHERE elementId(j) = id "
+    "RETURN id, COLLECT { MATCH (r:Run)-[:OF_JOB]->(j) WHERE $asOf IS NULL OR r.startTime <= $asOf "
+    "WITH r ORDER BY coalesce(r.startTime, r.lastEventTime) DESC LIMIT 1 RETURN " + _RUN + " }[0]")
 
 
 class NotFound(LookupError):
@@ -223,6 +228,13 @@ class GraphStore:
         if not found:
             raise NotFound(f"dataset {namespace} {name} is not in the graph")
         return versions
+
+    def latest_runs(self, graph: Graph, as_of: str | None = None) -> dict[str, dict[str, Any]]:
+        """Element id → the latest run (by ``as_of``) of every job in ``graph``."""
+        jobs = [element for element, node in graph.nodes.items() if node.kind == "job"]
+        if not jobs:
+            return {}
+        return {element: run for element, run in self._read(_LATEST_RUNS, ids=jobs, asOf=as_of) if run}
 
     def run(self, run_id: str) -> dict[str, Any]:
         """A run with its job, inputs and outputs (statistics, data quality), parent and children."""

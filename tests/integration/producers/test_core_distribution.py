@@ -33,7 +33,8 @@ def core_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     # from a copy: setuptools writes its build/ folder beside the sources
     source = shutil.copytree(ROOT, tmp_path_factory.mktemp("source") / "kafka-lineage", ignore=shutil.ignore_patterns(
-        ".git", ".venv", ".lineage", "build", "*.egg-info", "__pycache__", ".*_cache", "tests", "devtools"))
+        ".git", ".venv", ".lineage", "build", "*.egg-info", "__pycache__", ".*_cache", "tests", "devtools",
+        "node_modules"))
     # the build tools of this venv (pinned in constraints.txt): no index needed to build
     built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(out),
                   str(source)])

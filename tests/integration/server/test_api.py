@@ -124,6 +124,8 @@ def test_lineage_graph_is_exactly_the_neighbourhood(server: ChildProcess, world:
     ids = {n["id"] for n in graph}
     assert ids == {f"dataset:{world.ns}:shop.raw/orders", f"dataset:{world.ns}:shop.mid",
                    f"dataset:{world.ns}:shop.out", f"job:{world.jobs}:etl.clean", f"job:{world.jobs}:etl.report"}
+    clean = next(n for n in graph if n["id"] == f"job:{world.jobs}:etl.clean")
+    assert (clean["data"]["latestRun"]["id"], clean["data"]["latestRun"]["state"]) == (world.clean_run, "COMPLETED")
     edges = {(e["origin"], e["destination"]) for n in graph for e in n["inEdges"] + n["outEdges"]}
     assert edges == {(f"dataset:{world.ns}:shop.raw/orders", f"job:{world.jobs}:etl.clean"),
                      (f"job:{world.jobs}:etl.clean", f"dataset:{world.ns}:shop.mid"),
@@ -234,6 +236,8 @@ def test_as_of_answers_the_graph_as_it_was(server: ChildProcess, world: World) -
     mid = f"dataset:{world.ns}:shop.mid"
     at_11 = _get(server, "/api/v1/lineage", nodeId=mid, depth=5, asOf="2024-05-01T11:00:00Z")["graph"]
     assert {n["id"] for n in at_11} == {f"dataset:{world.ns}:shop.raw/orders", f"job:{world.jobs}:etl.clean", mid}
+    clean = next(n for n in at_11 if n["type"] == "JOB")  # its latest run then: the second, started at 11:00
+    assert clean["data"]["latestRun"]["id"] == world.clean_run
     at_9 = _get(server, "/api/v1/lineage", nodeId=mid, depth=5, asOf="2024-05-01T09:00:00+00:00")["graph"]
     assert [n["id"] for n in at_9] == [mid]
     now = _get(server, "/api/v1/lineage", nodeId=mid, depth=5, asOf="2030-01-01")["graph"]

@@ -1,0 +1,547 @@
+// The lineage server's web UI: search, the lineage graph (table or column level, as of a time), dataset and job
+// pages, and the operator view (live drift alerts, dead letters, pipeline status). It reads only the server's API.
+import cytoscape from "cytoscape";
+import dagre from "cytoscape-dagre";
+import svg from "cytoscape-svg";
+import "./style.css";
+
+cytoscape.use(dagre);
+cytoscape.use(svg);
+
+type Edge = { origin: string; destination: string };
+type GraphNode = { id: string; type: "DATASET" | "JOB" | "DATASET_FIELD"; data: any; inEdges: Edge[]; outEdges: Edge[] };
+type Direction = "both" | "up" | "down";
+type View = { node?: string; depth: number; dir: Direction; columns: boolean; asOf?: string };
+type NodeRef = { kind: string; namespace: string; name: string; field?: string };
+
+const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
+const TOKEN_KEY = "kafka-lineage-token";
+
+// --- the API --------------------------------------------------------------------------------------------------------
+function headers(): HeadersInit {
+  const token = localStorage.getItem(TOKEN_KEY);
+  return token ? { Authorization: `Bearer ${token}` } : {};
+}
+
+async function call(path: string, params: Record<string, string | number | boolean | undefined> = {}): Promise<Response> {
+  const query = new URLSearchParams();
+  for (const [key, value] of Object.entries(params)) if (value !== undefined && value !== "") query.set(key, String(value));
+  const url = query.toString() ? `${path}?${query}` : path;
+  let response = await fetch(url, { headers: headers() });
+  if (response.status === 401) {
+    const token = window.prompt("This lineage server asks for a bearer token:");
+    if (token) {
+      localStorage.setItem(TOKEN_KEY, token);
+      response = await fetch(url, { headers: headers() });
+    }
+  }
+  return response;
+}
+
+async function api(path: string, params: Record<string, string | number | boolean | undefined> = {}): Promise<any> {
+  const response = await call(path, params);
+  const body = await response.json();
+  if (!response.ok) throw new Error(body.message || `${response.status}`);
+  return body;
+}
+
+const seg = (value: string) => encodeURIComponent(value);
+
+// Marquez node ids: a ":" followed by "//" or a digit belongs to the namespace (a URI), the last part takes the rest.
+export function parseNodeId(id: string): NodeRef {
+  const kind = id.split(":", 1)[0];
+  const parts: string[] = [];
+  const rest = id.slice(kind.length + 1);
+  const wanted = kind === "datasetField" ? 3 : 2;
+  let start = 0;
+  const delimiter = /:(?!\/\/|\d)/g;
+  let match: RegExpExecArray | null;
+  while (parts.length < wanted - 1 && (match = delimiter.exec(rest)) !== null) {
+    parts.push(rest.slice(start, match.index));
+    start = match.index + 1;
+  }
+  parts.push(rest.slice(start));
+  return { kind, namespace: parts[0], name: parts[1], field: parts[2] };
+}
+
+const datasetId = (ns: string, name: string) => `dataset:${ns}:${name}`;
+const jobId = (ns: string, name: string) => `job:${ns}:${name}`;
+
+// --- the view in the URL (shareable) --------------------------------------------------------------------------------
+function readView(): { route: string; view: View } {
+  const [route, query = ""] = location.hash.replace(/^#\/?/, "").split("?");
+  const params = new URLSearchParams(query);
+  return {
+    route: route || "lineage",
+    view: {
+      node: params.get("node") || undefined,
+      depth: Math.max(1, Math.min(20, Number(params.get("depth")) || 3)),
+      dir: (["both", "up", "down"].includes(params.get("dir") || "") ? params.get("dir") : "both") as Direction,
+      columns: params.get("columns") === "1",
+      asOf: params.get("asOf") || undefined,
+    },
+  };
+}
+
+function writeView(view: View): void {
+  const params = new URLSearchParams();
+  if (view.node) params.set("node", view.node);
+  params.set("depth", String(view.depth));
+  params.set("dir", view.dir);
+  if (view.columns) params.set("columns", "1");
+  if (view.asOf) params.set("asOf", view.asOf);
+  location.hash = `#/lineage?${params}`;
+}
+
+// --- search with type-ahead -----------------------------------------------------------------------------------------
+let searchTimer: number | undefined;
+let searchSeq = 0;
+
+function setupSearch(): void {
+  const input = $<HTMLInputElement>("search");
+  const results = $("results");
+  input.addEventListener("input", () => {
+    window.clearTimeout(searchTimer);
+    searchTimer = window.setTimeout(() => runSearch(input.value.trim()), 120);
+  });
+  input.addEventListener("keydown", (event) => {
+    const buttons = [...results.querySelectorAll("button")];
+    if (event.key === "ArrowDown" && buttons.length) { event.preventDefault(); (buttons[0] as HTMLElement).focus(); }
+    if (event.key === "Escape") results.replaceChildren();
+  });
+  results.addEventListener("keydown", (event) => {
+    const buttons = [...results.querySelectorAll("button")];
+    const at = buttons.indexOf(document.activeElement as HTMLButtonElement);
+    if (event.key === "ArrowDown" && at < buttons.length - 1) { event.preventDefault(); buttons[at + 1].focus(); }
+    if (event.key === "ArrowUp") { event.preventDefault(); (at > 0 ? buttons[at - 1] : input).focus(); }
+    if (event.key === "Escape") { results.replaceChildren(); input.focus(); }
+  });
+}
+
+async function runSearch(q: string): Promise<void> {
+  const results = $("results");
+  const seq = ++searchSeq;
+  if (!q) { results.replaceChildren(); return; }
+  const found = await api("/api/v1/search", { q, limit: 12 }).catch(() => ({ results: [] }));
+  if (seq !== searchSeq) return; // a later keystroke's answer wins
+  results.replaceChildren(...found.results.map((hit: any) => {
+    const item = document.createElement("li");
+    item.setAttribute("role", "option");
+    const button = document.createElement("button");
+    button.type = "button";
+    button.dataset.nodeId = hit.nodeId;
+    button.innerHTML = `<span class="kind">${hit.type.toLowerCase()}</span>`;
+    button.append(`${hit.name}  `, Object.assign(document.createElement("span"), { className: "small", textContent: hit.namespace }));
+    button.addEventListener("click", () => {
+      results.replaceChildren();
+      $<HTMLInputElement>("search").value = "";
+      writeView({ ...readView().view, node: hit.nodeId });
+    });
+    item.append(button);
+    return item;
+  }));
+}
+
+// --- the lineage graph ----------------------------------------------------------------------------------------------
+let cy: cytoscape.Core | undefined;
+let shown: Map<string, GraphNode> = new Map();
+let pathEnds: string[] = [];
+
+const STYLE: any[] = [
+  { selector: "node", style: { label: "data(label)", "font-size": 11, "text-valign": "center", "text-halign": "center",
+    "text-wrap": "ellipsis", "text-max-width": "150px", width: 160, height: 34, "background-color": "#eef2f7",
+    "border-width": 1, "border-color": "#8aa0b6", shape: "round-rectangle" } },
+  { selector: "node.job", style: { shape: "ellipse", "background-color": "#f3f0ff", "border-color": "#7c6fd6" } },
+  { selector: "node.state-COMPLETED", style: { "border-color": "#15803d", "border-width": 3 } },
+  { selector: "node.state-FAILED, node.state-ABORTED", style: { "border-color": "#c2410c", "border-width": 3,
+    "background-color": "#fff1eb" } },
+  { selector: "node.state-RUNNING", style: { "border-color": "#b45309", "border-width": 3, "border-style": "dashed" } },
+  { selector: "node.start", style: { "background-color": "#dbe7ff", "font-weight": "bold" } },
+  { selector: "node.dataset-group", style: { shape: "round-rectangle", "background-color": "#f8fafc",
+    "text-valign": "top", "font-weight": "bold", "border-color": "#94a3b8" } },
+  { selector: "node.field", style: { width: 120, height: 24, "font-size": 10 } },
+  { selector: "edge", style: { width: 1.5, "curve-style": "bezier", "target-arrow-shape": "triangle",
+    "line-color": "#94a3b8", "target-arrow-color": "#94a3b8", label: "data(label)", "font-size": 9,
+    color: "#5b6b7b" } },
+  { selector: ".on-path", style: { "line-color": "#2563eb", "target-arrow-color": "#2563eb", width: 3,
+    "border-color": "#2563eb", "border-width": 3 } },
+  { selector: "node:selected", style: { "overlay-color": "#2563eb", "overlay-opacity": 0.15 } },
+];
+
+function label(node: GraphNode): string {
+  if (node.type === "DATASET_FIELD") return node.data.field;
+  return node.data.name ?? parseNodeId(node.id).name;
+}
+
+function runState(node: GraphNode): string | undefined {
+  return node.type === "JOB" ? node.data.latestRun?.state : undefined;
+}
+
+// The nodes reachable from the start along the data flow (down), against it (up), or all of them (both).
+function directed(nodes: GraphNode[], start: string, dir: Direction): GraphNode[] {
+  if (dir === "both") return nodes;
+  const next = new Map<string, string[]>();
+  for (const node of nodes) {
+    for (const edge of node.outEdges) {
+      const [from, to] = dir === "down" ? [edge.origin, edge.destination] : [edge.destination, edge.origin];
+      next.set(from, [...(next.get(from) ?? []), to]);
+    }
+  }
+  const starts = nodes.filter((n) => n.id === start || (n.type === "DATASET_FIELD" && datasetId(n.data.namespace, n.data.dataset) === start));
+  const seen = new Set(starts.map((n) => n.id));
+  const queue = [...seen];
+  while (queue.length) for (const to of next.get(queue.shift()!) ?? []) if (!seen.has(to)) { seen.add(to); queue.push(to); }
+  return nodes.filter((n) => seen.has(n.id));
+}
+
+function elements(nodes: GraphNode[], start: string): cytoscape.ElementDefinition[] {
+  const ids = new Set(nodes.map((n) => n.id));
+  const out: cytoscape.ElementDefinition[] = [];
+  const groups = new Set<string>();
+  for (const node of nodes) {
+    const classes = [node.type === "JOB" ? "job" : node.type === "DATASET" ? "dataset" : "field"];
+    const state = runState(node);
+    if (state) classes.push(`state-${state}`);
+    if (node.id === start) classes.push("start");
+    let parent: string | undefined;
+    if (node.type === "DATASET_FIELD") {
+      parent = `group:${datasetId(node.data.namespace, node.data.dataset)}`;
+      if (!groups.has(parent)) {
+        groups.add(parent);
+        out.push({ data: { id: parent, label: node.data.dataset }, classes: "dataset-group" });
+      }
+    }
+    out.push({ data: { id: node.id, label: label(node), parent }, classes: classes.join(" ") });
+  }
+  const edges = new Set<string>();
+  for (const node of nodes) {
+    for (const edge of node.outEdges) {
+      const key = `${edge.origin}->${edge.destination}`;
+      if (edges.has(key) || !ids.has(edge.origin) || !ids.has(edge.destination)) continue;
+      edges.add(key);
+      const target = nodes.find((n) => n.id === edge.destination);
+      const transformation = target?.data.inputFields?.find((f: any) =>
+        `datasetField:${f.namespace}:${f.dataset}:${f.field}` === edge.origin)?.transformationType;
+      out.push({ data: { id: key, source: edge.origin, target: edge.destination, label: transformation ?? "" } });
+    }
+  }
+  return out;
+}
+
+function layout(): void {
+  cy?.layout({ name: "dagre", rankDir: "LR", nodeSep: 18, rankSep: 70, animate: false } as any).run();
+  cy?.fit(undefined, 30);
+  document.body.dataset.graphNodes = String(cy?.nodes().not(".dataset-group").length ?? 0);
+}
+
+function draw(nodes: GraphNode[], start: string): void {
+  shown = new Map(nodes.map((n) => [n.id, n]));
+  pathEnds = [];
+  cy?.destroy();
+  cy = cytoscape({ container: $("graph"), elements: elements(nodes, start), style: STYLE, wheelSensitivity: 0.3 });
+  cy.on("tap", "node", (event) => {
+    const id = event.target.id() as string;
+    if (id.startsWith("group:")) return;
+    if ((event.originalEvent as MouseEvent)?.shiftKey) return markPath(id);
+    showDetails(id);
+  });
+  cy.on("dbltap", "node", (event) => {
+    const id = event.target.id() as string;
+    if (!id.startsWith("group:")) writeView({ ...readView().view, node: id.startsWith("datasetField:") ? fieldDataset(id) : id });
+  });
+  layout();
+  renderNodeList();
+}
+
+function fieldDataset(id: string): string {
+  const ref = parseNodeId(id);
+  return datasetId(ref.namespace, ref.name);
+}
+
+// Shift-click two nodes: the path between them, highlighted.
+function markPath(id: string): void {
+  if (!cy) return;
+  pathEnds = [...pathEnds, id].slice(-2);
+  cy.elements().removeClass("on-path");
+  if (pathEnds.length < 2) { notice(`path from ${parseNodeId(id).name}: shift-click another node`); return; }
+  const found = cy.elements().aStar({ root: cy.getElementById(pathEnds[0]), goal: cy.getElementById(pathEnds[1]), directed: false });
+  if (found.found) { found.path.addClass("on-path"); notice(`path: ${found.path.nodes().length} nodes`); }
+  else notice("no path between them in this view");
+}
+
+function renderNodeList(): void {
+  const list = $("node-list");
+  list.replaceChildren(...[...shown.values()].sort((a, b) => a.id.localeCompare(b.id)).map((node) => {
+    const item = document.createElement("li");
+    const button = document.createElement("button");
+    button.type = "button";
+    button.dataset.nodeId = node.id;
+    const state = runState(node);
+    button.textContent = `${node.type.toLowerCase().replace("dataset_field", "column")}: ${label(node)}${state ? ` (${state})` : ""}`;
+    button.addEventListener("click", () => showDetails(node.id));
+    item.append(button);
+    return item;
+  }));
+}
+
+function notice(text: string): void {
+  $("notice").textContent = text;
+}
+
+async function showLineage(view: View): Promise<void> {
+  syncControls(view);
+  if (!view.node) return;
+  const start = parseNodeId(view.node);
+  $("start-name").textContent = `${start.kind} ${start.name}`;
+  notice("");
+  try {
+    let response: Response;
+    if (view.columns) {
+      if (start.kind === "job") { notice("columns: choose a dataset or a column"); return; }
+      response = await call("/api/v1/column-lineage", { nodeId: view.node, depth: view.depth, withDownstream: true, asOf: view.asOf });
+    } else {
+      response = await call("/api/v1/lineage", { nodeId: view.node, depth: view.depth, asOf: view.asOf });
+    }
+    const body = await response.json();
+    if (!response.ok) { notice(body.message); cy?.destroy(); cy = undefined; shown = new Map(); renderNodeList(); document.body.dataset.graphNodes = "0"; return; }
+    const nodes = directed(body.graph, view.node, view.dir);
+    draw(nodes, view.node);
+    if (response.headers.get("X-Lineage-Truncated") === "true") notice("more lineage exists than shown (limits)");
+    showDetails(view.columns && start.kind === "dataset" ? view.node : view.node);
+  } catch (error) {
+    notice(String(error));
+  }
+}
+
+// Merge a node's own neighbourhood (depth 1) into the graph on screen.
+async function expand(id: string): Promise<void> {
+  const view = readView().view;
+  const body = await api("/api/v1/lineage", { nodeId: id, depth: 1, asOf: view.asOf });
+  for (const node of body.graph as GraphNode[]) {
+    const known = shown.get(node.id);
+    if (known) {
+      const key = (e: Edge) => `${e.origin}->${e.destination}`;
+      const have = new Set([...known.outEdges, ...known.inEdges].map(key));
+      known.outEdges.push(...node.outEdges.filter((e) => !have.has(key(e))));
+      known.inEdges.push(...node.inEdges.filter((e) => !have.has(key(e))));
+    } else shown.set(node.id, node);
+  }
+  draw([...shown.values()], view.node ?? id);
+  notice(`expanded ${parseNodeId(id).name}`);
+  await showDetails(id); // its readers and writers now include the new neighbours
+}
+
+// --- details: dataset, job, column pages ----------------------------------------------------------------------------
+function html(strings: TemplateStringsArray, ...values: unknown[]): string {
+  const escape = (v: unknown) => String(v ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+  return strings.reduce((out, text, i) => out + text + (i < values.length ? escape(values[i]) : ""), "");
+}
+
+function neighbours(id: string): { from: GraphNode[]; to: GraphNode[] } {
+  const node = shown.get(id);
+  if (!node) return { from: [], to: [] };
+  const pick = (ids: string[]) => ids.map((i) => shown.get(i)).filter(Boolean) as GraphNode[];
+  return { from: pick(node.inEdges.map((e) => e.origin)), to: pick(node.outEdges.map((e) => e.destination)) };
+}
+
+function actions(id: string): HTMLElement {
+  const bar = document.createElement("p");
+  for (const [text, run] of [["Expand", () => expand(id)], ["Re-centre", () => writeView({ ...readView().view, node: id })]] as const) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.textContent = text;
+    button.addEventListener("click", run);
+    bar.append(button, " ");
+  }
+  return bar;
+}
+
+async function showDetails(id: string): Promise<void> {
+  const panel = $("details");
+  const ref = parseNodeId(id);
+  panel.innerHTML = html`<h2>${ref.kind === "datasetField" ? `${ref.name} . ${ref.field}` : ref.name}</h2><p class="small">${ref.namespace}</p>`;
+  panel.dataset.nodeId = id;
+  try {
+    if (ref.kind === "dataset") await datasetPage(panel, ref, id);
+    else if (ref.kind === "job") await jobPage(panel, ref, id);
+    else fieldPage(panel, id);
+  } catch (error) {
+    panel.insertAdjacentHTML("beforeend", html`<p class="state-FAILED">${String(error)}</p>`);
+  }
+}
+
+async function datasetPage(panel: HTMLElement, ref: NodeRef, id: string): Promise<void> {
+  const [dataset, schema] = await Promise.all([
+    api(`/api/v1/namespaces/${seg(ref.namespace)}/datasets/${seg(ref.name)}`),
+    api(`/api/v2/datasets/${seg(ref.namespace)}/${seg(ref.name)}/schema`),
+  ]);
+  panel.append(actions(id));
+  const { from, to } = neighbours(id);
+  const jobs = (list: GraphNode[]) => list.map((j) => html`<li>${j.data.name} <span class="state-${runState(j)}">${runState(j) ?? ""}</span></li>`).join("");
+  panel.insertAdjacentHTML("beforeend", html`<p>last written: ${dataset.lastModifiedAt ?? "never by a completed run"}</p>` +
+    `<h3>Written by</h3><ul>${jobs(from) || "<li class=hint>none in view</li>"}</ul>` +
+    `<h3>Read by</h3><ul>${jobs(to) || "<li class=hint>none in view</li>"}</ul>` +
+    `<h3>Schema</h3><table><tr><th>field</th><th>type</th></tr>` +
+    dataset.fields.map((f: any) => html`<tr><td>${f.name}</td><td>${f.type}</td></tr>`).join("") + `</table>` +
+    `<h3>Schema history</h3><ol class="versions">` +
+    schema.versions.map((v: any) => html`<li>${v.firstSeen} <code>${v.version.slice(0, 10)}</code>${v.current ? " (current)" : ""}` +
+      (v.changes.length ? `<ul>${v.changes.map((c: any) => html`<li class="change-${c.severity}">${c.kind} ${c.path}: ${c.oldType ?? "-"} → ${c.newType ?? "-"}</li>`).join("")}</ul>` : "") +
+      "</li>").join("") + `</ol>` +
+    `<h3>Drift alerts</h3><ul id="dataset-alerts">` +
+    (schema.alerts.map((a: any) => html`<li class="change-${a.severity}">${a.eventTime}: ${a.changes.length} changes, ${a.impactedJobs.length} jobs downstream</li>`).join("") || "<li class=hint>none</li>") + `</ul>`);
+}
+
+async function jobPage(panel: HTMLElement, ref: NodeRef, id: string): Promise<void> {
+  const [job, runs] = await Promise.all([
+    api(`/api/v1/namespaces/${seg(ref.namespace)}/jobs/${seg(ref.name)}`),
+    api(`/api/v1/namespaces/${seg(ref.namespace)}/jobs/${seg(ref.name)}/runs`, { limit: 25 }),
+  ]);
+  panel.append(actions(id));
+  const names = (list: any[]) => list.map((d) => html`<li>${d.name} <span class="small">${d.namespace}</span></li>`).join("");
+  panel.insertAdjacentHTML("beforeend", `<h3>Inputs</h3><ul>${names(job.inputs)}</ul><h3>Outputs</h3><ul>${names(job.outputs)}</ul>` +
+    `<h3>Runs</h3><table class="runs"><tr><th>started</th><th>state</th><th>duration</th></tr>` +
+    runs.runs.map((r: any) => html`<tr><td><button type="button" class="run" data-run="${r.id}">${r.startedAt ?? r.createdAt ?? "?"}</button></td>` +
+      html`<td class="state-${r.state}">${r.state}</td><td>${r.durationMs != null ? `${(r.durationMs / 1000).toFixed(1)} s` : ""}</td></tr>`).join("") +
+    `</table><div id="run-detail"></div>`);
+  panel.querySelectorAll<HTMLButtonElement>("button.run").forEach((button) =>
+    button.addEventListener("click", () => runDetail(button.dataset.run!)));
+}
+
+async function runDetail(runId: string): Promise<void> {
+  const detail = await api(`/api/v2/runs/${seg(runId)}`);
+  const run = detail.run;
+  const rows = (list: any[]) => list.map((d) => html`<li>${d.name}: ${d.rowCount ?? "?"} rows</li>`).join("");
+  $("run-detail").innerHTML = html`<h3>Run ${runId}</h3><p class="state-${run.state}">${run.state}${run.errorMessage ? `: ${run.errorMessage}` : ""}</p>` +
+    `<p>read</p><ul>${rows(detail.inputs)}</ul><p>wrote</p><ul>${rows(detail.outputs)}</ul>` +
+    (detail.parent ? html`<p>parent: ${detail.parent.job?.name ?? ""} ${detail.parent.runId}</p>` : "") +
+    (detail.children.length ? html`<p>${detail.children.length} child runs</p>` : "");
+}
+
+function fieldPage(panel: HTMLElement, id: string): void {
+  const node = shown.get(id);
+  if (!node) return;
+  panel.insertAdjacentHTML("beforeend", html`<p>type: ${node.data.fieldType ?? "unknown"}</p><h3>Derived from</h3>` +
+    `<ul>${node.data.inputFields.map((f: any) => html`<li>${f.dataset}.${f.field} <span class="small">${f.transformationDescription ?? ""}</span></li>`).join("") || "<li class=hint>a source column</li>"}</ul>`);
+}
+
+// --- controls -------------------------------------------------------------------------------------------------------
+function syncControls(view: View): void {
+  $<HTMLInputElement>("depth").value = String(view.depth);
+  $<HTMLSelectElement>("direction").value = view.dir;
+  $<HTMLInputElement>("columns").checked = view.columns;
+  const asOf = $<HTMLInputElement>("as-of");
+  asOf.value = view.asOf ? toLocalInput(new Date(view.asOf)) : "";
+}
+
+function toLocalInput(date: Date): string {
+  const local = new Date(date.getTime() - date.getTimezoneOffset() * 60_000);
+  return local.toISOString().slice(0, 16);
+}
+
+function download(name: string, blob: Blob): void {
+  const link = Object.assign(document.createElement("a"), { href: URL.createObjectURL(blob), download: name });
+  link.click();
+  URL.revokeObjectURL(link.href);
+}
+
+function setupControls(): void {
+  const update = (change: Partial<View>) => writeView({ ...readView().view, ...change });
+  $<HTMLInputElement>("depth").addEventListener("change", (e) => update({ depth: Number((e.target as HTMLInputElement).value) }));
+  $<HTMLSelectElement>("direction").addEventListener("change", (e) => update({ dir: (e.target as HTMLSelectElement).value as Direction }));
+  $<HTMLInputElement>("columns").addEventListener("change", (e) => update({ columns: (e.target as HTMLInputElement).checked }));
+  $<HTMLInputElement>("as-of").addEventListener("change", (e) => {
+    const value = (e.target as HTMLInputElement).value;
+    update({ asOf: value ? new Date(value).toISOString() : undefined });
+  });
+  $<HTMLInputElement>("as-of-days").addEventListener("change", (e) => {
+    const days = Number((e.target as HTMLInputElement).value);
+    update({ asOf: days ? new Date(Date.now() - days * 86_400_000).toISOString() : undefined });
+  });
+  $("now").addEventListener("click", () => { $<HTMLInputElement>("as-of-days").value = "0"; update({ asOf: undefined }); });
+  $("export-png").addEventListener("click", () => cy && download("lineage.png", cy.png({ full: true, scale: 2, bg: "#ffffff", output: "blob" }) as any));
+  $("export-svg").addEventListener("click", () => cy && download("lineage.svg", new Blob([(cy as any).svg({ full: true, bg: "#ffffff" })], { type: "image/svg+xml" })));
+  $("share").addEventListener("click", async () => {
+    try { await navigator.clipboard.writeText(location.href); notice("link copied"); } catch { window.prompt("Link to this view:", location.href); }
+  });
+}
+
+// --- the operator view ----------------------------------------------------------------------------------------------
+let streaming: AbortController | undefined;
+let statusTimer: number | undefined;
+
+function alertItem(alert: any): HTMLLIElement {
+  const item = document.createElement("li");
+  item.className = `change-${alert.severity}`;
+  item.innerHTML = html`<a href="#/lineage?node=${encodeURIComponent(datasetId(alert.dataset.namespace, alert.dataset.name))}&depth=3&dir=down">${alert.dataset.name}</a> ` +
+    html`(${alert.dataset.namespace}) changed by ${alert.job.name} at ${alert.eventTime}: ` +
+    alert.changes.map((c: any) => html`${c.kind} ${c.path}`).join(", ") + html` — ${alert.impactedJobs.length} jobs downstream`;
+  return item;
+}
+
+async function showOperator(): Promise<void> {
+  const list = $("alerts");
+  const recent = await api("/api/v2/alerts", { limit: 50 }).catch(() => ({ alerts: [] }));
+  list.replaceChildren(...recent.alerts.map(alertItem));
+  streamAlerts(list);
+  const letters = await api("/api/v2/dead-letters", { limit: 50 }).catch(() => ({ deadLetters: [] }));
+  $("dead-letters").querySelector("tbody")!.innerHTML = letters.deadLetters.map((d: any) =>
+    html`<tr><td>${d.failedAt}</td><td>${d.stage}</td><td>${d.errorClass}</td><td>${d.errorMessage}</td><td>${d.sourceTopic ?? d.origin ?? ""}</td></tr>`).join("");
+  await refreshStatus();
+  window.clearInterval(statusTimer);
+  statusTimer = window.setInterval(refreshStatus, 10_000);
+}
+
+async function refreshStatus(): Promise<void> {
+  const status = await api("/api/v2/status").catch((error) => ({ verdict: String(error), stages: [], reasons: [] }));
+  $("verdict").textContent = `${status.verdict}${status.reasons?.length ? `: ${status.reasons.join("; ")}` : ""}`;
+  $("stages").querySelector("tbody")!.innerHTML = status.stages.map((s: any) =>
+    html`<tr><td>${s.stage}</td><td>${s.group}</td><td>${s.lag ?? s.lag_error ?? ""}</td><td>${s.last_event ?? ""}</td></tr>`).join("");
+}
+
+// Server-sent events read with fetch (EventSource cannot send the bearer token).
+async function streamAlerts(list: HTMLElement): Promise<void> {
+  streaming?.abort();
+  streaming = new AbortController();
+  const state = $("stream-state");
+  try {
+    const response = await fetch("/api/v2/alerts/stream", { headers: headers(), signal: streaming.signal });
+    if (!response.ok || !response.body) { state.textContent = `live alerts unavailable (${response.status})`; return; }
+    state.textContent = "live";
+    document.body.dataset.alertStream = "live";
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += value;
+      let end: number;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        const message = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        const data = message.split("\n").find((line) => line.startsWith("data: "));
+        if (data) list.prepend(alertItem(JSON.parse(data.slice(6))));
+      }
+    }
+    state.textContent = "disconnected";
+  } catch (error) {
+    if ((error as Error).name !== "AbortError") state.textContent = `disconnected: ${error}`;
+  }
+}
+
+// --- routing --------------------------------------------------------------------------------------------------------
+async function route(): Promise<void> {
+  const { route, view } = readView();
+  const operator = route === "operator";
+  $("lineage-view").hidden = operator;
+  $("operator-view").hidden = !operator;
+  if (operator) return showOperator();
+  streaming?.abort();
+  window.clearInterval(statusTimer);
+  await showLineage(view);
+}
+
+setupSearch();
+setupControls();
+window.addEventListener("hashchange", route);
+route();
+export { jobId };

@@ -1,0 +1,7 @@
+// The UI's build: one bundle into dist/, served by `lineage serve` at / (assets under /assets/).
+import { defineConfig } from "vite";
+
+export default defineConfig({
+  base: "/",
+  build: { outDir: "dist", emptyOutDir: true, chunkSizeWarningLimit: 2000 },
+});
