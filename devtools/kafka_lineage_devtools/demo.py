@@ -17,6 +17,7 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import requests
 from openlineage.client import OpenLineageClient
@@ -26,7 +27,7 @@ from kafka_lineage.app.formats import format_alert
 from kafka_lineage.producers.client.hooks import load_task, sql_task
 from kafka_lineage.producers.client.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
 from kafka_lineage.producers.service.connect_watcher import watch
-from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.runtime.config import ClientSettings, ServerSettings
 from kafka_lineage.runtime.tail import tail
 from kafka_lineage.sinks.graph.queries import as_rows, traverse
 from kafka_lineage.sinks.graph.sink import driver_for
@@ -38,6 +39,7 @@ from kafka_lineage_devtools.processes import (
     sleep_watching,
 )
 from kafka_lineage_devtools.stack.config import StackSettings
+from kafka_lineage_devtools.stack.manager import Stack
 
 TOP_COUNTRIES_SQL = """
 INSERT INTO reporting.public.top_countries (country, revenue)
@@ -128,6 +130,20 @@ def _event_time(text: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def _start_server(stack: StackSettings) -> str:
+    """`lineage serve`, left running beside the stack (stopped by `lineage stack down`); its URL."""
+    url = f"http://127.0.0.1:{ServerSettings.from_env().port}"
+
+    def up() -> bool:
+        try:
+            return requests.get(f"{url}/health/live", timeout=2).ok
+        except requests.RequestException:
+            return False
+
+    Stack(stack).start_background("lineage-server", [sys.executable, "-m", "kafka_lineage.app.cli", "serve"], up)
+    return url
+
+
 def run_demo(clients: ClientSettings, stack: StackSettings) -> None:
     workdir = stack.state_dir / "demo"
     shutil.rmtree(workdir, ignore_errors=True)
@@ -172,7 +188,11 @@ def run_demo(clients: ClientSettings, stack: StackSettings) -> None:
         print(f"  {row['depth']:>3}  {row['kind']:8} {row['namespace']}  {row['name']}")
     picture = workdir / "impact.html"
     picture.write_text(render.to_html(graph, f"downstream of {cleaned}"))
+    ui = _start_server(stack)
     _step("explore")
+    print(f"  web UI (lineage serve): {ui}/#/lineage?node={quote(f'dataset:file:{cleaned}', safe='')}&depth=3"
+          "&dir=down")
+    print(f"  HTTP API:               {ui}/api/docs  (Marquez-compatible under /api/v1)")
     print(f"  picture of the impact:  {picture}")
     print(f"  Neo4j Browser:          http://127.0.0.1:{stack.neo4j_http_port}  (user {clients.neo4j_user}, "
           f"password: cat {stack.neo4j_password_file})")

@@ -42,6 +42,9 @@ class ServiceStatus:
         return "down" if self.pid is None else "dead"
 
 
+# Pipeline processes a stack may leave running beside its servers (started by the demo), stopped by `down`.
+BACKGROUND = ("lineage-server",)
+
 def _proc_start_time(pid: int) -> str | None:
     """The process's start time in clock ticks since boot, or None if there is no such process."""
     try:
@@ -140,10 +143,40 @@ class Stack:
                 time.sleep(0.5)
         return [row for row in self.status() if row.name in {s.name for s in wanted}]
 
+    def start_background(self, name: str, command: list[str], is_up: Callable[[], bool], timeout: float = 60.0
+                         ) -> int:
+        """A pipeline process left running beside the servers (the demo's lineage server), recorded like them so
+        that ``down`` stops it; the pid of the one already running, if any."""
+        pid = self.running_pid(name)
+        if pid is not None:
+            return pid
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_file(name), "ab") as log:
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
+        self._pid_file(name).write_text(json.dumps({"pid": process.pid, "start_time": _proc_start_time(process.pid),
+                                                    "command": command}))
+        deadline = time.monotonic() + timeout
+        while not is_up():
+            if process.poll() is not None or time.monotonic() > deadline:
+                self.down_background(name)
+                raise StackError(f"{name} did not come up; see {self.log_file(name)}")
+            time.sleep(0.3)
+        return process.pid
+
+    def down_background(self, name: str, timeout: float = 15.0) -> bool:
+        pid = self.running_pid(name)
+        if pid is not None:
+            self._terminate(name, pid, timeout)
+        self._pid_file(name).unlink(missing_ok=True)
+        return pid is not None
+
     def down(self, names: Iterable[str] | None = None, timeout: float = 30.0) -> list[str]:
-        """Stop the processes this stack started, dependants first. Returns the names stopped."""
+        """Stop the processes this stack started, dependants first (the background ones, such as the demo's
+        lineage server, too when no names are given). Returns the names stopped."""
         chosen = set(names) if names else {s.name for s in SERVICES}
-        stopped = []
+        stopped = [name for name in BACKGROUND if not names and self.down_background(name)]
         for service in reversed(SERVICES):
             if service.name not in chosen:
                 continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import requests
 
 from kafka_lineage_devtools.stack.config import StackSettings
 from tests.integration.conftest import lineage
@@ -20,3 +21,11 @@ def test_demo_shows_the_alert_the_impact_and_a_picture(stack_settings: StackSett
     picture = stack_settings.state_dir / "demo" / "impact.html"
     assert f"picture of the impact:  {picture}" in out and "top_countries" in picture.read_text()
     assert "The stack stays up for exploration" in out
+    # the lineage server stays up beside the stack, its UI showing the impact
+    ui = next(line.split(": ", 1)[1].strip() for line in out.splitlines() if "web UI (lineage serve)" in line)
+    assert ui.startswith("http://127.0.0.1:25050/#/lineage?node=dataset%3Afile%3A")
+    assert requests.get("http://127.0.0.1:25050/", timeout=10).status_code == 200
+    cleaned = stack_settings.state_dir / "demo" / "lake" / "orders_cleaned"
+    graph = requests.get("http://127.0.0.1:25050/api/v1/lineage", timeout=30,
+                         params={"nodeId": f"dataset:file:{cleaned}", "depth": 3}).json()["graph"]
+    assert any(node["id"].endswith("top_countries") for node in graph)
