@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
@@ -171,3 +172,29 @@ def running_collector(topic: str, **env: str) -> Iterator[str]:
         yield child.url
     assert child.returncode == 0, child.output
     assert "collector stopped" in child.output
+
+
+# --- a real browser (Playwright driving Debian's Chromium, which `make install` puts there) ------------------------
+SCREENSHOTS = REPO / ".lineage" / "screenshots"
+README_SCREENSHOTS = REPO / "docs" / "screenshots"  # written when LINEAGE_UPDATE_SCREENSHOTS is set
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium",
+                                              args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+def screenshot(page: Any, name: str, readme: bool = False) -> None:
+    """A test's screenshot kept as an artifact (.lineage/screenshots/NAME.png); with ``readme`` and
+    LINEAGE_UPDATE_SCREENSHOTS set, also the README's copy."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+    if readme and os.environ.get("LINEAGE_UPDATE_SCREENSHOTS"):
+        README_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(README_SCREENSHOTS / f"{name}.png"))

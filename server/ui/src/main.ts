@@ -168,9 +168,12 @@ const STYLE: any[] = [
   { selector: "node:selected", style: { "overlay-color": "#2563eb", "overlay-opacity": 0.15 } },
 ];
 
+// A path-like name is shown by its last segment (the list and the details panel show it whole).
 function label(node: GraphNode): string {
   if (node.type === "DATASET_FIELD") return node.data.field;
-  return node.data.name ?? parseNodeId(node.id).name;
+  const name: string = node.data.name ?? parseNodeId(node.id).name;
+  const tail = name.replace(/\/+$/, "").split("/").pop() || name;
+  return tail.length < name.length ? `…/${tail}` : name;
 }
 
 function runState(node: GraphNode): string | undefined {
@@ -356,25 +359,30 @@ function actions(id: string): HTMLElement {
   return bar;
 }
 
+let detailsSeq = 0;
+
 async function showDetails(id: string): Promise<void> {
   const panel = $("details");
   const ref = parseNodeId(id);
+  const seq = ++detailsSeq;
+  const stale = () => seq !== detailsSeq; // a later click's page wins
   panel.innerHTML = html`<h2>${ref.kind === "datasetField" ? `${ref.name} . ${ref.field}` : ref.name}</h2><p class="small">${ref.namespace}</p>`;
   panel.dataset.nodeId = id;
   try {
-    if (ref.kind === "dataset") await datasetPage(panel, ref, id);
-    else if (ref.kind === "job") await jobPage(panel, ref, id);
+    if (ref.kind === "dataset") await datasetPage(panel, ref, id, stale);
+    else if (ref.kind === "job") await jobPage(panel, ref, id, stale);
     else fieldPage(panel, id);
   } catch (error) {
-    panel.insertAdjacentHTML("beforeend", html`<p class="state-FAILED">${String(error)}</p>`);
+    if (!stale()) panel.insertAdjacentHTML("beforeend", html`<p class="state-FAILED">${String(error)}</p>`);
   }
 }
 
-async function datasetPage(panel: HTMLElement, ref: NodeRef, id: string): Promise<void> {
+async function datasetPage(panel: HTMLElement, ref: NodeRef, id: string, stale: () => boolean): Promise<void> {
   const [dataset, schema] = await Promise.all([
     api(`/api/v1/namespaces/${seg(ref.namespace)}/datasets/${seg(ref.name)}`),
     api(`/api/v2/datasets/${seg(ref.namespace)}/${seg(ref.name)}/schema`),
   ]);
+  if (stale()) return;
   panel.append(actions(id));
   const { from, to } = neighbours(id);
   const jobs = (list: GraphNode[]) => list.map((j) => html`<li>${j.data.name} <span class="state-${runState(j)}">${runState(j) ?? ""}</span></li>`).join("");
@@ -391,11 +399,12 @@ async function datasetPage(panel: HTMLElement, ref: NodeRef, id: string): Promis
     (schema.alerts.map((a: any) => html`<li class="change-${a.severity}">${a.eventTime}: ${a.changes.length} changes, ${a.impactedJobs.length} jobs downstream</li>`).join("") || "<li class=hint>none</li>") + `</ul>`);
 }
 
-async function jobPage(panel: HTMLElement, ref: NodeRef, id: string): Promise<void> {
+async function jobPage(panel: HTMLElement, ref: NodeRef, id: string, stale: () => boolean): Promise<void> {
   const [job, runs] = await Promise.all([
     api(`/api/v1/namespaces/${seg(ref.namespace)}/jobs/${seg(ref.name)}`),
     api(`/api/v1/namespaces/${seg(ref.namespace)}/jobs/${seg(ref.name)}/runs`, { limit: 25 }),
   ]);
+  if (stale()) return;
   panel.append(actions(id));
   const names = (list: any[]) => list.map((d) => html`<li>${d.name} <span class="small">${d.namespace}</span></li>`).join("");
   panel.insertAdjacentHTML("beforeend", `<h3>Inputs</h3><ul>${names(job.inputs)}</ul><h3>Outputs</h3><ul>${names(job.outputs)}</ul>` +

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import requests
 
 from kafka_lineage_devtools.stack.config import StackSettings
-from tests.integration.conftest import lineage
+from tests.integration.conftest import lineage, screenshot
 
 pytestmark = pytest.mark.integration
 
 
-def test_demo_shows_the_alert_the_impact_and_a_picture(stack_settings: StackSettings) -> None:
+def test_demo_shows_the_alert_the_impact_and_a_picture(stack_settings: StackSettings, browser: Any) -> None:
     demo = lineage("demo")
     out = demo.stdout
     assert "[BREAKING] file " in out and "orders_cleaned changed by job demo-spark" in out
@@ -29,3 +31,9 @@ def test_demo_shows_the_alert_the_impact_and_a_picture(stack_settings: StackSett
     graph = requests.get("http://127.0.0.1:25050/api/v1/lineage", timeout=30,
                          params={"nodeId": f"dataset:file:{cleaned}", "depth": 3}).json()["graph"]
     assert any(node["id"].endswith("top_countries") for node in graph)
+    page = browser.new_page(viewport={"width": 1280, "height": 800})  # the link as the operator opens it
+    page.goto(ui)
+    page.wait_for_function("Number(document.body.dataset.graphNodes) >= 5", timeout=30_000)
+    page.locator("#details h3", has_text="Schema history").wait_for(timeout=30_000)
+    screenshot(page, "demo-lineage", readme=True)
+    page.close()

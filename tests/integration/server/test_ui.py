@@ -1,15 +1,13 @@
 """The web UI in a real browser (Playwright driving Debian's Chromium) against `lineage serve` on the real stack:
 search → open a dataset → expand downstream → toggle columns → move the time slider → a drift alert arrives live.
-Screenshots of each step are kept in .lineage/screenshots/ (LINEAGE_UPDATE_SCREENSHOTS=1 also writes the README's)."""
+Screenshots of each step are kept in .lineage/screenshots/."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,11 +22,9 @@ from kafka_lineage.sinks.alerts.sink import build_alert
 from kafka_lineage.sinks.graph.queries import Reached
 from kafka_lineage.sinks.graph.sink import driver_for, ensure_constraints, write_events
 from kafka_lineage_devtools.processes import ChildProcess, server_process
+from tests.integration.conftest import screenshot
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[3]
-SHOTS = ROOT / ".lineage" / "screenshots"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 PRODUCER = "https://github.com/kafka-lineage/kafka-lineage/tree/main/tests/integration/server"
 SCHEMA_URL = "https://openlineage.io/spec/facets/1-1-1/SchemaDatasetFacet.json"
 
@@ -45,30 +41,34 @@ def _dataset(ns: str, name: str, field: str, source: tuple[str, str] | None = No
     return {"namespace": ns, "name": name, "facets": facets}
 
 
-def _run(kind: str, when: datetime, job: str, inputs: list[dict], outputs: list[dict], run: str) -> dict[str, Any]:
+def _run(kind: str, when: datetime, job: tuple[str, str], inputs: list[dict], outputs: list[dict], run: str
+         ) -> dict[str, Any]:
     return {"eventType": kind, "eventTime": when.isoformat(), "producer": PRODUCER,
             "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/definitions/RunEvent",
-            "run": {"runId": run}, "job": {"namespace": "ui-jobs", "name": job}, "inputs": inputs, "outputs": outputs}
+            "run": {"runId": run}, "job": {"namespace": job[0], "name": job[1]}, "inputs": inputs, "outputs": outputs}
 
 
 @pytest.fixture(scope="module")
 def world(clients: ClientSettings) -> dict[str, str]:
-    """payments --settle (10 days ago)--> settled --report (1 day ago)--> revenue, with column lineage."""
-    ns = f"warehouse://ui-{uuid.uuid4().hex[:8]}"
+    """payments --settle (10 days ago)--> settled --report (1 day ago)--> revenue, with column lineage; names of
+    their own (search finds names)."""
+    tag = uuid.uuid4().hex[:8]
+    ns, jobs = f"warehouse://ui-{tag}", f"ui-jobs-{tag}"
     now = datetime.now(UTC)
-    payments = _dataset(ns, "payments", "amount")
-    settled = _dataset(ns, "settled", "amount", ("payments", "amount"))
-    revenue = _dataset(ns, "revenue", "total", ("settled", "amount"))
-    settle, report = str(uuid.uuid4()), str(uuid.uuid4())
+    payments = _dataset(ns, f"payments_{tag}", "amount")
+    settled = _dataset(ns, f"settled_{tag}", "amount", (f"payments_{tag}", "amount"))
+    revenue = _dataset(ns, f"revenue_{tag}", "total", (f"settled_{tag}", "amount"))
+    settle, report = (jobs, "settle"), (jobs, "report")
+    settle_run, report_run = str(uuid.uuid4()), str(uuid.uuid4())
     with driver_for(clients) as driver:
         ensure_constraints(driver)
         write_events(driver, [
-            _run("START", now - timedelta(days=10), "settle", [payments], [settled], settle),
-            _run("COMPLETE", now - timedelta(days=10, minutes=-5), "settle", [payments], [settled], settle),
-            _run("START", now - timedelta(days=1), "report", [settled], [revenue], report),
-            _run("FAIL", now - timedelta(days=1, minutes=-5), "report", [settled], [revenue], report),
+            _run("START", now - timedelta(days=10), settle, [payments], [settled], settle_run),
+            _run("COMPLETE", now - timedelta(days=10, minutes=-5), settle, [payments], [settled], settle_run),
+            _run("START", now - timedelta(days=1), report, [settled], [revenue], report_run),
+            _run("FAIL", now - timedelta(days=1, minutes=-5), report, [settled], [revenue], report_run),
         ])
-    return {"ns": ns}
+    return {"ns": ns, "jobs": jobs, "tag": tag}
 
 
 @pytest.fixture(scope="module")
@@ -86,21 +86,8 @@ def server(world: dict[str, str], drift: ClientSettings) -> Iterator[ChildProces
         yield child
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield launched
-        launched.close()
-
-
 def _shot(page: Any, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"))
-    if name == "lineage" and os.environ.get("LINEAGE_UPDATE_SCREENSHOTS"):
-        page.screenshot(path=str(ROOT / "docs" / "screenshots" / "lineage.png"))
+    screenshot(page, f"ui-{name}")
 
 
 def _nodes(page: Any) -> set[str]:
@@ -109,39 +96,37 @@ def _nodes(page: Any) -> set[str]:
 
 def test_search_open_expand_columns_time_and_live_alert(server: ChildProcess, browser: Any, world: dict[str, str],
                                                         drift: ClientSettings) -> None:
-    ns = world["ns"]
+    ns, jobs, tag = world["ns"], world["jobs"], world["tag"]
+    payments, settled, revenue = f"payments_{tag}", f"settled_{tag}", f"revenue_{tag}"
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(f"{server.url}/#/lineage?depth=1")
     # search with type-ahead, keyboard only
-    page.locator("#search").fill("payments")
-    hit = page.locator(f'#results button[data-node-id="dataset:{ns}:payments"]')
-    hit.wait_for(timeout=15_000)
+    page.locator("#search").fill(f"PAYMENTS_{tag}")
+    page.locator(f'#results button[data-node-id="dataset:{ns}:{payments}"]').wait_for(timeout=15_000)
     page.locator("#search").press("ArrowDown")
-    page.keyboard.press("Enter")  # the focused result (the first)
-    if page.locator("#results button").count():  # another test's "payments" came first: pick ours
-        hit.click()
+    page.keyboard.press("Enter")  # the focused (only) result
     page.wait_for_function("document.body.dataset.graphNodes === '3'", timeout=15_000)
-    assert _nodes(page) == {f"dataset:{ns}:payments", "job:ui-jobs:settle", f"dataset:{ns}:settled"}
-    assert page.locator("#details h2").inner_text() == "payments"
+    assert _nodes(page) == {f"dataset:{ns}:{payments}", f"job:{jobs}:settle", f"dataset:{ns}:{settled}"}
+    assert page.locator("#details h2").inner_text() == payments
     # expand downstream from settled: report and revenue join the graph
-    page.locator(f'#node-list button[data-node-id="dataset:{ns}:settled"]').click()
+    page.locator(f'#node-list button[data-node-id="dataset:{ns}:{settled}"]').click()
     page.locator("#details button", has_text="Expand").click()
     page.wait_for_function("document.body.dataset.graphNodes === '5'", timeout=15_000)
-    report = page.locator('#node-list button[data-node-id="job:ui-jobs:report"]')
+    report = page.locator(f'#node-list button[data-node-id="job:{jobs}:report"]')
     assert "(FAILED)" in report.inner_text()  # its latest run, coloured as failed in the graph
     _shot(page, "lineage")
     # the job page: its runs
     report.click()
     page.locator("#details table.runs td.state-FAILED").wait_for(timeout=15_000)
     # columns: payments.amount → settled.amount → revenue.total
-    page.goto(f"{server.url}/#/lineage?node={_q(f'dataset:{ns}:settled')}&depth=3&dir=both")
+    page.goto(f"{server.url}/#/lineage?node={_q(f'dataset:{ns}:{settled}')}&depth=3&dir=both")
     page.wait_for_function("document.body.dataset.graphNodes === '5'", timeout=15_000)
     page.locator("#columns").check()
     page.wait_for_function("document.body.dataset.graphNodes === '3'", timeout=15_000)
-    assert _nodes(page) == {f"datasetField:{ns}:payments:amount", f"datasetField:{ns}:settled:amount",
-                            f"datasetField:{ns}:revenue:total"}
+    assert _nodes(page) == {f"datasetField:{ns}:{payments}:amount", f"datasetField:{ns}:{settled}:amount",
+                            f"datasetField:{ns}:{revenue}:total"}
     _shot(page, "columns")
     # the time slider: three days ago, report's edges (first seen a day ago) were not there yet
     page.locator("#columns").uncheck()
@@ -149,13 +134,13 @@ def test_search_open_expand_columns_time_and_live_alert(server: ChildProcess, br
     page.locator("#as-of-days").fill("3")
     page.wait_for_function("document.body.dataset.graphNodes === '3'", timeout=15_000)
     assert "asOf=" in page.url
-    assert _nodes(page) == {f"dataset:{ns}:payments", "job:ui-jobs:settle", f"dataset:{ns}:settled"}
+    assert _nodes(page) == {f"dataset:{ns}:{payments}", f"job:{jobs}:settle", f"dataset:{ns}:{settled}"}
     _shot(page, "as-of")
     # the operator view: a drift alert published now arrives live
     page.goto(f"{server.url}/#/operator")
     page.wait_for_function("document.body.dataset.alertStream === 'live'", timeout=15_000)
-    _publish_alert(drift, ns, "settled")
-    page.locator("#alerts li", has_text="settled").wait_for(timeout=30_000)
+    _publish_alert(drift, ns, settled, jobs)
+    page.locator("#alerts li", has_text=settled).wait_for(timeout=30_000)
     _shot(page, "operator")
     assert not errors, errors
     page.close()
@@ -164,7 +149,8 @@ def test_search_open_expand_columns_time_and_live_alert(server: ChildProcess, br
 def test_the_ui_is_keyboard_reachable_and_fits_1280x800(server: ChildProcess, browser: Any,
                                                         world: dict[str, str]) -> None:
     page = browser.new_page(viewport={"width": 1280, "height": 800})
-    page.goto(f"{server.url}/#/lineage?node={_q('dataset:' + world['ns'] + ':payments')}&depth=2")
+    start = _q(f"dataset:{world['ns']}:payments_{world['tag']}")
+    page.goto(f"{server.url}/#/lineage?node={start}&depth=2")
     page.wait_for_function("Number(document.body.dataset.graphNodes) >= 3", timeout=15_000)
     focused = []
     for _ in range(8):
@@ -181,7 +167,7 @@ def _q(value: str) -> str:
     return quote(value, safe="")
 
 
-def _publish_alert(settings: ClientSettings, ns: str, name: str) -> None:
+def _publish_alert(settings: ClientSettings, ns: str, name: str, jobs: str) -> None:
     client = SchemaRegistryClient(settings.registry_config())
     codec = AvroCodec("schema_drift_alert", registry.schema_fetcher(client))
     change = {"namespace": ns, "name": name, "previousVersion": "a", "newVersion": "b", "previousSchema": "[]",
@@ -189,8 +175,8 @@ def _publish_alert(settings: ClientSettings, ns: str, name: str) -> None:
               "changes": [{"path": "amount", "kind": "REMOVED", "oldType": "DECIMAL", "newType": None,
                            "severity": "BREAKING"}]}
     event = {"eventTime": datetime.now(UTC).isoformat(), "run": {"runId": str(uuid.uuid4())},
-             "job": {"namespace": "ui-jobs", "name": "settle"}}
-    record = build_alert(change, event, [Reached(1, "job", "ui-jobs", "report")], 5, 200, datetime.now(UTC))
+             "job": {"namespace": jobs, "name": "settle"}}
+    record = build_alert(change, event, [Reached(1, "job", jobs, "report")], 5, 200, datetime.now(UTC))
     producer = Producer(settings.kafka_config())
     producer.produce(settings.drift_topic, key=f"{ns}/{name}".encode(),
                      value=codec.encode(record, registry.registered_id(client, settings.drift_topic,
