@@ -45,6 +45,7 @@ from kafka_lineage_devtools.processes import (
     collector_process,
     pipeline_env,
     processor_process,
+    server_process,
     sink_process,
     sleep_watching,
     wait_until,
@@ -398,26 +399,8 @@ def bench_query_dag(settings: ClientSettings, jobs: int, queries: int = 30, dept
     """Traversal latency on a fan-in DAG (``_dag_rows``) at table and column level, upstream from the last layer
     and downstream from the first, p50/p99 per depth; also how many answers were cut by ``limit``."""
     namespace = f"bench-dag-{uuid.uuid4().hex[:6]}"
-    width, job_rows, column_rows = _dag_rows(jobs)
     with driver_for(settings) as driver:
-        with driver.session() as session:
-            for start in range(0, len(job_rows), 2000):
-                session.run(
-                    "UNWIND $rows AS row "
-                    "MERGE (j:Job {namespace: $ns, name: 'j-' + toString(row[0]) + '-' + toString(row[1])}) "
-                    "MERGE (o:Dataset {namespace: $ns, name: 'd-' + toString(row[0]) + '-' + toString(row[1])}) "
-                    "MERGE (j)-[:OUTPUTS]->(o) WITH j, row UNWIND row[2] AS input "
-                    "MERGE (i:Dataset {namespace: $ns, name: 'd-' + toString(input[0]) + '-' + toString(input[1])}) "
-                    "MERGE (i)-[:INPUT_TO]->(j)", rows=job_rows[start:start + 2000], ns=namespace).consume()
-            for start in range(0, len(column_rows), 10_000):
-                session.run(
-                    "UNWIND $rows AS row "
-                    "MERGE (o:Field {namespace: $ns, name: 'd-' + toString(row[0]) + '-' + toString(row[1]), "
-                    "field: 'c' + toString(row[2])}) "
-                    "MERGE (i:Field {namespace: $ns, name: 'd-' + toString(row[3]) + '-' + toString(row[4]), "
-                    "field: 'c' + toString(row[5])}) MERGE (o)-[:DERIVES_FROM]->(i)",
-                    rows=column_rows[start:start + 10_000], ns=namespace).consume()
-            relationships = session.run("MATCH ()-[r]->() RETURN count(r)").single()[0]
+        width, job_count, relationships = write_dag(driver, namespace, jobs)
         results: dict[str, Any] = {}
         cut: dict[str, int] = {}
         for depth in depths:
@@ -438,8 +421,97 @@ def bench_query_dag(settings: ClientSettings, jobs: int, queries: int = 30, dept
                 for level, values in (("table", table), ("column", column)):
                     results[f"{level}_{direction}_{depth}_ms"] = {"p50": _percentile(values, 0.5),
                                                                   "p99": _percentile(values, 0.99)}
-    return {"jobs": len(job_rows), "width": width, "relationships_in_database": relationships, "queries": queries,
+    return {"jobs": job_count, "width": width, "relationships_in_database": relationships, "queries": queries,
             "limit": limit, "truncated_answers": cut, **results}
+
+
+def write_dag(driver: Any, namespace: str, jobs: int) -> tuple[int, int, int]:
+    """The fan-in DAG of ``_dag_rows`` (datasets ``d-<layer>-<slot>``, columns ``c0``…) in ``namespace``:
+    (width, jobs, relationships now in the database)."""
+    width, job_rows, column_rows = _dag_rows(jobs)
+    with driver.session() as session:
+        for start in range(0, len(job_rows), 2000):
+            session.run(
+                "UNWIND $rows AS row "
+                "MERGE (j:Job {namespace: $ns, name: 'j-' + toString(row[0]) + '-' + toString(row[1])}) "
+                "MERGE (o:Dataset {namespace: $ns, name: 'd-' + toString(row[0]) + '-' + toString(row[1])}) "
+                "MERGE (j)-[:OUTPUTS]->(o) WITH j, row UNWIND row[2] AS input "
+                "MERGE (i:Dataset {namespace: $ns, name: 'd-' + toString(input[0]) + '-' + toString(input[1])}) "
+                "MERGE (i)-[:INPUT_TO]->(j)", rows=job_rows[start:start + 2000], ns=namespace).consume()
+        for start in range(0, len(column_rows), 10_000):
+            session.run(
+                "UNWIND $rows AS row "
+                "MERGE (o:Field {namespace: $ns, name: 'd-' + toString(row[0]) + '-' + toString(row[1]), "
+                "field: 'c' + toString(row[2])}) "
+                "MERGE (i:Field {namespace: $ns, name: 'd-' + toString(row[3]) + '-' + toString(row[4]), "
+                "field: 'c' + toString(row[5])}) MERGE (o)-[:DERIVES_FROM]->(i)",
+                rows=column_rows[start:start + 10_000], ns=namespace).consume()
+        relationships = session.run("MATCH ()-[r]->() RETURN count(r)").single()[0]
+    return width, len(job_rows), relationships
+
+
+def bench_api(settings: ClientSettings, jobs: int, queries: int = 50, depth: int = 10,
+              ui_nodes: int = 500) -> dict[str, Any]:
+    """The lineage server over HTTP on a fan-in DAG of ``jobs`` jobs: p50/p99 of Marquez's lineage (depth
+    ``depth``), column lineage and search (client side, so HTTP included: an upper bound of the server's time),
+    and the web UI's time to first render of a ``ui_nodes``-node neighbourhood in Chromium."""
+    namespace = f"bench-api-{uuid.uuid4().hex[:6]}"
+    with driver_for(settings) as driver:
+        width, job_count, relationships = write_dag(driver, namespace, jobs)
+    timings: dict[str, list[float]] = {"lineage": [], "column_lineage": [], "search": []}
+    truncated = 0
+    with server_process({"LINEAGE_SERVER_MAX_NODES": str(ui_nodes)}) as server, requests.Session() as http:
+        def get(path: str, **params: Any) -> requests.Response:
+            answer = http.get(f"{server.url}{path}", params=params, timeout=120)
+            answer.raise_for_status()
+            return answer
+
+        for index in range(queries + 3):  # three warm-up rounds: plans and pages
+            layer, slot = 5 + index % 30, (index * 7919) % width
+            measured = index >= 3
+            started = time.perf_counter()
+            answer = get("/api/v1/lineage", nodeId=f"dataset:{namespace}:d-{layer}-{slot}", depth=depth)
+            if measured:
+                timings["lineage"].append((time.perf_counter() - started) * 1000)
+                truncated += answer.headers.get("X-Lineage-Truncated") == "true"
+            started = time.perf_counter()
+            get("/api/v1/column-lineage", nodeId=f"datasetField:{namespace}:d-40-{slot}:c0", depth=depth)
+            if measured:
+                timings["column_lineage"].append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            get("/api/v1/search", q=f"d-{layer}-{slot % 100}%", limit=20)
+            if measured:
+                timings["search"].append((time.perf_counter() - started) * 1000)
+        render_ms = _ui_first_render(server.url, f"dataset:{namespace}:d-20-{width // 2}", ui_nodes)
+    return {"jobs": job_count, "relationships_in_database": relationships, "depth": depth, "queries": queries,
+            "lineage_truncated": truncated, "max_nodes": ui_nodes, "ui_first_render_ms": render_ms,
+            **{f"{name}_ms": {"p50": _percentile(values, 0.5), "p99": _percentile(values, 0.99)}
+               for name, values in timings.items()}}
+
+
+def _ui_first_render(url: str, node: str, nodes: int) -> dict[str, float]:
+    """Milliseconds from navigation to the graph drawn (its nodes laid out), in Chromium, three times."""
+    import shutil
+    from urllib.parse import quote
+
+    from playwright.sync_api import sync_playwright
+
+    times = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium",
+                                             args=["--no-sandbox"])
+        try:
+            for _ in range(4):
+                page = browser.new_page(viewport={"width": 1280, "height": 800})
+                page.goto(f"{url}/#/lineage?node={quote(node, safe='')}&depth=20")
+                page.wait_for_function(f"Number(document.body.dataset.graphNodes) >= {nodes * 9 // 10}",
+                                       timeout=120_000)
+                times.append(float(page.evaluate("Number(document.body.dataset.renderedAt)")))
+                page.close()
+        finally:
+            browser.close()
+    measured = times[1:]  # the first loads the bundle into the cache
+    return {"p50": _percentile(measured, 0.5), "max": max(measured)}
 
 
 def bench_replay(settings: ClientSettings, count: int) -> dict[str, Any]:
@@ -477,6 +549,8 @@ def run_graph_bench(stage: str, count: int, jobs: int, output: Path) -> dict[str
     if stage in ("query", "graph"):
         result["query"] = bench_query(settings, jobs)
         result["query_dag"] = bench_query_dag(settings, jobs)
+    if stage == "api":
+        result["api"] = bench_api(settings, jobs)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(result, indent=2) + "\n")
     return result
@@ -494,6 +568,17 @@ def format_graph(result: dict[str, Any]) -> str:
         lines.append(f"queries at depth {query['depth']} over {query['relationships_in_database']:,} relationships: "
                      f"impact p50 {query['impact_ms']['p50']:.1f} ms / p99 {query['impact_ms']['p99']:.1f} ms, "
                      f"upstream p50 {query['upstream_ms']['p50']:.1f} ms / p99 {query['upstream_ms']['p99']:.1f} ms")
+    if "api" in result:
+        api = result["api"]
+        lines.append(f"lineage server on a DAG of {api['jobs']:,} jobs, {api['relationships_in_database']:,} "
+                     f"relationships in the database, depth {api['depth']} (p50 / p99 ms, over HTTP):")
+        for key in ("lineage_ms", "column_lineage_ms", "search_ms"):
+            lines.append(f"  {key[:-3].replace('_', ' ')}: {api[key]['p50']:.1f} / {api[key]['p99']:.1f}")
+        lines.append(f"  lineage answers cut at {api['max_nodes']} nodes: {api['lineage_truncated']} of "
+                     f"{api['queries']}")
+        render = api["ui_first_render_ms"]
+        lines.append(f"  web UI first render of a {api['max_nodes']}-node graph in Chromium: "
+                     f"p50 {render['p50']:.0f} ms, max {render['max']:.0f} ms")
     if "query_dag" in result:
         dag = result["query_dag"]
         lines.append(f"fan-in DAG of {dag['jobs']:,} jobs, {dag['relationships_in_database']:,} relationships in the "

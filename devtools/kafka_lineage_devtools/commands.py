@@ -185,12 +185,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     workload.set_defaults(handler=_failing_as_commands(cmd_faults), inject=False, neo4j_outage=0.0)
 
     bench = sub.add_parser("bench", help="measure throughput/latency side by side (writes a JSON result file)")
-    bench.add_argument("stage", choices=["all", "emit", "processor", "memory", "sink", "query", "graph"],
+    bench.add_argument("stage", choices=["all", "emit", "processor", "memory", "sink", "query", "graph", "api"],
                        help="all: every bench below (but memory) plus the whole pipeline end to end, in one JSON "
                             "file; memory: one processor worker's memory over --events (e.g. 1000000) with the "
                             "dedupe TTL --dedupe-ttl; sink: "
                             "graph sink backlog and replay events/s; query: impact/upstream latency on a generated "
-                            "DAG; graph: both")
+                            "DAG; graph: both; api: the lineage server (lineage, column lineage, search over HTTP, "
+                            "the web UI's first render in Chromium) on a DAG of --graph-jobs jobs")
     bench.add_argument("--events", type=int, default=20_000, help="events per measurement (default 20000)")
     bench.add_argument("--graph-jobs", type=int, default=100_000,
                        help="query/graph: jobs in the generated DAG (3 relationships each; default 100000)")
