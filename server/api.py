@@ -294,6 +294,15 @@ def create_app(store: GraphStore, settings: ServerSettings, metrics: Metrics | N
         return {"dataset": {"namespace": ns, "name": name}, "currentVersion": current, "versions": history,
                 "alerts": alerts}
 
+    @app.get("/api/v2/datasets/{namespace}/{dataset}/runs", dependencies=api, tags=["Datasets"])
+    def dataset_runs(namespace: str, dataset: str, limit: Limit = 100) -> dict[str, Any]:
+        """Row counts and bytes of the latest runs that wrote the dataset, and the data-quality metrics the runs
+        that read it measured, newest first."""
+        runs = store.dataset_runs(_segment(namespace), _segment(dataset), capped(limit, settings.max_results))
+        for item in runs["quality"]:
+            item["dataQuality"] = json.loads(item["dataQuality"])
+        return runs
+
     @app.get("/api/v2/runs/{run_id}", dependencies=api, tags=["Runs"])
     def run_detail(run_id: str) -> dict[str, Any]:
         """A run: state and times, error, statistics, data quality per input, its job, parent and child runs."""

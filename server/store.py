@@ -120,6 +120,16 @@ _RUN_DETAIL = (
     "job: [(c)-[:OF_JOB]->(cj:Job) | {namespace: " + _NS.format("cj") + ", name: " + _NAME.format("cj") + "}][0]} }"
     " AS children")
 MAX_CHILDREN = 1000
+# The runs that wrote a dataset (row counts, bytes) and the data-quality metrics of the runs that read it, newest
+# first, bounded: a dataset's page shows them over time.
+_DATASET_RUNS = (
+    "MATCH (d:Dataset {namespace: $namespace, name: $name}) "
+    "RETURN COLLECT { MATCH (d)<-[e:WROTE]-(r:Run) WITH r, e ORDER BY coalesce(r.endTime, r.lastEventTime) DESC "
+    "LIMIT $limit RETURN {runId: r.runId, state: r.state, endTime: r.endTime, startTime: r.startTime, "
+    "rowCount: e.rowCount, bytes: e.bytes} } AS writes, "
+    "COLLECT { MATCH (d)<-[e:READ]-(r:Run) WHERE e.dataQuality IS NOT NULL "
+    "WITH r, e ORDER BY coalesce(r.endTime, r.lastEventTime) DESC LIMIT $limit "
+    "RETURN {runId: r.runId, state: r.state, endTime: r.endTime, dataQuality: e.dataQuality} } AS quality")
 # The latest run of each job (``$ids``), by then (``$asOf``): the state a lineage graph colours its jobs with.
 _LATEST_RUNS = (
     "UNWIND $ids AS id MATCH (j:Job) WHERE elementId(j) = id "
@@ -228,6 +238,14 @@ class GraphStore:
         if not found:
             raise NotFound(f"dataset {namespace} {name} is not in the graph")
         return versions
+
+    def dataset_runs(self, namespace: str, name: str, limit: int) -> dict[str, list[dict[str, Any]]]:
+        """The latest runs that wrote the dataset and the data quality its readers measured, newest first."""
+        rows = self._read(_DATASET_RUNS, namespace=stored_key(namespace), name=stored_key(name), limit=limit)
+        if not rows:
+            raise NotFound(f"dataset {namespace} {name} is not in the graph")
+        writes, quality = rows[0]
+        return {"writes": writes, "quality": quality}
 
     def latest_runs(self, graph: Graph, as_of: str | None = None) -> dict[str, dict[str, Any]]:
         """Element id → the latest run (by ``as_of``) of every job in ``graph``."""

@@ -379,15 +379,23 @@ async function showDetails(id: string): Promise<void> {
 }
 
 async function datasetPage(panel: HTMLElement, ref: NodeRef, id: string, stale: () => boolean): Promise<void> {
-  const [dataset, schema] = await Promise.all([
+  const [dataset, schema, runs] = await Promise.all([
     api(`/api/v1/namespaces/${seg(ref.namespace)}/datasets/${seg(ref.name)}`),
     api(`/api/v2/datasets/${seg(ref.namespace)}/${seg(ref.name)}/schema`),
+    api(`/api/v2/datasets/${seg(ref.namespace)}/${seg(ref.name)}/runs`, { limit: 50 }),
   ]);
   if (stale()) return;
   panel.append(actions(id));
   const { from, to } = neighbours(id);
   const jobs = (list: GraphNode[]) => list.map((j) => html`<li>${j.data.name} <span class="state-${runState(j)}">${runState(j) ?? ""}</span></li>`).join("");
+  const counted = runs.writes.filter((w: any) => w.rowCount != null).reverse();
+  const quality = runs.quality.slice(0, 5).map((q: any) =>
+    html`<li>${q.endTime ?? ""}: ${q.dataQuality.rowCount ?? "?"} rows` +
+    Object.entries(q.dataQuality.columnMetrics ?? {}).map(([column, m]: [string, any]) =>
+      html`, ${column} nulls ${m.nullCount ?? "?"}`).join("") + "</li>").join("");
   panel.insertAdjacentHTML("beforeend", html`<p>last written: ${dataset.lastModifiedAt ?? "never by a completed run"}</p>` +
+    `<h3>Rows written</h3>${sparkline(counted.map((w: any) => w.rowCount))}` +
+    `<h3>Data quality (as read)</h3><ul>${quality || "<li class=hint>no metrics</li>"}</ul>` +
     `<h3>Written by</h3><ul>${jobs(from) || "<li class=hint>none in view</li>"}</ul>` +
     `<h3>Read by</h3><ul>${jobs(to) || "<li class=hint>none in view</li>"}</ul>` +
     `<h3>Schema</h3><table><tr><th>field</th><th>type</th></tr>` +
@@ -398,6 +406,18 @@ async function datasetPage(panel: HTMLElement, ref: NodeRef, id: string, stale: 
       "</li>").join("") + `</ol>` +
     `<h3>Drift alerts</h3><ul id="dataset-alerts">` +
     (schema.alerts.map((a: any) => html`<li class="change-${a.severity}">${a.eventTime}: ${a.changes.length} changes, ${a.impactedJobs.length} jobs downstream</li>`).join("") || "<li class=hint>none</li>") + `</ul>`);
+}
+
+// Row counts over the latest writes, oldest first, as a small line.
+function sparkline(values: number[]): string {
+  if (!values.length) return `<p class="hint">no row counts</p>`;
+  const max = Math.max(...values), min = Math.min(...values), width = 300, height = 40;
+  const x = (i: number) => (values.length === 1 ? width / 2 : (i * width) / (values.length - 1));
+  const y = (v: number) => height - 4 - ((v - min) / (max - min || 1)) * (height - 8);
+  const points = values.map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`).join(" ");
+  return `<svg class="sparkline" width="${width}" height="${height}" role="img" aria-label="rows written: ${values.join(", ")}">` +
+    `<polyline fill="none" stroke="#2563eb" stroke-width="2" points="${points}"/></svg>` +
+    html`<p class="small">last ${values[values.length - 1]} rows; min ${min}, max ${max} over ${values.length} writes</p>`;
 }
 
 async function jobPage(panel: HTMLElement, ref: NodeRef, id: string, stale: () => boolean): Promise<void> {

@@ -55,7 +55,7 @@ def topics(clients: ClientSettings) -> tuple[dict[str, str], ClientSettings]:
 def test_schema_history_and_run_detail(clients: ClientSettings, topics: tuple[dict[str, str], ClientSettings]
                                        ) -> None:
     ns = f"s3://feeds-{uuid.uuid4().hex[:8]}"
-    parent, child = str(uuid.uuid4()), str(uuid.uuid4())
+    parent, child, first = str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4())
     quality = {"_producer": PRODUCER, "_schemaURL": "https://openlineage.io/spec/facets/1-0-2/"
                "DataQualityMetricsInputDatasetFacet.json", "rowCount": 42, "columnMetrics": {"id": {"nullCount": 0}}}
     source = {"namespace": ns, "name": "src", "inputFacets": {"dataQualityMetrics": quality}}
@@ -67,7 +67,9 @@ def test_schema_history_and_run_detail(clients: ClientSettings, topics: tuple[di
     with driver_for(clients) as driver:
         ensure_constraints(driver)
         write_events(driver, [
-            _event("COMPLETE", "2024-05-01T10:00:00Z", {"runId": str(uuid.uuid4())}, "load", [v1]),
+            _event("COMPLETE", "2024-05-01T10:00:00Z", {"runId": first}, "load", [{**v1, "outputFacets": {
+                "outputStatistics": {"_producer": PRODUCER, "rowCount": 1000, "size": 4096, "_schemaURL":
+                                     "https://openlineage.io/spec/facets/1-0-2/OutputStatisticsOutputDatasetFacet.json"}}}]),
             _event("START", "2024-05-02T10:00:00Z", child_run, "load", [v2], [source]),
             _event("FAIL", "2024-05-02T10:05:00Z", {**child_run, "facets": {**child_run["facets"], "errorMessage": {
                 "_producer": PRODUCER, "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/"
@@ -93,6 +95,12 @@ def test_schema_history_and_run_detail(clients: ClientSettings, topics: tuple[di
         assert [c["runId"] for c in requests.get(f"{server.url}/api/v2/runs/{parent}", timeout=30).json()[
             "children"]] == [child]
         assert requests.get(f"{server.url}/api/v2/runs/{uuid.uuid4()}", timeout=30).status_code == 404
+        quoted = requests.utils.quote(ns, safe="")
+        writes = requests.get(f"{server.url}/api/v2/datasets/{quoted}/orders/runs", timeout=30).json()["writes"]
+        assert [(w["runId"], w["state"], w["rowCount"], w["bytes"]) for w in writes] == [
+            (child, "FAIL", None, None), (first, "COMPLETE", 1000, 4096)]
+        quality = requests.get(f"{server.url}/api/v2/datasets/{quoted}/src/runs", timeout=30).json()["quality"]
+        assert [(q["runId"], q["dataQuality"]["rowCount"]) for q in quality] == [(child, 42)]
 
 
 def test_alerts_live_and_dead_letters(topics: tuple[dict[str, str], ClientSettings]) -> None:
