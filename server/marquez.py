@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from kafka_lineage.server.node_ids import dataset_id, field_id, job_id
-from kafka_lineage.server.store import Graph, Node, schema_fields
+from kafka_lineage.server.node_ids import NodeId, dataset_id, job_id
+from kafka_lineage.server.store import Graph, schema_fields
 
 # OpenLineage run states → Marquez's (RunState: NEW, RUNNING, COMPLETED, FAILED, ABORTED)
 RUN_STATES = {"START": "RUNNING", "RUNNING": "RUNNING", "COMPLETE": "COMPLETED", "FAIL": "FAILED",
@@ -101,18 +101,12 @@ def search_result(row: list[Any]) -> dict[str, Any]:
 
 
 # --- lineage graphs ------------------------------------------------------------------------------------------------
-def _node_id(node: Node) -> str:
-    if node.kind == "field":
-        return field_id(node.namespace, node.name, node.field or "")
-    return dataset_id(node.namespace, node.name) if node.kind == "dataset" else job_id(node.namespace, node.name)
-
-
 def lineage_graph(graph: Graph, latest_runs: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """Marquez's LineageGraph of jobs and datasets: a job's inEdges come from the datasets it reads and its
     outEdges go to those it writes; a dataset's inEdges come from the jobs writing it, its outEdges go to readers.
     ``latest_runs`` (element id → run row) fills the jobs' ``latestRun``."""
     latest_runs = latest_runs or {}
-    ids = {element: _node_id(node) for element, node in graph.nodes.items()}
+    ids = {element: str(node) for element, node in graph.nodes.items()}
     ins: dict[str, list[str]] = {element: [] for element in graph.nodes}
     outs: dict[str, list[str]] = {element: [] for element in graph.nodes}
     for start, end in graph.edges:
@@ -140,7 +134,7 @@ def lineage_graph(graph: Graph, latest_runs: Mapping[str, Mapping[str, Any]] | N
     return {"graph": sorted(nodes, key=lambda n: n["id"])}
 
 
-def _dataset_ids(nodes: Iterable[Node]) -> list[dict[str, str]]:
+def _dataset_ids(nodes: Iterable[NodeId]) -> list[dict[str, str]]:
     return sorted(({"namespace": n.namespace, "name": n.name} for n in nodes),
                   key=lambda d: (d["namespace"], d["name"]))
 
@@ -155,7 +149,7 @@ def _transformation(text: str) -> tuple[str | None, str | None]:
 def column_lineage_graph(graph: Graph, types: Mapping[tuple[str, str], Mapping[str, str]]) -> dict[str, Any]:
     """Marquez's column-lineage graph: DATASET_FIELD nodes, each with the input fields it derives from; as Marquez
     answers, a field's inEdges go from it to its inputs and an input's outEdges go from it to what derives from it."""
-    ids = {element: _node_id(node) for element, node in graph.nodes.items()}
+    ids = {element: str(node) for element, node in graph.nodes.items()}
     inputs: dict[str, list[tuple[str, str]]] = {element: [] for element in graph.nodes}
     derived: dict[str, list[str]] = {element: [] for element in graph.nodes}
     for (output, source), text in graph.edges.items():  # DERIVES_FROM: derived column → its input

@@ -57,6 +57,3 @@ def dataset_id(namespace: str, name: str) -> str:
 def job_id(namespace: str, name: str) -> str:
     return str(NodeId("job", namespace, name))
 
-
-def field_id(namespace: str, name: str, field: str) -> str:
-    return str(NodeId("datasetField", namespace, name, field))

@@ -16,6 +16,7 @@ from typing import Any
 from neo4j import Driver, Query, RoutingControl
 from neo4j.exceptions import ClientError
 
+from kafka_lineage.server.node_ids import NodeId
 from kafka_lineage.sinks.graph.model import stored_key
 from kafka_lineage.sinks.graph.queries import known
 
@@ -145,20 +146,12 @@ class QueryTimeout(TimeoutError):
     """A question ran out of the server's time limit (LINEAGE_SERVER_QUERY_TIMEOUT)."""
 
 
-@dataclass(frozen=True)
-class Node:
-    kind: str  # dataset | job | field
-    namespace: str
-    name: str
-    field: str | None = None
-
-
 @dataclass
 class Graph:
-    """Nodes (element id → Node) and stored edges (element id pairs, with a transformation for columns), what the
+    """Nodes (element id → NodeId) and stored edges (element id pairs, with a transformation for columns), what the
     walk stopped on ("nodes", "edges", "time") and the start nodes' ids."""
 
-    nodes: dict[str, Node] = field(default_factory=dict)
+    nodes: dict[str, NodeId] = field(default_factory=dict)
     edges: dict[tuple[str, str], str] = field(default_factory=dict)
     starts: list[str] = field(default_factory=list)
     stopped: str | None = None
@@ -286,15 +279,15 @@ class GraphStore:
         if not found:
             raise NotFound(f"{kind} {namespace} {name} is not in the graph")
         graph = Graph(starts=[found[0]])
-        graph.nodes[found[0]] = Node(kind, namespace, name)
+        graph.nodes[found[0]] = NodeId(kind, namespace, name)
         self._walk(graph, [found[0]], 2 * depth, limit, lambda frontier, rows, remaining: self._read(
             _NEIGHBOURS, remaining, ids=frontier, rows=rows, asOf=as_of)[0][0], self._table_row)
         return graph
 
     @staticmethod
-    def _table_row(row: list[Any]) -> tuple[str, str, str, Node, str]:
+    def _table_row(row: list[Any]) -> tuple[str, str, str, NodeId, str]:
         start, end, other, kind, namespace, name = row
-        return start, end, other, Node(kind, namespace, name), ""
+        return start, end, other, NodeId(kind, namespace, name), ""
 
     def column_graph(self, namespace: str, name: str, field_name: str | None, depth: int,
                      directions: Sequence[str], limit: int, as_of: str | None = None) -> Graph:
@@ -307,7 +300,7 @@ class GraphStore:
             raise NotFound(f"{what} {namespace} {name} is not in the graph")
         graph = Graph(starts=[row[0] for row in starts])
         for node_id, ns, dataset, column in starts:
-            graph.nodes[node_id] = Node("field", ns, dataset, column)
+            graph.nodes[node_id] = NodeId("datasetField", ns, dataset, column)
         for direction in directions:
             self._walk(graph, graph.starts, depth, limit, lambda frontier, rows, remaining, d=direction: self._read(
                 _FIELD_LEVEL[d] + _FIELD_RETURN, remaining, ids=frontier, rows=rows, asOf=as_of)[0][0],
@@ -315,9 +308,9 @@ class GraphStore:
         return graph
 
     @staticmethod
-    def _field_row(row: list[Any]) -> tuple[str, str, str, Node, str]:
+    def _field_row(row: list[Any]) -> tuple[str, str, str, NodeId, str]:
         start, end, transformation, other, namespace, name, column = row
-        return start, end, other, Node("field", namespace, name, column), transformation or ""
+        return start, end, other, NodeId("datasetField", namespace, name, column), transformation or ""
 
     def _walk(self, graph: Graph, start: Sequence[str], hops: int, limit: int, level: Any, read_row: Any) -> None:
         """Breadth-first from ``start`` for at most ``hops`` levels, adding nodes and edges to ``graph``; stops

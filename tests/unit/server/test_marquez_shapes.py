@@ -1,12 +1,13 @@
 """The graph's answers in Marquez's shapes (Marquez's spec/openapi.yml and its services' edge conventions)."""
 
 from kafka_lineage.server import marquez
-from kafka_lineage.server.store import Graph, Node, like_pattern
+from kafka_lineage.server.node_ids import NodeId
+from kafka_lineage.server.store import Graph, like_pattern
 
 
 def test_lineage_graph_edges_point_along_the_data() -> None:
-    graph = Graph(nodes={"d1": Node("dataset", "s3://lake", "raw/orders"), "j1": Node("job", "etl", "clean"),
-                         "d2": Node("dataset", "s3://lake", "mart/orders")},
+    graph = Graph(nodes={"d1": NodeId("dataset", "s3://lake", "raw/orders"), "j1": NodeId("job", "etl", "clean"),
+                         "d2": NodeId("dataset", "s3://lake", "mart/orders")},
                   edges={("d1", "j1"): "", ("j1", "d2"): ""}, starts=["d1"])
     nodes = {n["id"]: n for n in marquez.lineage_graph(graph)["graph"]}
     assert set(nodes) == {"dataset:s3://lake:raw/orders", "job:etl:clean", "dataset:s3://lake:mart/orders"}
@@ -22,7 +23,8 @@ def test_lineage_graph_edges_point_along_the_data() -> None:
 
 
 def test_column_lineage_graph_follows_marquez_edge_convention() -> None:
-    graph = Graph(nodes={"o": Node("field", "pg", "mart", "total"), "i": Node("field", "pg", "raw", "amount")},
+    graph = Graph(nodes={"o": NodeId("datasetField", "pg", "mart", "total"),
+                         "i": NodeId("datasetField", "pg", "raw", "amount")},
                   edges={("o", "i"): "DIRECT/AGGREGATION"}, starts=["o"])
     nodes = {n["id"]: n for n in marquez.column_lineage_graph(graph, {("pg", "mart"): {"total": "DECIMAL"}})["graph"]}
     total, amount = nodes["datasetField:pg:mart:total"], nodes["datasetField:pg:raw:amount"]
