@@ -335,6 +335,24 @@ async function expand(id: string): Promise<void> {
   await showDetails(id); // its readers and writers now include the new neighbours
 }
 
+// Hide what hangs off this node: every node the start reaches only through it.
+function collapse(id: string): void {
+  const start = readView().view.node ?? id;
+  const reached = new Set([start]);
+  const queue = [start];
+  while (queue.length) {
+    const node = shown.get(queue.shift()!);
+    if (!node || node.id === id) continue;
+    for (const other of [...node.inEdges.map((e) => e.origin), ...node.outEdges.map((e) => e.destination)]) {
+      if (shown.has(other) && !reached.has(other)) { reached.add(other); queue.push(other); }
+    }
+  }
+  const hidden = new Set([...shown.keys()].filter((other) => !reached.has(other)));
+  const kept = [...shown.values()].filter((node) => !hidden.has(node.id));
+  draw(kept, start);
+  notice(hidden.size ? `collapsed ${hidden.size} nodes next to ${parseNodeId(id).name}` : "nothing only this node leads to");
+}
+
 // --- details: dataset, job, column pages ----------------------------------------------------------------------------
 function html(strings: TemplateStringsArray, ...values: unknown[]): string {
   const escape = (v: unknown) => String(v ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
@@ -350,7 +368,8 @@ function neighbours(id: string): { from: GraphNode[]; to: GraphNode[] } {
 
 function actions(id: string): HTMLElement {
   const bar = document.createElement("p");
-  for (const [text, run] of [["Expand", () => expand(id)], ["Re-centre", () => writeView({ ...readView().view, node: id })]] as const) {
+  for (const [text, run] of [["Expand", () => expand(id)], ["Collapse", () => collapse(id)],
+    ["Re-centre", () => writeView({ ...readView().view, node: id })]] as const) {
     const button = document.createElement("button");
     button.type = "button";
     button.textContent = text;
