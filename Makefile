@@ -4,7 +4,7 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 
 UI := server/ui
-UI_BUILT := $(UI)/dist/index.html
+UI_BUILT := server/ui-dist/index.html
 BROWSER_STAMP := $(VENV)/.browser
 
 .PHONY: install demo test faults lint stack-down clean
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml devtools/pyproject.toml constraints.txt
 	$(VENV)/bin/pip install --quiet -c constraints.txt -e '.[all,dev]' -e ./devtools
 	touch $(STAMP)
 
-# The web UI: Node packages at the versions in package-lock.json, built into server/ui/dist (served by lineage serve).
+# The web UI: Node packages at the versions in package-lock.json, built into server/ui-dist (served by lineage serve).
 $(UI_BUILT): $(UI)/package.json $(UI)/package-lock.json $(UI)/index.html $(UI)/vite.config.js $(wildcard $(UI)/src/*)
 	cd $(UI) && npm ci --no-audit --no-fund --loglevel=error && npm run build --silent
 
@@ -46,4 +46,4 @@ stack-down: $(STAMP)
 	$(VENV)/bin/lineage stack down
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache $(UI)/node_modules $(UI)/dist
+	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache $(UI)/node_modules server/ui-dist

@@ -35,7 +35,7 @@ from kafka_lineage.sinks.graph.model import utc_time
 from kafka_lineage.sinks.graph.queries import MAX_DEPTH, traverse
 
 API_TITLE = "kafka-lineage"
-UI_DIR = Path(__file__).parent / "ui" / "dist"
+UI_DIR = Path(__file__).parent / "ui-dist"  # built from server/ui by `make install`
 KEEP_ALIVE_SECONDS = 15.0  # a comment line on an idle event stream, so proxies keep it open
 MAX_DEAD_LETTERS = 500
 # Query parameters (module level: the route signatures' annotations are resolved by name)
@@ -356,7 +356,7 @@ def create_app(store: GraphStore, settings: ServerSettings, metrics: Metrics | N
             raise HTTPException(503, "this server does not read the dead-letter topic")
         return {"deadLetters": dead_letters(clients, limit)}
 
-    # --- the web UI (built by `make install` into server/ui/dist) -----------------------------------------------
+    # --- the web UI (built by `make install` into server/ui-dist) ----------------------------------------------
     if (ui / "index.html").is_file():
         app.mount("/assets", StaticFiles(directory=ui / "assets"), name="assets")
 

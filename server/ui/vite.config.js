@@ -1,7 +1,7 @@
-// The UI's build: one bundle into dist/, served by `lineage serve` at / (assets under /assets/).
+// The UI's build: one bundle into ../ui-dist/, served by `lineage serve` at / (assets under /assets/).
 import { defineConfig } from "vite";
 
 export default defineConfig({
   base: "/",
-  build: { outDir: "dist", emptyOutDir: true, chunkSizeWarningLimit: 2000 },
+  build: { outDir: "../ui-dist", emptyOutDir: true, chunkSizeWarningLimit: 2000 },
 });

@@ -179,8 +179,10 @@ SCREENSHOTS = REPO / ".lineage" / "screenshots"
 README_SCREENSHOTS = REPO / "docs" / "screenshots"  # written when LINEAGE_UPDATE_SCREENSHOTS is set
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Per module: Playwright's sync API keeps an event loop running while it is open, which would make every later
+    test's asyncio.run() fail."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
