@@ -89,7 +89,8 @@ def job(row: list[Any]) -> dict[str, Any]:
         "createdAt": first_run or last_event, "updatedAt": last_event, "namespace": ns,
         "inputs": [{"namespace": i[0], "name": i[1]} for i in sorted(inputs)],
         "outputs": [{"namespace": o[0], "name": o[1]} for o in sorted(outputs)],
-        "location": None, "description": None, "latestRun": latest[0] if latest else None, "latestRuns": latest,
+        "location": None, "context": {}, "description": None, "latestRun": latest[0] if latest else None,
+        "latestRuns": latest,
         "facets": {}, "currentVersion": None,
     }
 

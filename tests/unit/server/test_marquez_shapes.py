@@ -70,3 +70,50 @@ def test_search_is_marquez_like_containment() -> None:
     assert re.fullmatch(like_pattern("o_ders"), "orders")
     assert not re.fullmatch(like_pattern("o.ders"), "orders")  # a dot is a dot
     assert marquez.search_result(["JOB", "etl", "clean", None])["nodeId"] == "job:etl:clean"
+
+
+# Marquez's property names (MarquezProject/marquez spec/openapi.yml; ColumnLineageNodeData for column graphs),
+# written out: every shape we answer must carry exactly these (deprecated ones included, as Marquez still does).
+MARQUEZ_PROPERTIES = {
+    "Namespace": {"name", "createdAt", "updatedAt", "ownerName", "description"},
+    "Dataset": {"id", "type", "name", "physicalName", "createdAt", "updatedAt", "namespace", "sourceName", "fields",
+                "tags", "lastModifiedAt", "lastLifecycleState", "description", "facets", "currentVersion", "deleted"},
+    "DatasetVersion": {"id", "type", "name", "physicalName", "createdAt", "version", "namespace", "sourceName",
+                       "fields", "tags", "description", "createdByRun", "facets"},
+    "Job": {"id", "type", "name", "simpleName", "parentJobName", "parentJobUuid", "createdAt", "updatedAt",
+            "namespace", "inputs", "outputs", "location", "context", "description", "latestRun", "latestRuns",
+            "facets", "currentVersion"},
+    "IncompleteRun": {"id", "createdAt", "updatedAt", "nominalStartTime", "nominalEndTime", "state", "startedAt",
+                      "endedAt", "durationMs", "args", "facets"},
+    "SearchResult": {"type", "name", "updatedAt", "namespace", "nodeId"},
+    "GraphNode": {"id", "type", "data", "inEdges", "outEdges"},
+    "GraphEdge": {"origin", "destination"},
+    "ColumnLineageNodeData": {"namespace", "dataset", "datasetVersion", "field", "fieldType",
+                              "transformationDescription", "transformationType", "inputFields"},
+    "InputFieldNodeData": {"namespace", "dataset", "datasetVersion", "field", "transformationDescription",
+                           "transformationType"},
+}
+RUN_ROW = {"runId": "r", "state": "COMPLETE", "startTime": "2024-05-01T10:00:00.000000Z",
+           "endTime": "2024-05-01T10:01:00.000000Z", "lastEventTime": "2024-05-01T10:01:00.000000Z"}
+
+
+def test_every_shape_has_exactly_marquez_properties() -> None:
+    shapes = {
+        "Namespace": marquez.namespace(["ns", None, None]),
+        "Dataset": marquez.dataset(["ns", "d", "v", "[]", None, None]),
+        "DatasetVersion": marquez.dataset_version("ns", "d", {"version": "v", "fields": "[]", "firstSeen": None}),
+        "Job": marquez.job(["ns", "j", None, None, None, None, None, [], [], [RUN_ROW]]),
+        "IncompleteRun": marquez.run(RUN_ROW),
+        "SearchResult": marquez.search_result(["DATASET", "ns", "d", None]),
+    }
+    for name, shape in shapes.items():
+        assert set(shape) == MARQUEZ_PROPERTIES[name], name
+    table = Graph(nodes={"d": NodeId("dataset", "ns", "d"), "j": NodeId("job", "ns", "j")}, edges={("d", "j"): ""})
+    for node in marquez.lineage_graph(table)["graph"]:
+        assert set(node) == MARQUEZ_PROPERTIES["GraphNode"]
+        assert all(set(edge) == MARQUEZ_PROPERTIES["GraphEdge"] for edge in node["inEdges"] + node["outEdges"])
+    columns = Graph(nodes={"o": NodeId("datasetField", "ns", "d", "a"), "i": NodeId("datasetField", "ns", "s", "b")},
+                    edges={("o", "i"): "DIRECT/IDENTITY"})
+    for node in marquez.column_lineage_graph(columns, {})["graph"]:
+        assert set(node["data"]) == MARQUEZ_PROPERTIES["ColumnLineageNodeData"]
+        assert all(set(f) == MARQUEZ_PROPERTIES["InputFieldNodeData"] for f in node["data"]["inputFields"])
