@@ -11,6 +11,7 @@ itself (not killed by the run) ends the run at once with ``ChildExited``: its ex
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import random
 import threading
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kafka_lineage.producers.client.publisher import EventPublisher
+from kafka_lineage.producers.client.publisher import EventPublisher, PublishError
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import prepare_pipeline
 from kafka_lineage.runtime.tail import tail
@@ -41,6 +42,7 @@ from kafka_lineage_devtools.stack.config import StackSettings
 from kafka_lineage_devtools.stack.manager import Stack
 from kafka_lineage_devtools.workload import Workload, generate
 
+log = logging.getLogger(__name__)
 
 @dataclass
 class FaultReport:
@@ -102,17 +104,32 @@ def drift_alerts(clients: ClientSettings) -> list[dict[str, Any]]:
     return list(tail(clients, clients.drift_topic, "schema_drift_alert", 1_000_000, False))
 
 
+# A batch Kafka did not acknowledge within this long is sent again, as an emitter with retries does (the processor
+# absorbs the repeats): once, librdkafka's producer delivered nothing for five minutes after the broker restart.
+DELIVERY_TIMEOUT_MS = 60_000
+SEND_ATTEMPTS = 10
+
+
 def _publish(clients: ClientSettings, events: list[dict[str, Any]], rate: float, stop: threading.Event) -> None:
-    publisher = EventPublisher.from_settings(clients)
+    publisher = EventPublisher.from_settings(clients, producer={"message.timeout.ms": str(DELIVERY_TIMEOUT_MS)})
     try:
         pending, batch, started = [], max(1, int(rate / 10)), time.monotonic()
         for index in range(0, len(events), batch):
             if stop.is_set():
                 return
-            pending.append(publisher.send([publisher.encode(event) for event in events[index:index + batch]]))
+            chunk = events[index:index + batch]
+            pending.append((chunk, publisher.send([publisher.encode(event) for event in chunk])))
             time.sleep(max(0.0, started + (index + batch) / rate - time.monotonic()))
-        for delivery in pending:
-            delivery.result(600)  # librdkafka keeps retrying through the broker restart
+        for chunk, delivery in pending:
+            for attempt in range(1, SEND_ATTEMPTS + 1):
+                try:
+                    delivery.result(600)
+                    break
+                except PublishError as exc:
+                    if exc.permanent or stop.is_set() or attempt == SEND_ATTEMPTS:
+                        raise
+                    log.warning("fault run: %d events not acknowledged (%s); sending them again", len(chunk), exc)
+                    delivery = publisher.send([publisher.encode(event) for event in chunk])
     finally:
         publisher.close(600)
 
