@@ -65,7 +65,6 @@ export function parseNodeId(id: string): NodeRef {
 }
 
 const datasetId = (ns: string, name: string) => `dataset:${ns}:${name}`;
-const jobId = (ns: string, name: string) => `job:${ns}:${name}`;
 
 // --- the view in the URL (shareable) --------------------------------------------------------------------------------
 function readView(): { route: string; view: View } {
@@ -593,4 +592,3 @@ setupSearch();
 setupControls();
 window.addEventListener("hashchange", route);
 route();
-export { jobId };
