@@ -76,6 +76,11 @@ class Stack:
         except (OSError, ValueError, KeyError):
             return None
 
+    def _record(self, name: str, process: subprocess.Popen, command: list[str]) -> None:
+        """The pid file ``running_pid`` and ``down`` trust: the pid with the kernel's start time of the process."""
+        self._pid_file(name).write_text(json.dumps({"pid": process.pid, "start_time": _proc_start_time(process.pid),
+                                                    "command": command}))
+
     def running_pid(self, name: str) -> int | None:
         """Pid of the service's process if the one we started is still alive."""
         record = self._recorded_pid(name)
@@ -155,8 +160,7 @@ class Stack:
         with open(self.log_file(name), "ab") as log:
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                        start_new_session=True)
-        self._pid_file(name).write_text(json.dumps({"pid": process.pid, "start_time": _proc_start_time(process.pid),
-                                                    "command": command}))
+        self._record(name, process, command)
         deadline = time.monotonic() + timeout
         while not is_up():
             if process.poll() is not None or time.monotonic() > deadline:
@@ -226,10 +230,7 @@ class Stack:
                 )
             except OSError as exc:
                 raise StackError(f"{service.name}: cannot launch {launch.command[0]}: {exc}") from None
-        start_time = _proc_start_time(process.pid)
-        self._pid_file(service.name).write_text(
-            json.dumps({"pid": process.pid, "start_time": start_time, "command": launch.command})
-        )
+        self._record(service.name, process, launch.command)
         self.report(f"{service.name:9} starting (pid {process.pid}, log {log_path})")
 
     def _check_ports_free(self, service: Service) -> None:
