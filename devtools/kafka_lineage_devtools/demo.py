@@ -34,6 +34,7 @@ from kafka_lineage.sinks.graph.sink import driver_for
 from kafka_lineage_devtools.processes import (
     alert_sink_process,
     collector_process,
+    http_live,
     processor_process,
     sink_process,
     sleep_watching,
@@ -133,14 +134,8 @@ def _event_time(text: str) -> datetime:
 def _start_server(stack: StackSettings) -> str:
     """`lineage serve`, left running beside the stack (stopped by `lineage stack down`); its URL."""
     url = f"http://127.0.0.1:{ServerSettings.from_env().port}"
-
-    def up() -> bool:
-        try:
-            return requests.get(f"{url}/health/live", timeout=2).ok
-        except requests.RequestException:
-            return False
-
-    Stack(stack).start_background("lineage-server", [sys.executable, "-m", "kafka_lineage.app.cli", "serve"], up)
+    Stack(stack).start_background("lineage-server", [sys.executable, "-m", "kafka_lineage.app.cli", "serve"],
+                                  lambda: http_live(url))
     return url
 
 

@@ -287,11 +287,16 @@ def lineage_process(args: list[str], is_ready: Callable[[ChildProcess, str], boo
         yield child
 
 
-def _http_live(child: ChildProcess, _output: str) -> bool:
+def http_live(url: str) -> bool:
+    """Whether a component at ``url`` answers its liveness endpoint."""
     try:
-        return requests.get(f"{child.url}/health/live", timeout=2).ok
-    except requests.ConnectionError:
+        return requests.get(f"{url}/health/live", timeout=2).ok
+    except requests.RequestException:
         return False
+
+
+def _http_live(child: ChildProcess, _output: str) -> bool:
+    return http_live(child.url)
 
 
 def collector_process(env: dict[str, str] | None = None) -> contextlib.AbstractContextManager[ChildProcess]:
