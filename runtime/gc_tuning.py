@@ -1,4 +1,4 @@
-"""Garbage-collector settings for the long-running components (processor, sinks, collector, replay).
+"""Garbage-collector settings for the long-running components (processor, sinks, collector, replay, lineage server).
 
 Their per-event work allocates many short-lived dicts, lists and strings and almost never a reference cycle, so
 CPython's default (a young-generation collection every 700 net allocations) mostly re-scans objects that reference

@@ -96,7 +96,8 @@ def job(row: list[Any]) -> dict[str, Any]:
 
 
 def search_result(row: list[Any]) -> dict[str, Any]:
-    kind, ns, name, updated = row
+    """A store search row (a dataset or a job) as Marquez's SearchResult."""
+    kind, ns, name, _field, updated = row
     node = dataset_id(ns, name) if kind == "DATASET" else job_id(ns, name)
     return {"type": kind, "name": name, "updatedAt": updated, "namespace": ns, "nodeId": node}
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kafka_lineage.runtime.config import ClientSettings, ServerSettings
+from kafka_lineage.runtime.gc_tuning import tune_gc
 from kafka_lineage.runtime.metrics import Metrics
 from kafka_lineage.runtime.status import ServiceProbe
 from kafka_lineage.server.api import create_app
@@ -33,6 +34,7 @@ def serve(settings: ServerSettings, clients: ClientSettings, groups: Mapping[str
     scheme = "https" if settings.tls_cert else "http"
     print(f"lineage server: {scheme}://{settings.host}:{settings.port}/  API: /api/v1 (Marquez), /api/v2; "
           f"OpenAPI: /openapi.json; health: /health/ready; metrics: /metrics", flush=True)
+    tune_gc()  # answers allocate many short-lived objects and almost no cycles
     try:
         uvicorn.Server(config).run()
     finally:

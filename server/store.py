@@ -69,38 +69,66 @@ _VERSIONS = ("MATCH (d:Dataset {namespace: $namespace, name: $name}) "
              "WITH d, s ORDER BY s.firstSeen DESC SKIP $offset LIMIT $limit "
              "RETURN count(d) > 0 AS found, [x IN collect(CASE WHEN s IS NOT NULL THEN "
              "{version: s.hash, fields: s.fields, firstSeen: s.firstSeen} END) WHERE x IS NOT NULL] AS versions")
-_SEARCH = (
-    "CALL { MATCH (d:Dataset) WHERE $datasets AND " + _NAME.format("d") + " =~ $pattern "
-    "RETURN 'DATASET' AS type, " + _NS.format("d") + " AS namespace, " + _NAME.format("d") + " AS name, "
-    "null AS time "
-    "UNION ALL MATCH (j:Job) WHERE $jobs AND " + _NAME.format("j") + " =~ $pattern "
-    "RETURN 'JOB' AS type, " + _NS.format("j") + " AS namespace, " + _NAME.format("j") + " AS name, "
-    "j.lastEventTime AS time } "
-    "WITH type, namespace, name, time ORDER BY name, namespace, type "
-    "WITH collect([type, namespace, name, time]) AS rows "
-    "RETURN size(rows) AS total, rows[0..$limit] AS rows")
+# Search: Marquez's case-insensitive containment over the lower-cased ``searchKey`` the sink keeps, ordered by that
+# key. A query with a literal run of 3+ characters (``$needle``) asks the key's text index for the nodes containing
+# it and sorts those; a shorter one matches densely, so the key's range index is read in order until ``$limit`` match.
+_SEARCH_KINDS = {
+    "dataset": ("Dataset", "'DATASET'", "null", "null"),
+    "job": ("Job", "'JOB'", "null", "n.lastEventTime"),
+    "field": ("Field", "'FIELD'", "coalesce(n.fullField, n.field)", "null"),
+}
+SELECTIVE_NEEDLE = 3
 
-# One breadth-first level of the table-level graph, both directions: every lineage edge at the frontier nodes.
-_NEIGHBOURS = (
-    "UNWIND $ids AS id MATCH (a) WHERE elementId(a) = id MATCH (a)-[e:INPUT_TO|OUTPUTS]-(b) WHERE " + known("e")
-    + " WITH a, e, b LIMIT $rows "
-    "RETURN collect([elementId(startNode(e)), elementId(endNode(e)), elementId(b), "
-    "CASE WHEN b:Job THEN 'job' ELSE 'dataset' END, " + _NS.format("b") + ", " + _NAME.format("b") + "])")
+
+def _search_query(kinds: Iterable[str], selective: bool) -> str:
+    """One branch per kind, each its own first ``$limit`` by key, merged and cut to ``$limit`` again."""
+    branches = []
+    for kind in sorted(kinds):
+        label, type_name, column, updated = _SEARCH_KINDS[kind]
+        index = (f"USING TEXT INDEX n:{label}(searchKey) WHERE n.searchKey CONTAINS toLower($needle)" if selective
+                 else f"USING RANGE INDEX n:{label}(searchKey) WHERE n.searchKey >= ''")
+        branches.append(
+            f"MATCH (n:{label}) {index} AND n.searchKey =~ $pattern "
+            "AND ($namespace IS NULL OR n.namespace = $namespace) "
+            "WITH n ORDER BY n.searchKey LIMIT $limit "
+            f"RETURN {type_name} AS type, {_NS.format('n')} AS namespace, {_NAME.format('n')} AS name, "
+            f"{column} AS field, {updated} AS time, n.searchKey AS key")
+    return ("CALL { " + " UNION ALL ".join(branches) + " } WITH type, namespace, name, field, time, key "
+            "ORDER BY key, namespace, type LIMIT $limit RETURN collect([type, namespace, name, field, time])")
+
+
+# One breadth-first level: up to $room nodes next to the frontier (``$ids``) not seen yet (``$seen``), through edges
+# known at ``$asOf``. Asking only for what still fits keeps a hub's thousands of neighbours from being read when a few
+# fill the answer; the edges among the nodes kept are read once at the end (``_*_EDGES``).
+def _new_neighbours(pattern: str, columns: str) -> str:
+    return ("UNWIND $ids AS id MATCH (a) WHERE elementId(a) = id MATCH " + pattern + " WHERE " + known("e")
+            + " AND NOT elementId(b) IN $seen WITH DISTINCT b LIMIT $room RETURN collect([elementId(b), "
+            + columns + "])")
+
+
+_TABLE_LEVEL = _new_neighbours("(a)-[e:INPUT_TO|OUTPUTS]-(b)", "CASE WHEN b:Job THEN 'job' ELSE 'dataset' END, "
+                               + _NS.format("b") + ", " + _NAME.format("b"))
+_TABLE_EDGES = ("UNWIND $ids AS id MATCH (a) WHERE elementId(a) = id MATCH (a)-[e:INPUT_TO|OUTPUTS]->(b) WHERE "
+                + known("e") + " AND elementId(b) IN $ids WITH a, b LIMIT $rows "
+                "RETURN collect([elementId(a), elementId(b), ''])")
 _START = {
     "dataset": "MATCH (n:Dataset {namespace: $namespace, name: $name}) RETURN elementId(n)",
     "job": "MATCH (n:Job {namespace: $namespace, name: $name}) RETURN elementId(n)",
 }
-# Column lineage, one level: DERIVES_FROM points from a derived (output) column to its input column.
+# Column lineage: DERIVES_FROM points from a derived (output) column to its input column.
+_FIELD_COLUMNS = "'datasetField', " + _NS.format("b") + ", " + _NAME.format("b") + ", coalesce(b.fullField, b.field)"
 _FIELD_LEVEL = {
-    "up": "UNWIND $ids AS id MATCH (a:Field)-[e:DERIVES_FROM]->(b:Field) WHERE elementId(a) = id AND " + known("e"),
-    "down": "UNWIND $ids AS id MATCH (a:Field)<-[e:DERIVES_FROM]-(b:Field) WHERE elementId(a) = id AND " + known("e"),
+    "up": _new_neighbours("(a:Field)-[e:DERIVES_FROM]->(b:Field)", _FIELD_COLUMNS),
+    "down": _new_neighbours("(a:Field)<-[e:DERIVES_FROM]-(b:Field)", _FIELD_COLUMNS),
 }
-_FIELD_RETURN = (
-    " WITH a, e, b LIMIT $rows RETURN collect([elementId(startNode(e)), elementId(endNode(e)), e.transformation, "
-    "elementId(b), " + _NS.format("b") + ", " + _NAME.format("b") + ", coalesce(b.fullField, b.field)])")
-_START_FIELDS = ("MATCH (f:Field {namespace: $namespace, name: $name}) WHERE $field IS NULL OR f.field = $field "
-                 "RETURN collect([elementId(f), " + _NS.format("f") + ", " + _NAME.format("f") + ", "
-                 "coalesce(f.fullField, f.field)])")
+_FIELD_EDGES = ("UNWIND $ids AS id MATCH (a:Field) WHERE elementId(a) = id MATCH (a)-[e:DERIVES_FROM]->(b:Field) "
+                "WHERE " + known("e") + " AND elementId(b) IN $ids WITH a, e, b LIMIT $rows "
+                "RETURN collect([elementId(a), elementId(b), coalesce(e.transformation, '')])")
+# The start columns: one by its key, or every column of the dataset (the IS NOT NULL lets the key's index answer).
+_FIELD_COLUMNS_OF = ("RETURN collect([elementId(f), " + _NS.format("f") + ", " + _NAME.format("f") + ", "
+                     "coalesce(f.fullField, f.field)])")
+_START_FIELD = "MATCH (f:Field {namespace: $namespace, name: $name, field: $field}) " + _FIELD_COLUMNS_OF
+_START_FIELDS = "MATCH (f:Field {namespace: $namespace, name: $name}) WHERE f.field IS NOT NULL " + _FIELD_COLUMNS_OF
 _FIELD_TYPES = ("UNWIND $datasets AS key MATCH (d:Dataset {namespace: key[0], name: key[1]}) "
                 "RETURN key, [(d)-[:HAS_SCHEMA]->(s:SchemaVersion) WHERE s.hash = d.schemaVersion | s.fields][0]")
 
@@ -159,8 +187,13 @@ class Graph:
 
 def like_pattern(query: str) -> str:
     """Marquez's search: case-insensitive containment, ``%`` any run of characters, ``_`` one character."""
-    parts = [".*" if c == "%" else "." if c == "_" else re.escape(c) for c in query]
-    return "(?is).*" + "".join(parts) + ".*"
+    parts = [".*" if c == "%" else "." if c == "_" else re.escape(c) for c in query.lower()]
+    return "(?s).*" + "".join(parts) + ".*"
+
+
+def like_needle(query: str) -> str:
+    """The longest run of literal characters in a search query: every match contains it."""
+    return max(re.split("[%_]", query), key=len)
 
 
 def schema_fields(fields_json: str | None) -> list[dict[str, Any]]:
@@ -255,11 +288,15 @@ class GraphStore:
         run, job, inputs, outputs, parent, children = rows[0]
         return {"run": run, "job": job, "inputs": inputs, "outputs": outputs, "parent": parent, "children": children}
 
-    def search(self, query: str, kinds: Iterable[str], limit: int) -> tuple[int, list[list[Any]]]:
-        kinds = set(kinds)
-        total, rows = self._single(_SEARCH, pattern=like_pattern(query), datasets="dataset" in kinds,
-                                   jobs="job" in kinds, limit=limit)
-        return total, rows
+    def search(self, query: str, kinds: Iterable[str], limit: int, namespace: str | None = None
+               ) -> list[list[Any]]:
+        """Datasets, jobs and fields (``kinds``) whose name matches ``query``, the first ``limit`` by lower-cased
+        name: rows of
+        [type, namespace, name, field, time]."""
+        needle = like_needle(query)
+        return self._single(_search_query(set(kinds), len(needle) >= SELECTIVE_NEEDLE), needle=needle,
+                            pattern=like_pattern(query),
+                            namespace=None if namespace is None else stored_key(namespace), limit=limit)[0]
 
     def field_types(self, datasets: Iterable[tuple[str, str]]) -> dict[tuple[str, str], dict[str, str]]:
         """The current schema's type of every (nested) field of each dataset: (namespace, name) → path → type."""
@@ -273,77 +310,83 @@ class GraphStore:
     def neighbourhood(self, kind: str, namespace: str, name: str, depth: int, limit: int,
                       as_of: str | None = None) -> Graph:
         """Jobs and datasets within ``depth`` jobs of a dataset or job, following lineage edges either way (as
-        Marquez's lineage graph does), nearest first, at most ``limit`` nodes; with ``as_of`` only edges known
-        then."""
+        Marquez's lineage graph does), nearest first, at most ``limit`` nodes, and the edges among them; with
+        ``as_of`` only edges known then."""
         found = self._single(_START[kind], namespace=stored_key(namespace), name=stored_key(name))
         if not found:
             raise NotFound(f"{kind} {namespace} {name} is not in the graph")
         graph = Graph(starts=[found[0]])
         graph.nodes[found[0]] = NodeId(kind, namespace, name)
-        self._walk(graph, [found[0]], 2 * depth, limit, lambda frontier, rows, remaining: self._read(
-            _NEIGHBOURS, remaining, ids=frontier, rows=rows, asOf=as_of)[0][0], self._table_row)
+        deadline = time.monotonic() + self.timeout
+        self._walk(graph, graph.starts, 2 * depth, limit, _TABLE_LEVEL, as_of, deadline)
+        self._edges(graph, _TABLE_EDGES, as_of, deadline)
         return graph
-
-    @staticmethod
-    def _table_row(row: list[Any]) -> tuple[str, str, str, NodeId, str]:
-        start, end, other, kind, namespace, name = row
-        return start, end, other, NodeId(kind, namespace, name), ""
 
     def column_graph(self, namespace: str, name: str, field_name: str | None, depth: int,
                      directions: Sequence[str], limit: int, as_of: str | None = None) -> Graph:
         """Columns within ``depth`` hops of a dataset's column (or of all its columns): those it derives from
-        (``up`` in ``directions``) and those derived from it (``down``)."""
-        starts = self._single(_START_FIELDS, namespace=stored_key(namespace), name=stored_key(name),
-                              field=None if field_name is None else stored_key(field_name))[0]
+        (``up`` in ``directions``) and those derived from it (``down``), and the edges among them."""
+        keys = {"namespace": stored_key(namespace), "name": stored_key(name)}
+        starts = (self._single(_START_FIELDS, **keys) if field_name is None else
+                  self._single(_START_FIELD, **keys, field=stored_key(field_name)))[0]
         if not starts:
             what = f"column {field_name} of dataset" if field_name is not None else "no column of dataset"
             raise NotFound(f"{what} {namespace} {name} is not in the graph")
         graph = Graph(starts=[row[0] for row in starts])
         for node_id, ns, dataset, column in starts:
             graph.nodes[node_id] = NodeId("datasetField", ns, dataset, column)
+        deadline = time.monotonic() + self.timeout
         for direction in directions:
-            self._walk(graph, graph.starts, depth, limit, lambda frontier, rows, remaining, d=direction: self._read(
-                _FIELD_LEVEL[d] + _FIELD_RETURN, remaining, ids=frontier, rows=rows, asOf=as_of)[0][0],
-                self._field_row)
+            self._walk(graph, graph.starts, depth, limit, _FIELD_LEVEL[direction], as_of, deadline)
+        self._edges(graph, _FIELD_EDGES, as_of, deadline)
         return graph
 
-    @staticmethod
-    def _field_row(row: list[Any]) -> tuple[str, str, str, NodeId, str]:
-        start, end, transformation, other, namespace, name, column = row
-        return start, end, other, NodeId("datasetField", namespace, name, column), transformation or ""
+    def _remaining(self, graph: Graph, deadline: float) -> float | None:
+        """Seconds left of the question's budget; None (and the graph flagged) when it is spent."""
+        remaining = deadline - time.monotonic()
+        if remaining < 0.001:  # the driver sends milliseconds, and 0 means no limit
+            graph.stopped = graph.stopped or "time"
+            return None
+        return remaining
 
-    def _walk(self, graph: Graph, start: Sequence[str], hops: int, limit: int, level: Any, read_row: Any) -> None:
-        """Breadth-first from ``start`` for at most ``hops`` levels, adding nodes and edges to ``graph``; stops
-        (flagged) past ``limit`` nodes, a level over the row limit or the time limit."""
-        deadline = time.monotonic() + self.timeout
-        frontier, seen = list(start), set(graph.nodes)
+    def _walk(self, graph: Graph, start: Sequence[str], hops: int, limit: int, level: str, as_of: str | None,
+              deadline: float) -> None:
+        """Breadth-first from ``start`` for at most ``hops`` levels, adding the nodes reached to ``graph`` in the
+        order reached; stops (flagged) once more than ``limit`` nodes are known or the time is up."""
+        frontier = list(start)
         for _ in range(hops):
-            remaining = deadline - time.monotonic()
-            if not frontier or remaining < 0.001:
-                graph.stopped = graph.stopped or ("time" if frontier else None)
+            if not frontier or graph.stopped:
+                return
+            room = limit + 1 - len(graph.nodes)  # one more than fits: it tells that the answer was cut
+            remaining = self._remaining(graph, deadline)
+            if remaining is None:
                 return
             try:
-                rows = level(frontier, self.max_rows_per_level + 1, remaining)
+                rows = self._read(level, remaining, ids=frontier, seen=list(graph.nodes), room=room,
+                                  asOf=as_of)[0][0]
             except QueryTimeout:
                 graph.stopped = "time"
                 return
-            if len(rows) > self.max_rows_per_level:
-                graph.stopped, rows = "edges", rows[:self.max_rows_per_level]
-            following = []
-            for row in rows:
-                start_id, end_id, other, node, transformation = read_row(row)
-                graph.edges[(start_id, end_id)] = transformation
-                if other not in seen:
-                    seen.add(other)
-                    graph.nodes[other] = node
-                    following.append(other)
-            frontier = following
-            if len(graph.nodes) > limit:  # keep the nearest: nodes are in the order the walk reached them
-                graph.stopped = "nodes"
-                kept = dict(list(graph.nodes.items())[:limit])
-                graph.nodes = kept
-                graph.edges = {pair: t for pair, t in graph.edges.items() if pair[0] in kept and pair[1] in kept}
-                return
+            frontier = []
+            for element, kind, namespace, name, *column in rows:
+                if len(graph.nodes) == limit:
+                    graph.stopped = "nodes"
+                    return
+                graph.nodes[element] = NodeId(kind, namespace, name, *column)
+                frontier.append(element)
+
+    def _edges(self, graph: Graph, query: str, as_of: str | None, deadline: float) -> None:
+        """The stored edges among the graph's nodes (at most ``max_rows_per_level``, flagged beyond)."""
+        remaining = self._remaining(graph, max(deadline, time.monotonic() + 1.0))  # a walk cut by time still
+        try:                                                                       # gets its edges
+            rows = self._read(query, remaining, ids=list(graph.nodes), rows=self.max_rows_per_level + 1,
+                              asOf=as_of)[0][0]
+        except QueryTimeout:
+            graph.stopped = "time"
+            return
+        if len(rows) > self.max_rows_per_level:
+            graph.stopped, rows = "edges", rows[:self.max_rows_per_level]
+        graph.edges.update({(start, end): transformation for start, end, transformation in rows})
 
 
 def _typed_paths(fields: list[dict[str, Any]], prefix: str = "") -> Iterable[tuple[str, str]]:

@@ -59,6 +59,7 @@ from kafka_lineage.schemas.schema_diff import schema_fields, schema_version
 __all__ = [
     "CONSTRAINTS",
     "FINGERPRINT_QUERIES",
+    "SEARCH_KEY_BACKFILL",
     "STATEMENTS",
     "GraphBatch",
     "field_paths",
@@ -516,6 +517,7 @@ _DATASET = "MATCH (d:Dataset {namespace: row.namespace, name: row.name})"
 STATEMENTS: dict[str, str] = {
     # --- nodes
     "jobs": "UNWIND $rows AS row\nMERGE (j:Job {namespace: row.namespace, name: row.name})\n"
+            "ON CREATE SET j.searchKey = toLower(row.name)\n"
             f"SET {_max_set('j', 'lastEventTime')}\n"
             + _take_latest("j", "jobType", {"processingType": "processingType", "integration": "integration",
                                             "jobType": "jobType"}),
@@ -534,8 +536,10 @@ STATEMENTS: dict[str, str] = {
             + _take_latest("r", "errorMessage", {"errorMessage": "message",
                                                  "errorLanguage": "programmingLanguage"}),
     "datasets": "UNWIND $rows AS row\nMERGE (d:Dataset {namespace: row.namespace, name: row.name})\n"
+                "ON CREATE SET d.searchKey = toLower(row.name)\n"
                 + _take_latest("d", "schema", {"schemaVersion": "version"}),
-    "fields": "UNWIND $rows AS row\nMERGE (:Field {namespace: row.namespace, name: row.name, field: row.field})",
+    "fields": "UNWIND $rows AS row\nMERGE (f:Field {namespace: row.namespace, name: row.name, field: row.field})\n"
+              "ON CREATE SET f.searchKey = toLower(row.field)",
     "schema_versions": "UNWIND $rows AS row\n"
                        "MERGE (s:SchemaVersion {namespace: row.namespace, name: row.name, hash: row.hash})\n"
                        + _take_latest("s", "first", {"fields": "fields", "firstSeen": "firstSeen"}, earliest=True),
@@ -605,6 +609,20 @@ CONSTRAINTS: list[str] = [
     "CREATE INDEX job_name IF NOT EXISTS FOR (j:Job) ON (j.name)",
     "CREATE INDEX run_state IF NOT EXISTS FOR (r:Run) ON (r.state)",
     "CREATE INDEX run_start IF NOT EXISTS FOR (r:Run) ON (r.startTime)",
+    # Search (the lineage server's, case-insensitive containment as Marquez's): ``searchKey`` is the lower-cased
+    # stored name (a job's or dataset's, a column's own name); a text index answers CONTAINS without a scan, a range
+    # index reads the keys in order (short queries, which match densely).
+    "CREATE TEXT INDEX job_search IF NOT EXISTS FOR (j:Job) ON (j.searchKey)",
+    "CREATE TEXT INDEX dataset_search IF NOT EXISTS FOR (d:Dataset) ON (d.searchKey)",
+    "CREATE TEXT INDEX field_search IF NOT EXISTS FOR (f:Field) ON (f.searchKey)",
+    "CREATE INDEX job_search_order IF NOT EXISTS FOR (j:Job) ON (j.searchKey)",
+    "CREATE INDEX dataset_search_order IF NOT EXISTS FOR (d:Dataset) ON (d.searchKey)",
+    "CREATE INDEX field_search_order IF NOT EXISTS FOR (f:Field) ON (f.searchKey)",
+]
+# Search keys for nodes a sink wrote before it kept them (auto-commit statements: IN TRANSACTIONS needs one).
+SEARCH_KEY_BACKFILL: list[str] = [
+    f"MATCH (n:{label}) WHERE n.searchKey IS NULL CALL (n) {{ SET n.searchKey = toLower(n.{key}) }} "
+    "IN TRANSACTIONS OF 10000 ROWS" for label, key in (("Job", "name"), ("Dataset", "name"), ("Field", "field"))
 ]
 
 

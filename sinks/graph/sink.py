@@ -31,7 +31,14 @@ from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.openlineage import FacetCache, record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, RegistryUnavailable, WireFormatError
 from kafka_lineage.sinks.consumer import consume_loop, sink_consumer
-from kafka_lineage.sinks.graph.model import CONSTRAINTS, FINGERPRINT_QUERIES, fingerprint, graph_batch, statements
+from kafka_lineage.sinks.graph.model import (
+    CONSTRAINTS,
+    FINGERPRINT_QUERIES,
+    SEARCH_KEY_BACKFILL,
+    fingerprint,
+    graph_batch,
+    statements,
+)
 from kafka_lineage.sinks.graph.neo4j_errors import is_record_fault
 
 log = logging.getLogger(__name__)
@@ -47,7 +54,7 @@ def driver_for(clients: ClientSettings, **options: Any) -> Driver:
 
 def ensure_constraints(driver: Driver) -> None:
     with driver.session() as session:
-        for statement in CONSTRAINTS:
+        for statement in CONSTRAINTS + SEARCH_KEY_BACKFILL:
             session.run(statement).consume()
 
 

@@ -121,7 +121,7 @@ async function runSearch(q: string): Promise<void> {
   const results = $("results");
   const seq = ++searchSeq;
   if (!q) { results.replaceChildren(); return; }
-  const found = await api("/api/v1/search", { q, limit: 12 }).catch(() => ({ results: [] }));
+  const found = await api("/api/v2/search", { q, limit: 12 }).catch(() => ({ results: [] }));
   if (seq !== searchSeq) return; // a later keystroke's answer wins
   results.replaceChildren(...found.results.map((hit: any) => {
     const item = document.createElement("li");
@@ -129,12 +129,15 @@ async function runSearch(q: string): Promise<void> {
     const button = document.createElement("button");
     button.type = "button";
     button.dataset.nodeId = hit.nodeId;
-    button.innerHTML = `<span class="kind">${hit.type.toLowerCase()}</span>`;
-    button.append(`${hit.name}  `, Object.assign(document.createElement("span"), { className: "small", textContent: hit.namespace }));
+    button.innerHTML = `<span class="kind">${hit.kind === "field" ? "column" : hit.kind}</span>`;
+    const title = hit.kind === "field" ? `${hit.name} . ${hit.field}` : hit.name;
+    button.append(`${title}  `, Object.assign(document.createElement("span"), { className: "small", textContent: hit.namespace }));
     button.addEventListener("click", () => {
       results.replaceChildren();
       $<HTMLInputElement>("search").value = "";
-      writeView({ ...readView().view, node: hit.nodeId });
+      // a column opens the column-level graph around it; a dataset or job keeps the current level
+      const view = readView().view;
+      writeView({ ...view, node: hit.nodeId, columns: hit.kind === "field" ? true : view.columns && hit.kind === "dataset" });
     });
     item.append(button);
     return item;

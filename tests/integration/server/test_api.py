@@ -155,13 +155,31 @@ def test_column_lineage_up_and_down(server: ChildProcess, world: World) -> None:
 
 
 def test_search_finds_datasets_and_jobs(server: ChildProcess, world: World) -> None:
-    datasets = _get(server, "/api/v1/search", q="SHOP.RAW/%", filter="dataset", limit=1000)["results"]
-    assert {"type": "DATASET", "name": "shop.raw/orders", "namespace": world.ns, "updatedAt": None,
-            "nodeId": f"dataset:{world.ns}:shop.raw/orders"} in datasets
-    assert all(r["type"] == "DATASET" for r in datasets)
-    jobs = _get(server, "/api/v1/search", q="etl.%", filter="job", limit=1000)["results"]
-    assert {"type": "JOB", "name": "etl.report", "namespace": world.jobs, "nodeId": f"job:{world.jobs}:etl.report",
-            "updatedAt": "2024-05-01T12:00:05.000000Z"} in jobs
+    datasets = _get(server, "/api/v1/search", q="SHOP.%", filter="dataset", namespace=world.ns)
+    assert datasets == {"totalCount": 3, "results": [  # by name, any case
+        {"type": "DATASET", "name": name, "namespace": world.ns, "updatedAt": None,
+         "nodeId": f"dataset:{world.ns}:{name}"} for name in ("shop.mid", "shop.out", "shop.raw/orders")]}
+    assert [r["name"] for r in _get(server, "/api/v1/search", q="s_op.r", namespace=world.ns)["results"]] == [
+        "shop.raw/orders"]
+    jobs = _get(server, "/api/v1/search", q="etl.%", filter="job", namespace=world.jobs)["results"]
+    assert jobs == [{"type": "JOB", "name": name, "namespace": world.jobs, "nodeId": f"job:{world.jobs}:{name}",
+                     "updatedAt": updated} for name, updated in (("etl.clean", "2024-05-01T11:00:30.000000Z"),
+                                                                 ("etl.report", "2024-05-01T12:00:05.000000Z"))]
+    assert _get(server, "/api/v1/search", q="shop", namespace=world.ns, limit=2)["totalCount"] == 2
+    # short queries (read in key order) and long ones (the text index) answer alike
+    assert [r["name"] for r in _get(server, "/api/v1/search", q="D", namespace=world.ns)["results"]] == [
+        "shop.mid", "shop.raw/orders"]
+
+
+def test_v2_search_finds_columns_too(server: ChildProcess, world: World) -> None:
+    found = _get(server, "/api/v2/search", q="AMOUNT", namespace=world.ns)["results"]
+    assert [(r["kind"], r["name"], r["field"], r["nodeId"]) for r in found] == [
+        ("field", name, "amount", f"datasetField:{world.ns}:{name}:amount") for name in ("shop.mid", "shop.raw/orders")]
+    every = _get(server, "/api/v2/search", q="t", namespace=world.ns, kinds="dataset,field")["results"]
+    assert {(r["kind"], r["name"], r["field"]) for r in every} == {
+        ("field", "shop.mid", "amount"), ("field", "shop.raw/orders", "amount"), ("field", "shop.out", "total"),
+        ("dataset", "shop.out", None)}
+    assert "kinds" in _get(server, "/api/v2/search", 400, q="x", kinds="run")["message"]
 
 
 def test_v2_impact_with_paths_and_written_flags(server: ChildProcess, world: World) -> None:

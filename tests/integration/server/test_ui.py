@@ -4,6 +4,7 @@ Screenshots of each step are kept in .lineage/screenshots/."""
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Iterator
@@ -57,7 +58,7 @@ def world(clients: ClientSettings) -> dict[str, str]:
     now = datetime.now(UTC)
     payments = _dataset(ns, f"payments_{tag}", "amount")
     settled = _dataset(ns, f"settled_{tag}", "amount", (f"payments_{tag}", "amount"))
-    revenue = _dataset(ns, f"revenue_{tag}", "total", (f"settled_{tag}", "amount"))
+    revenue = _dataset(ns, f"revenue_{tag}", f"total_{tag}", (f"settled_{tag}", "amount"))
     settle, report = (jobs, "settle"), (jobs, "report")
     settle_run, report_run = str(uuid.uuid4()), str(uuid.uuid4())
     with driver_for(clients) as driver:
@@ -129,9 +130,19 @@ def test_search_open_expand_columns_time_and_live_alert(server: ChildProcess, br
     page.wait_for_function("document.body.dataset.graphNodes === '5'", timeout=15_000)
     page.locator("#columns").check()
     page.wait_for_function("document.body.dataset.graphNodes === '3'", timeout=15_000)
-    assert _nodes(page) == {f"datasetField:{ns}:{payments}:amount", f"datasetField:{ns}:{settled}:amount",
-                            f"datasetField:{ns}:{revenue}:total"}
+    column_graph = {f"datasetField:{ns}:{payments}:amount", f"datasetField:{ns}:{settled}:amount",
+                    f"datasetField:{ns}:{revenue}:total_{tag}"}
+    assert _nodes(page) == column_graph
     _shot(page, "columns")
+    # a column found by search opens the column-level graph around it
+    page.locator("#search").fill(f"TOTAL_{tag}")
+    page.locator(f'#results button[data-node-id="datasetField:{ns}:{revenue}:total_{tag}"]').click(timeout=15_000)
+    page.wait_for_function(f"location.hash.includes({json.dumps(_q(f'datasetField:{ns}:{revenue}:total_{tag}'))})",
+                           timeout=15_000)
+    page.wait_for_function("document.body.dataset.graphNodes === '3'", timeout=15_000)
+    assert _nodes(page) == column_graph
+    page.goto(f"{server.url}/#/lineage?node={_q(f'dataset:{ns}:{settled}')}&depth=3&dir=both&columns=1")
+    page.wait_for_function("document.body.dataset.graphNodes === '3'", timeout=15_000)
     # the time slider: three days ago, report's edges (first seen a day ago) were not there yet
     page.locator("#columns").uncheck()
     page.wait_for_function("document.body.dataset.graphNodes === '5'", timeout=15_000)

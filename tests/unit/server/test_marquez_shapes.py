@@ -2,7 +2,7 @@
 
 from kafka_lineage.server import marquez
 from kafka_lineage.server.node_ids import NodeId
-from kafka_lineage.server.store import Graph, like_pattern
+from kafka_lineage.server.store import Graph, like_needle, like_pattern
 
 
 def test_lineage_graph_edges_point_along_the_data() -> None:
@@ -66,10 +66,12 @@ def test_dataset_shape_from_its_current_schema() -> None:
 def test_search_is_marquez_like_containment() -> None:
     import re
 
+    # the pattern runs over the lower-cased search key; the needle is what the key's text index is asked for
     assert re.fullmatch(like_pattern("ORD%s"), "mart/orders_daily")
     assert re.fullmatch(like_pattern("o_ders"), "orders")
     assert not re.fullmatch(like_pattern("o.ders"), "orders")  # a dot is a dot
-    assert marquez.search_result(["JOB", "etl", "clean", None])["nodeId"] == "job:etl:clean"
+    assert like_needle("ORD%s") == "ORD" and like_needle("o_der%s.daily") == "s.daily" and like_needle("%") == ""
+    assert marquez.search_result(["JOB", "etl", "clean", None, None])["nodeId"] == "job:etl:clean"
 
 
 # Marquez's property names (MarquezProject/marquez spec/openapi.yml; ColumnLineageNodeData for column graphs),
@@ -104,7 +106,7 @@ def test_every_shape_has_exactly_marquez_properties() -> None:
         "DatasetVersion": marquez.dataset_version("ns", "d", {"version": "v", "fields": "[]", "firstSeen": None}),
         "Job": marquez.job(["ns", "j", None, None, None, None, None, [], [], [RUN_ROW]]),
         "IncompleteRun": marquez.run(RUN_ROW),
-        "SearchResult": marquez.search_result(["DATASET", "ns", "d", None]),
+        "SearchResult": marquez.search_result(["DATASET", "ns", "d", None, None]),
     }
     for name, shape in shapes.items():
         assert set(shape) == MARQUEZ_PROPERTIES[name], name
