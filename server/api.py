@@ -239,7 +239,7 @@ def create_app(store: GraphStore, settings: ServerSettings, metrics: Metrics | N
         capped_depth = depth_cap(depth)
         as_of = _as_of(asOf)
         graph = store.neighbourhood(node.kind, node.namespace, node.name, capped_depth, settings.max_nodes, as_of)
-        return flagged(marquez.lineage_graph(graph, store.latest_runs(graph, as_of)),
+        return flagged(marquez.lineage_graph(graph, store.latest_runs(graph, as_of), store.schemas(graph, as_of)),
                        graph.stopped is not None or depth > capped_depth)
 
     @app.get("/api/v1/column-lineage", dependencies=api, tags=["Marquez"])

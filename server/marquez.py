@@ -103,11 +103,13 @@ def search_result(row: list[Any]) -> dict[str, Any]:
 
 
 # --- lineage graphs ------------------------------------------------------------------------------------------------
-def lineage_graph(graph: Graph, latest_runs: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+def lineage_graph(graph: Graph, latest_runs: Mapping[str, Mapping[str, Any]] | None = None,
+                  schemas: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Marquez's LineageGraph of jobs and datasets: a job's inEdges come from the datasets it reads and its
     outEdges go to those it writes; a dataset's inEdges come from the jobs writing it, its outEdges go to readers.
-    ``latest_runs`` (element id → run row) fills the jobs' ``latestRun``."""
-    latest_runs = latest_runs or {}
+    ``latest_runs`` (element id → run row) fills the jobs' ``latestRun``, ``schemas`` (element id → fields JSON)
+    the datasets' ``fields``."""
+    latest_runs, schemas = latest_runs or {}, schemas or {}
     ids = {element: str(node) for element, node in graph.nodes.items()}
     ins: dict[str, list[str]] = {element: [] for element in graph.nodes}
     outs: dict[str, list[str]] = {element: [] for element in graph.nodes}
@@ -130,7 +132,7 @@ def lineage_graph(graph: Graph, latest_runs: Mapping[str, Mapping[str, Any]] | N
         else:
             data = {"id": {"namespace": node.namespace, "name": node.name}, "type": dataset_type(node.namespace),
                     "name": node.name, "physicalName": node.name, "namespace": node.namespace,
-                    "sourceName": node.namespace, "fields": [], "tags": []}
+                    "sourceName": node.namespace, "fields": fields(schemas.get(element)), "tags": []}
         nodes.append({"id": node_id, "type": node.kind.upper(), "data": data,
                       "inEdges": edges_in, "outEdges": edges_out})
     return {"graph": sorted(nodes, key=lambda n: n["id"])}

@@ -166,6 +166,15 @@ _LATEST_RUNS = (
     "WITH r ORDER BY coalesce(r.startTime, r.lastEventTime) DESC LIMIT 1 RETURN " + _RUN + " }[0]")
 
 
+# The schema fields of each dataset (``$ids``) current then (``$asOf``): the latest version first seen by then.
+_SCHEMAS = (
+    "UNWIND $ids AS id MATCH (d:Dataset) WHERE elementId(d) = id "
+    "RETURN id, CASE WHEN $asOf IS NULL "
+    "THEN [(d)-[:HAS_SCHEMA]->(s:SchemaVersion) WHERE s.hash = d.schemaVersion | s.fields][0] "
+    "ELSE COLLECT { MATCH (d)-[:HAS_SCHEMA]->(s:SchemaVersion) WHERE s.firstSeen <= $asOf "
+    "WITH s ORDER BY s.firstSeen DESC LIMIT 1 RETURN s.fields }[0] END")
+
+
 class NotFound(LookupError):
     """The node asked for is not in the graph; the message names it."""
 
@@ -279,6 +288,13 @@ class GraphStore:
         if not jobs:
             return {}
         return {element: run for element, run in self._read(_LATEST_RUNS, ids=jobs, asOf=as_of) if run}
+
+    def schemas(self, graph: Graph, as_of: str | None = None) -> dict[str, str]:
+        """Element id → the fields JSON of the schema current (by ``as_of``) of every dataset in ``graph``."""
+        datasets = [element for element, node in graph.nodes.items() if node.kind == "dataset"]
+        if not datasets:
+            return {}
+        return {element: fields for element, fields in self._read(_SCHEMAS, ids=datasets, asOf=as_of) if fields}
 
     def run(self, run_id: str) -> dict[str, Any]:
         """A run with its job, inputs and outputs (statistics, data quality), parent and children."""

@@ -124,6 +124,8 @@ def test_lineage_graph_is_exactly_the_neighbourhood(server: ChildProcess, world:
     ids = {n["id"] for n in graph}
     assert ids == {f"dataset:{world.ns}:shop.raw/orders", f"dataset:{world.ns}:shop.mid",
                    f"dataset:{world.ns}:shop.out", f"job:{world.jobs}:etl.clean", f"job:{world.jobs}:etl.report"}
+    raw = next(n for n in graph if n["id"] == f"dataset:{world.ns}:shop.raw/orders")
+    assert [(f["name"], f["type"]) for f in raw["data"]["fields"]] == [("amount", "DECIMAL"), ("id", "BIGINT")]
     clean = next(n for n in graph if n["id"] == f"job:{world.jobs}:etl.clean")
     assert (clean["data"]["latestRun"]["id"], clean["data"]["latestRun"]["state"]) == (world.clean_run, "COMPLETED")
     edges = {(e["origin"], e["destination"]) for n in graph for e in n["inEdges"] + n["outEdges"]}
@@ -258,6 +260,8 @@ def test_as_of_answers_the_graph_as_it_was(server: ChildProcess, world: World) -
     assert clean["data"]["latestRun"]["id"] == world.clean_run
     at_9 = _get(server, "/api/v1/lineage", nodeId=mid, depth=5, asOf="2024-05-01T09:00:00+00:00")["graph"]
     assert [n["id"] for n in at_9] == [mid]
+    assert at_9[0]["data"]["fields"] == []  # its schema was first seen at 10:00
+    assert [f["name"] for f in next(n for n in at_11 if n["id"] == mid)["data"]["fields"]] == ["amount"]
     now = _get(server, "/api/v1/lineage", nodeId=mid, depth=5, asOf="2030-01-01")["graph"]
     assert len(now) == 5
     impact = _get(server, f"/api/v2/datasets/{_seg(world.ns)}/{_seg('shop.raw/orders')}/impact",
