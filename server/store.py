@@ -135,7 +135,8 @@ _FIELD_TYPES = ("UNWIND $datasets AS key MATCH (d:Dataset {namespace: key[0], na
 
 _RUN_DETAIL = (
     "MATCH (r:Run {runId: $runId}) "
-    "RETURN " + _RUN.replace("{runId:", "{errorLanguage: r.errorLanguage, runId:") + " AS run, "
+    "RETURN " + _RUN.replace("{runId:", "{errorLanguage: r.errorLanguage, startRunFacets: r.startRunFacets, "
+                             "runFacets: r.runFacets, runId:") + " AS run, "
     "[(r)-[:OF_JOB]->(j:Job) | {namespace: " + _NS.format("j") + ", name: " + _NAME.format("j") + "}][0] AS job, "
     "[(r)-[e:READ]->(d:Dataset) | {namespace: " + _NS.format("d") + ", name: " + _NAME.format("d") + ", "
     "rowCount: e.rowCount, bytes: e.bytes, dataQuality: e.dataQuality}] AS inputs, "
@@ -302,6 +303,8 @@ class GraphStore:
         if not rows:
             raise NotFound(f"run {run_id} is not in the graph")
         run, job, inputs, outputs, parent, children = rows[0]
+        # the START event's facets, updated by the latest other event's (each kept as JSON by the sink)
+        run["facets"] = {**_json_object(run.pop("startRunFacets")), **_json_object(run.pop("runFacets"))}
         return {"run": run, "job": job, "inputs": inputs, "outputs": outputs, "parent": parent, "children": children}
 
     def search(self, query: str, kinds: Iterable[str], limit: int, namespace: str | None = None
@@ -403,6 +406,14 @@ class GraphStore:
         if len(rows) > self.max_rows_per_level:
             graph.stopped, rows = "edges", rows[:self.max_rows_per_level]
         graph.edges.update({(start, end): transformation for start, end, transformation in rows})
+
+
+def _json_object(text: str | None) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _typed_paths(fields: list[dict[str, Any]], prefix: str = "") -> Iterable[tuple[str, str]]:

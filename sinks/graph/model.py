@@ -157,6 +157,27 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+# A run's facets are kept as JSON (the START event's, and the latest other event's) up to this size; past it the
+# largest facets are left out, and ``_omitted`` names them with their sizes (a Spark plan can be megabytes).
+RUN_FACETS_MAX_BYTES = 65_536
+
+
+def run_facets_json(facets: Mapping[str, Any]) -> str:
+    """``facets`` as canonical JSON of at most ``RUN_FACETS_MAX_BYTES`` UTF-8 bytes (largest facets left out)."""
+    text = _json(facets)
+    if len(text) <= RUN_FACETS_MAX_BYTES // 4 or len(text.encode("utf-8", "surrogatepass")) <= RUN_FACETS_MAX_BYTES:
+        return text
+    sizes = {name: len(_json(value).encode("utf-8", "surrogatepass")) for name, value in facets.items()}
+    kept, omitted = dict(facets), {}
+    for name in sorted(sizes, key=lambda n: (-sizes[n], n)):
+        del kept[name]
+        omitted[name] = sizes[name]
+        text = _json({**kept, "_omitted": omitted})
+        if len(text.encode("utf-8", "surrogatepass")) <= RUN_FACETS_MAX_BYTES:
+            break
+    return text
+
+
 def _group(order: str, **props: Any) -> Row:
     """A "latest wins" property group; the digest of its values breaks ties between equal (rank, time) keys."""
     return {"order": f"{order}|{_digest(props)}", **props}
@@ -233,7 +254,7 @@ def _merge_state(old: Row, new: Row) -> None:
 _RULES: dict[str, dict[str, Callable[[Any, Any], Any]]] = {
     "jobs": {"lastEventTime": _max, "jobType": _latest},
     "runs": {"startTime": _min, "endTime": _max, "lastEventTime": _max, "nominalTime": _latest,
-             "errorMessage": _latest},
+             "errorMessage": _latest, "startRunFacets": _latest, "runFacets": _latest},
     "datasets": {"schema": _latest},
     "schema_versions": {"first": _earliest},
     "read": {"stats": _latest, "dataQuality": _latest},
@@ -319,7 +340,8 @@ class _Builder:
 
     def run(self, run_id: str, **props: Any) -> None:
         row: Row = {"runId": run_id, "state": None, "rank": None, "stateOrder": None, "startTime": None,
-                    "endTime": None, "lastEventTime": None, "nominalTime": None, "errorMessage": None}
+                    "endTime": None, "lastEventTime": None, "nominalTime": None, "errorMessage": None,
+                    "startRunFacets": None, "runFacets": None}
         row.update(props)
         self.add("runs", row)
 
@@ -427,7 +449,9 @@ def _add_event(b: _Builder, event: Mapping[str, Any]) -> None:
               nominalTime=_group(order, nominalStartTime=utc_time(nominal.get("nominalStartTime")),
                                  nominalEndTime=utc_time(nominal.get("nominalEndTime"))) if nominal else None,
               errorMessage=_group(order, message=_str(error.get("message")),
-                                  programmingLanguage=_str(error.get("programmingLanguage"))) if error else None)
+                                  programmingLanguage=_str(error.get("programmingLanguage"))) if error else None,
+              **({"startRunFacets" if event_type == "START" else "runFacets": _group(order, json=run_facets_json(
+                  facets))} if facets else {}))
         if job_ident is not None:
             b.add("of_job", {"runId": run_id, "namespace": job_ident[0], "name": job_ident[1]})
         parent = _dict(facets.get("parent"))
@@ -533,6 +557,8 @@ STATEMENTS: dict[str, str] = {
             f"    {_max_set('r', 'lastEventTime')}\n"
             + _take_latest("r", "nominalTime", {"nominalStartTime": "nominalStartTime",
                                                 "nominalEndTime": "nominalEndTime"}) + "\n"
+            + _take_latest("r", "startRunFacets", {"startRunFacets": "json"}) + "\n"
+            + _take_latest("r", "runFacets", {"runFacets": "json"}) + "\n"
             + _take_latest("r", "errorMessage", {"errorMessage": "message",
                                                  "errorLanguage": "programmingLanguage"}),
     "datasets": "UNWIND $rows AS row\nMERGE (d:Dataset {namespace: row.namespace, name: row.name})\n"

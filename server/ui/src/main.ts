@@ -465,7 +465,9 @@ async function runDetail(runId: string): Promise<void> {
   $("run-detail").innerHTML = html`<h3>Run ${runId}</h3><p class="state-${run.state}">${run.state}${run.errorMessage ? `: ${run.errorMessage}` : ""}</p>` +
     `<p>read</p><ul>${rows(detail.inputs)}</ul><p>wrote</p><ul>${rows(detail.outputs)}</ul>` +
     (detail.parent ? html`<p>parent: ${detail.parent.job?.name ?? ""} ${detail.parent.runId}</p>` : "") +
-    (detail.children.length ? html`<p>${detail.children.length} child runs</p>` : "");
+    (detail.children.length ? html`<p>${detail.children.length} child runs</p>` : "") +
+    Object.entries(run.facets ?? {}).map(([name, facet]) =>
+      html`<details class="facet"><summary>facet ${name}</summary><pre>${JSON.stringify(facet, null, 2)}</pre></details>`).join("");
 }
 
 function fieldPage(panel: HTMLElement, id: string): void {

@@ -70,7 +70,9 @@ def test_schema_history_and_run_detail(clients: ClientSettings, topics: tuple[di
             _event("COMPLETE", "2024-05-01T10:00:00Z", {"runId": first}, "load", [{**v1, "outputFacets": {
                 "outputStatistics": {"_producer": PRODUCER, "rowCount": 1000, "size": 4096, "_schemaURL":
                                      "https://openlineage.io/spec/facets/1-0-2/OutputStatisticsOutputDatasetFacet.json"}}}]),
-            _event("START", "2024-05-02T10:00:00Z", child_run, "load", [v2], [source]),
+            _event("START", "2024-05-02T10:00:00Z", {**child_run, "facets": {**child_run["facets"], "processing_engine":
+                {"_producer": PRODUCER, "_schemaURL": "https://openlineage.io/spec/facets/1-1-1/"
+                 "ProcessingEngineRunFacet.json", "version": "3.5.6", "name": "spark"}}}, "load", [v2], [source]),
             _event("FAIL", "2024-05-02T10:05:00Z", {**child_run, "facets": {**child_run["facets"], "errorMessage": {
                 "_producer": PRODUCER, "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/"
                 "ErrorMessageRunFacet.json", "message": "disk full", "programmingLanguage": "python"}}},
@@ -88,6 +90,9 @@ def test_schema_history_and_run_detail(clients: ClientSettings, topics: tuple[di
         assert history["versions"][1]["severity"] == "COMPATIBLE"  # INT → BIGINT widens, a column added
         detail = requests.get(f"{server.url}/api/v2/runs/{child}", timeout=30).json()
         assert detail["run"]["state"] == "FAIL" and detail["run"]["errorMessage"] == "disk full"
+        facets = detail["run"]["facets"]  # START's, updated by FAIL's
+        assert set(facets) == {"parent", "processing_engine", "errorMessage"}
+        assert facets["processing_engine"]["version"] == "3.5.6" and facets["errorMessage"]["message"] == "disk full"
         assert detail["job"] == {"namespace": "feeds", "name": "load"}
         assert detail["parent"]["runId"] == parent and detail["parent"]["job"] == {"namespace": "feeds",
                                                                                    "name": "dag"}

@@ -61,13 +61,17 @@ def world(clients: ClientSettings) -> dict[str, str]:
     revenue = _dataset(ns, f"revenue_{tag}", f"total_{tag}", (f"settled_{tag}", "amount"))
     settle, report = (jobs, "settle"), (jobs, "report")
     settle_run, report_run = str(uuid.uuid4()), str(uuid.uuid4())
+    failed = _run("FAIL", now - timedelta(days=1, minutes=-5), report, [settled], [revenue], report_run)
+    failed["run"]["facets"] = {"errorMessage": {
+        "_producer": PRODUCER, "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/ErrorMessageRunFacet.json",
+        "message": "out of memory", "programmingLanguage": "python"}}
     with driver_for(clients) as driver:
         ensure_constraints(driver)
         write_events(driver, [
             _run("START", now - timedelta(days=10), settle, [payments], [settled], settle_run),
             _run("COMPLETE", now - timedelta(days=10, minutes=-5), settle, [payments], [settled], settle_run),
             _run("START", now - timedelta(days=1), report, [settled], [revenue], report_run),
-            _run("FAIL", now - timedelta(days=1, minutes=-5), report, [settled], [revenue], report_run),
+            failed,
         ])
     return {"ns": ns, "jobs": jobs, "tag": tag}
 
@@ -125,6 +129,10 @@ def test_search_open_expand_columns_time_and_live_alert(server: ChildProcess, br
     # the job page: its runs
     report.click()
     page.locator("#details table.runs td.state-FAILED").wait_for(timeout=15_000)
+    page.locator("#details table.runs button.run").first.click()  # a run's detail: its error and facets
+    page.locator("#run-detail p", has_text="out of memory").wait_for(timeout=15_000)
+    page.locator("#run-detail details.facet summary", has_text="errorMessage").click()
+    assert '"programmingLanguage": "python"' in page.locator("#run-detail details.facet pre").inner_text()
     # columns: payments.amount → settled.amount → revenue.total
     page.goto(f"{server.url}/#/lineage?node={_q(f'dataset:{ns}:{settled}')}&depth=3&dir=both")
     page.wait_for_function("document.body.dataset.graphNodes === '5'", timeout=15_000)

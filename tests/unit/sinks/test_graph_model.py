@@ -17,11 +17,13 @@ from kafka_lineage.sinks.graph.model import (
     CONSTRAINTS,
     FINGERPRINT_QUERIES,
     KEY_MAX_BYTES,
+    RUN_FACETS_MAX_BYTES,
     STATEMENTS,
     GraphBatch,
     field_paths,
     fingerprint,
     graph_batch,
+    run_facets_json,
     state_rank,
     statements,
     stored_key,
@@ -85,14 +87,17 @@ def rows(batch: GraphBatch, name: str) -> list[dict]:
 
 # --- the scenario, exactly ---------------------------------------------------------------------------------------
 def test_scenario_nodes():
-    batch = graph_batch(scenario())
+    events = scenario()
+    batch = graph_batch(events)
     assert rows(batch, "jobs") == [
         {"namespace": "airflow", "name": "dag.task", "lastEventTime": None, "jobType": None},
         {"namespace": "dbt", "name": "model.orders", "lastEventTime": "2024-05-01T12:00:00.000000Z", "jobType": None},
         {"namespace": "spark", "name": "orders.etl", "lastEventTime": "2024-05-01T13:00:00.000000Z",
          "jobType": {"processingType": "BATCH", "integration": "SPARK", "jobType": "JOB"}},
     ]
-    assert rows(batch, "runs") == [
+    runs = rows(batch, "runs")
+    facets = {r["runId"]: (r.pop("startRunFacets"), r.pop("runFacets")) for r in runs}
+    assert runs == [
         {"runId": RUN, "state": "COMPLETE", "rank": 2, "stateOrder": "2024-05-01T12:10:00.123456Z|COMPLETE",
          "startTime": "2024-05-01T12:00:00.000000Z", "endTime": "2024-05-01T12:10:00.123456Z",
          "lastEventTime": "2024-05-01T12:10:00.123456Z",
@@ -104,6 +109,10 @@ def test_scenario_nodes():
          "startTime": None, "endTime": "2024-05-01T13:00:00.000000Z", "lastEventTime": "2024-05-01T13:00:00.000000Z",
          "nominalTime": None, "errorMessage": {"message": "boom", "programmingLanguage": "python"}},
     ]
+    # a run's facets as JSON: the START event's, and the latest other event's (here COMPLETE's, not RUNNING's)
+    start, latest = (json.loads(group["json"]) for group in facets[RUN])
+    assert start == events[0]["run"]["facets"] and latest == events[2]["run"]["facets"]
+    assert facets[PARENT] == (None, None) and facets[FAILED][0] is None
     kafka_fields = dataset_event()["dataset"]["facets"]["schema"]["fields"]
     assert rows(batch, "datasets") == [
         {"namespace": "kafka://broker:9092", "name": "orders", "schema": {"version": schema_version(kafka_fields)}},
@@ -301,6 +310,15 @@ def test_old_field_level_transformation_type_is_the_fallback():
     assert graph_batch([event])["derives_from"][0]["lineage"]["transformation"] == "IDENTITY"
     spec.pop("transformationType")
     assert graph_batch([event])["derives_from"][0]["lineage"]["transformation"] == ""
+
+
+def test_run_facets_past_the_limit_leave_out_the_largest():
+    facets = {"small": {"a": 1}, "plan": {"text": "x" * RUN_FACETS_MAX_BYTES}, "mid": {"text": "é" * 20_000}}
+    assert json.loads(run_facets_json({"small": {"a": 1}})) == {"small": {"a": 1}}
+    kept = json.loads(text := run_facets_json(facets))
+    assert len(text.encode()) <= RUN_FACETS_MAX_BYTES
+    assert kept["small"] == {"a": 1} and kept["mid"] == facets["mid"] and "plan" not in kept
+    assert kept["_omitted"] == {"plan": len(json.dumps(facets["plan"], separators=(",", ":")))}
 
 
 def test_malformed_facets_are_skipped():
