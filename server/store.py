@@ -27,6 +27,8 @@ _RUN = ("{runId: r.runId, state: r.state, startTime: r.startTime, endTime: r.end
         "errorMessage: r.errorMessage, inputRowCount: r.inputRowCount, outputRowCount: r.outputRowCount, "
         "inputBytes: r.inputBytes, outputBytes: r.outputBytes}")
 LATEST_RUNS = 10  # runs shown with a job (Marquez's latestRuns)
+# Runs newest first: by start (else last event) time, then id; the order the sink's latest-run pointer keeps.
+_NEWEST_FIRST = "coalesce(r.startTime, r.lastEventTime, '') DESC, r.runId DESC"
 
 _NAMESPACES = (
     "CALL { MATCH (d:Dataset) RETURN " + _NS.format("d") + " AS namespace, null AS time "
@@ -54,14 +56,14 @@ _JOB_FIELDS = (
     "j.integration AS integration, firstRun, "
     "[(d:Dataset)-[:INPUT_TO]->(j) | [" + _NS.format("d") + ", " + _NAME.format("d") + "]] AS inputs, "
     "[(j)-[:OUTPUTS]->(d:Dataset) | [" + _NS.format("d") + ", " + _NAME.format("d") + "]] AS outputs, "
-    "COLLECT { MATCH (r:Run)-[:OF_JOB]->(j) WITH r ORDER BY coalesce(r.startTime, r.lastEventTime) DESC "
+    "COLLECT { MATCH (r:Run)-[:OF_JOB]->(j) WITH r ORDER BY " + _NEWEST_FIRST + " "
     "LIMIT $latest RETURN " + _RUN + " } AS runs")
 _JOBS = ("MATCH (j:Job {namespace: $namespace}) WITH j ORDER BY j.name SKIP $offset LIMIT $limit "
          + _JOB_FIELDS)
 _JOB = "MATCH (j:Job {namespace: $namespace, name: $name}) " + _JOB_FIELDS
 _COUNT_JOBS = "MATCH (j:Job {namespace: $namespace}) RETURN count(j)"
 _RUNS = ("MATCH (j:Job {namespace: $namespace, name: $name}) OPTIONAL MATCH (r:Run)-[:OF_JOB]->(j) "
-         "WITH j, r ORDER BY coalesce(r.startTime, r.lastEventTime) DESC SKIP $offset LIMIT $limit "
+         "WITH j, r ORDER BY " + _NEWEST_FIRST + " SKIP $offset LIMIT $limit "
          "RETURN count(j) > 0 AS found, [x IN collect(CASE WHEN r IS NOT NULL THEN " + _RUN + " END) "
          "WHERE x IS NOT NULL] AS runs")
 _VERSIONS = ("MATCH (d:Dataset {namespace: $namespace, name: $name}) "
@@ -160,13 +162,15 @@ _DATASET_RUNS = (
     "COLLECT { MATCH (d)<-[e:READ]-(r:Run) WHERE e.dataQuality IS NOT NULL "
     "WITH r, e ORDER BY coalesce(r.endTime, r.lastEventTime) DESC LIMIT $limit "
     "RETURN {runId: r.runId, state: r.state, endTime: r.endTime, dataQuality: e.dataQuality} } AS quality")
-# The latest run of each job (``$ids``), by then (``$asOf``): the state a lineage graph colours its jobs with.
+# The latest run of each job (``$ids``): now, the run the job points at (kept by the sink); by then (``$asOf``), the
+# latest started by then.
 _LATEST_RUNS = (
+    "UNWIND $ids AS id MATCH (j:Job) WHERE elementId(j) = id OPTIONAL MATCH (r:Run {runId: j.latestRunId}) "
+    "RETURN id, CASE WHEN r IS NULL THEN null ELSE " + _RUN + " END")
+_LATEST_RUNS_AS_OF = (
     "UNWIND $ids AS id MATCH (j:Job) WHERE elementId(j) = id "
-    "RETURN id, COLLECT { MATCH (r:Run)-[:OF_JOB]->(j) WHERE $asOf IS NULL OR r.startTime <= $asOf "
-    "WITH r ORDER BY coalesce(r.startTime, r.lastEventTime) DESC LIMIT 1 RETURN " + _RUN + " }[0]")
-
-
+    "RETURN id, COLLECT { MATCH (r:Run)-[:OF_JOB]->(j) WHERE r.startTime <= $asOf "
+    "WITH r ORDER BY " + _NEWEST_FIRST + " LIMIT 1 RETURN " + _RUN + " }[0]")
 # The schema fields of each dataset (``$ids``) current then (``$asOf``): the latest version first seen by then.
 _SCHEMAS = (
     "UNWIND $ids AS id MATCH (d:Dataset) WHERE elementId(d) = id "
@@ -288,7 +292,9 @@ class GraphStore:
         jobs = [element for element, node in graph.nodes.items() if node.kind == "job"]
         if not jobs:
             return {}
-        return {element: run for element, run in self._read(_LATEST_RUNS, ids=jobs, asOf=as_of) if run}
+        if as_of is None:
+            return {element: run for element, run in self._read(_LATEST_RUNS, ids=jobs) if run}
+        return {element: run for element, run in self._read(_LATEST_RUNS_AS_OF, ids=jobs, asOf=as_of) if run}
 
     def schemas(self, graph: Graph, as_of: str | None = None) -> dict[str, str]:
         """Element id → the fields JSON of the schema current (by ``as_of``) of every dataset in ``graph``."""

@@ -57,9 +57,9 @@ from kafka_lineage.schemas.openlineage import lifecycle_rank
 from kafka_lineage.schemas.schema_diff import schema_fields, schema_version
 
 __all__ = [
+    "BACKFILL",
     "CONSTRAINTS",
     "FINGERPRINT_QUERIES",
-    "SEARCH_KEY_BACKFILL",
     "STATEMENTS",
     "GraphBatch",
     "field_paths",
@@ -533,6 +533,23 @@ def _max_set(var: str, prop: str) -> str:
 
 
 _JOB = "MATCH (j:Job {namespace: row.jobNamespace, name: row.jobName})"
+# A job points at its latest run (``latestRunId``, with that run's key in ``latestRunKey``): the run with the largest
+# (start time, else last event time; runId), so a lineage graph's hundreds of jobs do not each sort their years of
+# runs. Per row, in a subquery (each sees the rows before it): a run whose key passes the pointed one's takes the
+# pointer; when the pointed run's own key went down (its START came after a later event), every run of the job is
+# ranked again.
+_RUN_KEY = "coalesce({0}.startTime, {0}.lastEventTime, '')"
+_LATEST_RUN_OF = ("MATCH (x:Run)-[:OF_JOB]->(j) WITH j, x, " + _RUN_KEY.format("x") + " AS xKey "
+                  "ORDER BY xKey DESC, x.runId DESC LIMIT 1")
+_LATEST_RUN = (
+    "CALL (r, j) {\n"
+    "  OPTIONAL MATCH (cur:Run {runId: j.latestRunId})\n"
+    "  WITH r, j, cur, " + _RUN_KEY.format("r") + " AS key, " + _RUN_KEY.format("cur") + " AS curKey\n"
+    "  WITH r, j, key, cur = r AND key < coalesce(j.latestRunKey, '') AS rescan\n"
+    "    WHERE cur IS NULL OR cur = r OR key > curKey OR (key = curKey AND r.runId > cur.runId)\n"
+    "  OPTIONAL CALL (j, rescan) { WITH j WHERE rescan " + _LATEST_RUN_OF + " RETURN x.runId AS found, xKey }\n"
+    "  SET j.latestRunId = coalesce(found, r.runId), j.latestRunKey = CASE WHEN found IS NULL THEN key ELSE xKey END\n"
+    "}")
 # Lineage edges keep the event times they were first and last seen at (not wall-clock times: a replay reproduces
 # them), which as-of questions read.
 _SEEN = f"SET {_min_set('e', 'firstSeen')}, {_max_set('e', 'lastSeen')}"
@@ -582,7 +599,7 @@ STATEMENTS: dict[str, str] = {
                              "SET n.fullNamespace = row.fullNamespace, n.fullName = row.fullName",
     # --- relationships (every end has a node row in the same batch, written above)
     "of_job": "UNWIND $rows AS row\nMATCH (r:Run {runId: row.runId})\n"
-              "MATCH (j:Job {namespace: row.namespace, name: row.name})\nMERGE (r)-[:OF_JOB]->(j)",
+              "MATCH (j:Job {namespace: row.namespace, name: row.name})\nMERGE (r)-[:OF_JOB]->(j)\nWITH r, j\n" + _LATEST_RUN,
     "child_of": "UNWIND $rows AS row\nMATCH (r:Run {runId: row.runId})\nMATCH (p:Run {runId: row.parentRunId})\n"
                 "MERGE (r)-[:CHILD_OF]->(p)",
     "read": f"UNWIND $rows AS row\nMATCH (r:Run {{runId: row.runId}})\n{_DATASET}\nMERGE (r)-[e:READ]->(d)\n"
@@ -645,10 +662,13 @@ CONSTRAINTS: list[str] = [
     "CREATE INDEX dataset_search_order IF NOT EXISTS FOR (d:Dataset) ON (d.searchKey)",
     "CREATE INDEX field_search_order IF NOT EXISTS FOR (f:Field) ON (f.searchKey)",
 ]
-# Search keys for nodes a sink wrote before it kept them (auto-commit statements: IN TRANSACTIONS needs one).
-SEARCH_KEY_BACKFILL: list[str] = [
-    f"MATCH (n:{label}) WHERE n.searchKey IS NULL CALL (n) {{ SET n.searchKey = toLower(n.{key}) }} "
-    "IN TRANSACTIONS OF 10000 ROWS" for label, key in (("Job", "name"), ("Dataset", "name"), ("Field", "field"))
+# What a sink that wrote the graph before keeping them leaves out: search keys and jobs' latest-run pointers
+# (auto-commit statements: IN TRANSACTIONS needs one).
+BACKFILL: list[str] = [
+    *(f"MATCH (n:{label}) WHERE n.searchKey IS NULL CALL (n) {{ SET n.searchKey = toLower(n.{key}) }} "
+      "IN TRANSACTIONS OF 10000 ROWS" for label, key in (("Job", "name"), ("Dataset", "name"), ("Field", "field"))),
+    "MATCH (j:Job) WHERE j.latestRunId IS NULL AND EXISTS { (:Run)-[:OF_JOB]->(j) } CALL (j) { " + _LATEST_RUN_OF
+    + " SET j.latestRunId = x.runId, j.latestRunKey = xKey } IN TRANSACTIONS OF 1000 ROWS",
 ]
 
 

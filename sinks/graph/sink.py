@@ -32,9 +32,9 @@ from kafka_lineage.schemas.openlineage import FacetCache, record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, RegistryUnavailable, WireFormatError
 from kafka_lineage.sinks.consumer import consume_loop, sink_consumer
 from kafka_lineage.sinks.graph.model import (
+    BACKFILL,
     CONSTRAINTS,
     FINGERPRINT_QUERIES,
-    SEARCH_KEY_BACKFILL,
     fingerprint,
     graph_batch,
     statements,
@@ -54,7 +54,7 @@ def driver_for(clients: ClientSettings, **options: Any) -> Driver:
 
 def ensure_constraints(driver: Driver) -> None:
     with driver.session() as session:
-        for statement in CONSTRAINTS + SEARCH_KEY_BACKFILL:
+        for statement in CONSTRAINTS + BACKFILL:
             session.run(statement).consume()
 
 

@@ -294,7 +294,10 @@ function notice(text: string): void {
   $("notice").textContent = text;
 }
 
+let lineageSeq = 0;
+
 async function showLineage(view: View): Promise<void> {
+  const seq = ++lineageSeq;
   syncControls(view);
   if (!view.node) return;
   const start = parseNodeId(view.node);
@@ -309,6 +312,7 @@ async function showLineage(view: View): Promise<void> {
       response = await call("/api/v1/lineage", { nodeId: view.node, depth: view.depth, asOf: view.asOf });
     }
     const body = await response.json();
+    if (seq !== lineageSeq) return; // the view changed while this answer was on its way: the later one draws
     if (!response.ok) { notice(body.message); cy?.destroy(); cy = undefined; shown = new Map(); renderNodeList(); document.body.dataset.graphNodes = "0"; return; }
     const nodes = directed(body.graph, view.node, view.dir);
     draw(nodes, view.node);
