@@ -285,7 +285,8 @@ def create_app(store: GraphStore, settings: ServerSettings, metrics: Metrics | N
     def impact(namespace: str, dataset: str, depth: Depth = 5, direction: str = "down",
                column: str | None = None, asOf: AsOf = None) -> JSONResponse:
         """Downstream (``direction=down``) or upstream jobs and datasets of a dataset, nearest first, each with the
-        path from the dataset, whether a completed run wrote it, and whether the answer was cut short."""
+        path from the dataset, the run that last touched it (a job's latest run; for a dataset, the latest run of a
+        job writing it), whether a completed run wrote it, and whether the answer was cut short."""
         if direction not in ("down", "up"):
             raise HTTPException(400, f"direction: down or up, got {direction!r}")
         ns, name, as_of = _segment(namespace), _segment(dataset), _as_of(asOf)
@@ -305,12 +306,14 @@ def create_app(store: GraphStore, settings: ServerSettings, metrics: Metrics | N
         walk = traverse(store.driver, ns, name, depth, direction, settings.max_nodes, settings.query_timeout, as_of)
         if not walk.found:
             raise NotFound(f"dataset {ns} {name} is not in the graph")
+        last_runs = store.last_runs([(n.kind, n.namespace, n.name) for n in walk.nodes], as_of)
         return JSONResponse({
             "dataset": {"namespace": ns, "name": name}, "direction": direction, "depth": depth, "asOf": as_of,
             "truncated": walk.truncated or asked > depth, "stoppedBy": walk.stopped or ("depth" if asked > depth
                                                                                           else None),
             "nodes": [{"kind": n.kind, "namespace": n.namespace, "name": n.name, "depth": n.depth,
                        "path": [list(step) for step in walk.path(n.kind, n.namespace, n.name)],
+                       "lastRun": last_runs.get((n.kind, n.namespace, n.name)),
                        **({"written": ("dataset", n.namespace, n.name) not in walk.unwritten}
                           if n.kind == "dataset" else {})} for n in walk.nodes],
             "edges": [[list(a), list(b)] for a, b in walk.edges],

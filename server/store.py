@@ -171,6 +171,21 @@ _LATEST_RUNS_AS_OF = (
     "UNWIND $ids AS id MATCH (j:Job) WHERE elementId(j) = id "
     "RETURN id, COLLECT { MATCH (r:Run)-[:OF_JOB]->(j) WHERE r.startTime <= $asOf "
     "WITH r ORDER BY " + _NEWEST_FIRST + " LIMIT 1 RETURN " + _RUN + " }[0]")
+# The run that last touched each job (``$jobs``, [namespace, name] keys): its latest run; and each dataset
+# (``$datasets``): the latest of the latest runs of the jobs that write it. By then (``$asOf``): runs started by then.
+def _last_runs(runs_of_j: str) -> str:
+    latest = "COLLECT { " + runs_of_j + " WITH r ORDER BY " + _NEWEST_FIRST + " LIMIT 1 RETURN r } AS runs "
+    return ("CALL { UNWIND $jobs AS key MATCH (j:Job {namespace: key[0], name: key[1]}) "
+            "RETURN key, 'job' AS kind, " + latest + "UNION ALL "
+            "UNWIND $datasets AS key MATCH (d:Dataset {namespace: key[0], name: key[1]}) "
+            "RETURN key, 'dataset' AS kind, " + latest.replace("{ ", "{ MATCH (j:Job)-[:OUTPUTS]->(d) ", 1) + "} "
+            "WITH key, kind, runs[0] AS r WHERE r IS NOT NULL "
+            "RETURN kind, key, {runId: r.runId, state: r.state, startTime: r.startTime, endTime: r.endTime}")
+
+
+_LAST_RUNS = _last_runs("MATCH (r:Run {runId: j.latestRunId})")
+_LAST_RUNS_AS_OF = _last_runs("MATCH (r:Run)-[:OF_JOB]->(j) WHERE r.startTime <= $asOf")
+
 # The schema fields of each dataset (``$ids``) current then (``$asOf``): the latest version first seen by then.
 _SCHEMAS = (
     "UNWIND $ids AS id MATCH (d:Dataset) WHERE elementId(d) = id "
@@ -295,6 +310,20 @@ class GraphStore:
         if as_of is None:
             return {element: run for element, run in self._read(_LATEST_RUNS, ids=jobs) if run}
         return {element: run for element, run in self._read(_LATEST_RUNS_AS_OF, ids=jobs, asOf=as_of) if run}
+
+    def last_runs(self, nodes: Iterable[tuple[str, str, str]], as_of: str | None = None
+                  ) -> dict[tuple[str, str, str], dict[str, Any]]:
+        """(kind, namespace, name) → the run that last touched it (``_LAST_RUNS``), for jobs and datasets."""
+        nodes = list(nodes)
+        keys: dict[str, list[list[str]]] = {"job": [], "dataset": []}
+        for kind, namespace, name in nodes:
+            keys[kind].append([stored_key(namespace), stored_key(name)])
+        if not keys["job"] and not keys["dataset"]:
+            return {}
+        names = {(kind, stored_key(ns), stored_key(name)): (kind, ns, name) for kind, ns, name in nodes}
+        return {names[(kind, key[0], key[1])]: run
+                for kind, key, run in self._read(_LAST_RUNS if as_of is None else _LAST_RUNS_AS_OF, jobs=keys["job"],
+                                                 datasets=keys["dataset"], asOf=as_of)}
 
     def schemas(self, graph: Graph, as_of: str | None = None) -> dict[str, str]:
         """Element id → the fields JSON of the schema current (by ``as_of``) of every dataset in ``graph``."""

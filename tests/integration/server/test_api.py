@@ -190,6 +190,9 @@ def test_v2_impact_with_paths_and_written_flags(server: ChildProcess, world: Wor
     rows = {(n["kind"], n["name"]): n for n in answer["nodes"]}
     assert set(rows) == {("job", "etl.clean"), ("dataset", "shop.mid"), ("job", "etl.report"),
                          ("dataset", "shop.out")}
+    assert {key: (n["lastRun"]["runId"], n["lastRun"]["state"]) for key, n in rows.items()} == {
+        ("job", "etl.clean"): (world.clean_run, "COMPLETE"), ("dataset", "shop.mid"): (world.clean_run, "COMPLETE"),
+        ("job", "etl.report"): (world.report_run, "COMPLETE"), ("dataset", "shop.out"): (world.report_run, "COMPLETE")}
     assert rows[("dataset", "shop.out")]["path"] == [
         ["dataset", world.ns, "shop.raw/orders"], ["job", world.jobs, "etl.clean"], ["dataset", world.ns, "shop.mid"],
         ["job", world.jobs, "etl.report"], ["dataset", world.ns, "shop.out"]]
@@ -269,6 +272,11 @@ def test_as_of_answers_the_graph_as_it_was(server: ChildProcess, world: World) -
     assert impact["asOf"] == "2024-05-01T11:00:00.000000Z"
     assert [(n["kind"], n["name"], n.get("written")) for n in impact["nodes"]] == [  # depth 1 both, then kind
         ("dataset", "shop.mid", False), ("job", "etl.clean", None)]
+    assert [(n["lastRun"]["runId"], n["lastRun"]["state"]) for n in impact["nodes"]] == [  # the run started then
+        (world.clean_run, "COMPLETE")] * 2
+    early = _get(server, f"/api/v2/datasets/{_seg(world.ns)}/{_seg('shop.raw/orders')}/impact",
+                 asOf="2024-05-01T10:30:00Z")["nodes"]
+    assert [n["lastRun"]["runId"] for n in early] == [world.failed] * 2
     total = f"datasetField:{world.ns}:shop.out:total"
     columns = _get(server, "/api/v1/column-lineage", nodeId=total, asOf="2024-05-01T11:00:00Z")["graph"]
     assert [n["id"] for n in columns] == [total]
