@@ -67,12 +67,14 @@ def dataset_version(ns: str, name: str, version: Mapping[str, Any]) -> dict[str,
 
 
 def run(row: Mapping[str, Any]) -> dict[str, Any]:
+    """Marquez's Run (its facets when the row has them: the job's runs list)."""
     start, end = row.get("startTime"), row.get("endTime")
     return {
         "id": row["runId"], "createdAt": start or row.get("lastEventTime"), "updatedAt": row.get("lastEventTime"),
         "nominalStartTime": row.get("nominalStartTime"), "nominalEndTime": row.get("nominalEndTime"),
         "state": RUN_STATES.get(row.get("state") or "", "NEW"), "startedAt": start, "endedAt": end,
-        "durationMs": _millis(start, end), "args": {}, "facets": {},
+        "durationMs": _millis(start, end), "args": {}, "jobVersion": None, "inputVersions": [], "outputVersions": [],
+        "context": {}, "facets": row.get("facets") or {},
     }
 
 

@@ -62,9 +62,10 @@ _JOBS = ("MATCH (j:Job {namespace: $namespace}) WITH j ORDER BY j.name SKIP $off
          + _JOB_FIELDS)
 _JOB = "MATCH (j:Job {namespace: $namespace, name: $name}) " + _JOB_FIELDS
 _COUNT_JOBS = "MATCH (j:Job {namespace: $namespace}) RETURN count(j)"
+_RUN_WITH_FACETS = _RUN.replace("{runId:", "{startRunFacets: r.startRunFacets, runFacets: r.runFacets, runId:")
 _RUNS = ("MATCH (j:Job {namespace: $namespace, name: $name}) OPTIONAL MATCH (r:Run)-[:OF_JOB]->(j) "
          "WITH j, r ORDER BY " + _NEWEST_FIRST + " SKIP $offset LIMIT $limit "
-         "RETURN count(j) > 0 AS found, [x IN collect(CASE WHEN r IS NOT NULL THEN " + _RUN + " END) "
+         "RETURN count(j) > 0 AS found, [x IN collect(CASE WHEN r IS NOT NULL THEN " + _RUN_WITH_FACETS + " END) "
          "WHERE x IS NOT NULL] AS runs")
 _VERSIONS = ("MATCH (d:Dataset {namespace: $namespace, name: $name}) "
              "OPTIONAL MATCH (d)-[:HAS_SCHEMA]->(s:SchemaVersion) "
@@ -137,8 +138,7 @@ _FIELD_TYPES = ("UNWIND $datasets AS key MATCH (d:Dataset {namespace: key[0], na
 
 _RUN_DETAIL = (
     "MATCH (r:Run {runId: $runId}) "
-    "RETURN " + _RUN.replace("{runId:", "{errorLanguage: r.errorLanguage, startRunFacets: r.startRunFacets, "
-                             "runFacets: r.runFacets, runId:") + " AS run, "
+    "RETURN " + _RUN_WITH_FACETS.replace("{", "{errorLanguage: r.errorLanguage, ", 1) + " AS run, "
     "[(r)-[:OF_JOB]->(j:Job) | {namespace: " + _NS.format("j") + ", name: " + _NAME.format("j") + "}][0] AS job, "
     "[(r)-[e:READ]->(d:Dataset) | {namespace: " + _NS.format("d") + ", name: " + _NAME.format("d") + ", "
     "rowCount: e.rowCount, bytes: e.bytes, dataQuality: e.dataQuality}] AS inputs, "
@@ -285,6 +285,8 @@ class GraphStore:
                                    offset=offset)
         if not found:
             raise NotFound(f"job {namespace} {name} is not in the graph")
+        for run in runs:
+            run["facets"] = run_facets(run)
         return runs
 
     def versions(self, namespace: str, name: str, limit: int, offset: int) -> list[dict[str, Any]]:
@@ -338,8 +340,7 @@ class GraphStore:
         if not rows:
             raise NotFound(f"run {run_id} is not in the graph")
         run, job, inputs, outputs, parent, children = rows[0]
-        # the START event's facets, updated by the latest other event's (each kept as JSON by the sink)
-        run["facets"] = {**_json_object(run.pop("startRunFacets")), **_json_object(run.pop("runFacets"))}
+        run["facets"] = run_facets(run)
         return {"run": run, "job": job, "inputs": inputs, "outputs": outputs, "parent": parent, "children": children}
 
     def search(self, query: str, kinds: Iterable[str], limit: int, namespace: str | None = None
@@ -441,6 +442,12 @@ class GraphStore:
         if len(rows) > self.max_rows_per_level:
             graph.stopped, rows = "edges", rows[:self.max_rows_per_level]
         graph.edges.update({(start, end): transformation for start, end, transformation in rows})
+
+
+def run_facets(run: dict[str, Any]) -> dict[str, Any]:
+    """A run row's facets (popping the two JSON texts the sink keeps): the START event's, updated by the latest
+    other event's."""
+    return {**_json_object(run.pop("startRunFacets", None)), **_json_object(run.pop("runFacets", None))}
 
 
 def _json_object(text: str | None) -> dict[str, Any]:

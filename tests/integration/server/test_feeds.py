@@ -93,6 +93,9 @@ def test_schema_history_and_run_detail(clients: ClientSettings, topics: tuple[di
         facets = detail["run"]["facets"]  # START's, updated by FAIL's
         assert set(facets) == {"parent", "processing_engine", "errorMessage"}
         assert facets["processing_engine"]["version"] == "3.5.6" and facets["errorMessage"]["message"] == "disk full"
+        runs = requests.get(f"{server.url}/api/v1/namespaces/feeds/jobs/load/runs", timeout=30).json()["runs"]
+        assert [(r["id"], set(r["facets"])) for r in runs if r["id"] in (child, first)] == [  # Marquez's too
+            (child, set(facets)), (first, set())]
         assert detail["job"] == {"namespace": "feeds", "name": "load"}
         assert detail["parent"]["runId"] == parent and detail["parent"]["job"] == {"namespace": "feeds",
                                                                                    "name": "dag"}

@@ -74,27 +74,42 @@ def test_search_is_marquez_like_containment() -> None:
     assert marquez.search_result(["JOB", "etl", "clean", None, None])["nodeId"] == "job:etl:clean"
 
 
-# Marquez's property names (MarquezProject/marquez spec/openapi.yml; ColumnLineageNodeData for column graphs),
-# written out: every shape we answer must carry exactly these (deprecated ones included, as Marquez still does).
-MARQUEZ_PROPERTIES = {
-    "Namespace": {"name", "createdAt", "updatedAt", "ownerName", "description"},
-    "Dataset": {"id", "type", "name", "physicalName", "createdAt", "updatedAt", "namespace", "sourceName", "fields",
-                "tags", "lastModifiedAt", "lastLifecycleState", "description", "facets", "currentVersion", "deleted"},
-    "DatasetVersion": {"id", "type", "name", "physicalName", "createdAt", "version", "namespace", "sourceName",
-                       "fields", "tags", "description", "createdByRun", "facets"},
-    "Job": {"id", "type", "name", "simpleName", "parentJobName", "parentJobUuid", "createdAt", "updatedAt",
-            "namespace", "inputs", "outputs", "location", "context", "description", "latestRun", "latestRuns",
-            "facets", "currentVersion"},
-    "IncompleteRun": {"id", "createdAt", "updatedAt", "nominalStartTime", "nominalEndTime", "state", "startedAt",
-                      "endedAt", "durationMs", "args", "facets"},
-    "SearchResult": {"type", "name", "updatedAt", "namespace", "nodeId"},
-    "GraphNode": {"id", "type", "data", "inEdges", "outEdges"},
-    "GraphEdge": {"origin", "destination"},
-    "ColumnLineageNodeData": {"namespace", "dataset", "datasetVersion", "field", "fieldType",
-                              "transformationDescription", "transformationType", "inputFields"},
-    "InputFieldNodeData": {"namespace", "dataset", "datasetVersion", "field", "transformationDescription",
-                           "transformationType"},
+# Marquez's properties and their JSON types (MarquezProject/marquez spec/openapi.yml, its Java models for what the
+# spec leaves out: Job.simpleName/parentJob*/latestRuns, ColumnLineageNodeData), written out: every shape we answer
+# must carry exactly these, each null or of its type (deprecated ones included, as Marquez still does).
+STR, INT, OBJ, ARR, BOOL = str, int, dict, list, bool
+_RUN_TYPES = {"id": STR, "createdAt": STR, "updatedAt": STR, "nominalStartTime": STR, "nominalEndTime": STR,
+              "state": STR, "startedAt": STR, "endedAt": STR, "durationMs": INT, "args": OBJ, "facets": OBJ}
+MARQUEZ_PROPERTIES: dict[str, dict[str, type]] = {
+    "Namespace": {"name": STR, "createdAt": STR, "updatedAt": STR, "ownerName": STR, "description": STR},
+    "Dataset": {"id": OBJ, "type": STR, "name": STR, "physicalName": STR, "createdAt": STR, "updatedAt": STR,
+                "namespace": STR, "sourceName": STR, "fields": ARR, "tags": ARR, "lastModifiedAt": STR,
+                "lastLifecycleState": STR, "description": STR, "facets": OBJ, "currentVersion": STR, "deleted": BOOL},
+    "DatasetVersion": {"id": OBJ, "type": STR, "name": STR, "physicalName": STR, "createdAt": STR, "version": STR,
+                       "namespace": STR, "sourceName": STR, "fields": ARR, "tags": ARR, "description": STR,
+                       "createdByRun": OBJ, "facets": OBJ},
+    "Job": {"id": OBJ, "type": STR, "name": STR, "simpleName": STR, "parentJobName": STR, "parentJobUuid": STR,
+            "createdAt": STR, "updatedAt": STR, "namespace": STR, "inputs": ARR, "outputs": ARR, "location": STR,
+            "context": OBJ, "description": STR, "latestRun": OBJ, "latestRuns": ARR, "facets": OBJ,
+            "currentVersion": STR},
+    "Run": {**_RUN_TYPES, "jobVersion": OBJ, "inputVersions": ARR, "outputVersions": ARR, "context": OBJ},
+    "SearchResult": {"type": STR, "name": STR, "updatedAt": STR, "namespace": STR, "nodeId": STR},
+    "GraphNode": {"id": STR, "type": STR, "data": OBJ, "inEdges": ARR, "outEdges": ARR},
+    "GraphEdge": {"origin": STR, "destination": STR},
+    "ColumnLineageNodeData": {"namespace": STR, "dataset": STR, "datasetVersion": STR, "field": STR, "fieldType": STR,
+                              "transformationDescription": STR, "transformationType": STR, "inputFields": ARR},
+    "InputFieldNodeData": {"namespace": STR, "dataset": STR, "datasetVersion": STR, "field": STR,
+                           "transformationDescription": STR, "transformationType": STR},
 }
+
+
+def _conforms(shape: dict, name: str) -> None:
+    spec = MARQUEZ_PROPERTIES[name]
+    assert set(shape) == set(spec), name
+    wrong = {key: value for key, value in shape.items() if value is not None and not isinstance(value, spec[key])}
+    assert not wrong, (name, wrong)
+
+
 RUN_ROW = {"runId": "r", "state": "COMPLETE", "startTime": "2024-05-01T10:00:00.000000Z",
            "endTime": "2024-05-01T10:01:00.000000Z", "lastEventTime": "2024-05-01T10:01:00.000000Z"}
 
@@ -102,20 +117,24 @@ RUN_ROW = {"runId": "r", "state": "COMPLETE", "startTime": "2024-05-01T10:00:00.
 def test_every_shape_has_exactly_marquez_properties() -> None:
     shapes = {
         "Namespace": marquez.namespace(["ns", None, None]),
-        "Dataset": marquez.dataset(["ns", "d", "v", "[]", None, None]),
+        "Dataset": marquez.dataset(["ns", "d", "v", '[{"name": "a", "type": "INT"}]', "2024-05-01T00:00:00.000000Z",
+                                    None]),
         "DatasetVersion": marquez.dataset_version("ns", "d", {"version": "v", "fields": "[]", "firstSeen": None}),
         "Job": marquez.job(["ns", "j", None, None, None, None, None, [], [], [RUN_ROW]]),
-        "IncompleteRun": marquez.run(RUN_ROW),
+        "Run": marquez.run({**RUN_ROW, "facets": {"parent": {}}}),
         "SearchResult": marquez.search_result(["DATASET", "ns", "d", None, None]),
     }
     for name, shape in shapes.items():
-        assert set(shape) == MARQUEZ_PROPERTIES[name], name
+        _conforms(shape, name)
+    _conforms(shapes["Job"]["latestRun"], "Run")
     table = Graph(nodes={"d": NodeId("dataset", "ns", "d"), "j": NodeId("job", "ns", "j")}, edges={("d", "j"): ""})
-    for node in marquez.lineage_graph(table)["graph"]:
-        assert set(node) == MARQUEZ_PROPERTIES["GraphNode"]
-        assert all(set(edge) == MARQUEZ_PROPERTIES["GraphEdge"] for edge in node["inEdges"] + node["outEdges"])
+    for node in marquez.lineage_graph(table, {"j": RUN_ROW})["graph"]:
+        _conforms(node, "GraphNode")
+        for edge in node["inEdges"] + node["outEdges"]:
+            _conforms(edge, "GraphEdge")
     columns = Graph(nodes={"o": NodeId("datasetField", "ns", "d", "a"), "i": NodeId("datasetField", "ns", "s", "b")},
                     edges={("o", "i"): "DIRECT/IDENTITY"})
     for node in marquez.column_lineage_graph(columns, {})["graph"]:
-        assert set(node["data"]) == MARQUEZ_PROPERTIES["ColumnLineageNodeData"]
-        assert all(set(f) == MARQUEZ_PROPERTIES["InputFieldNodeData"] for f in node["data"]["inputFields"])
+        _conforms(node["data"], "ColumnLineageNodeData")
+        for field in node["data"]["inputFields"]:
+            _conforms(field, "InputFieldNodeData")
