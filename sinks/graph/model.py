@@ -599,7 +599,8 @@ STATEMENTS: dict[str, str] = {
                              "SET n.fullNamespace = row.fullNamespace, n.fullName = row.fullName",
     # --- relationships (every end has a node row in the same batch, written above)
     "of_job": "UNWIND $rows AS row\nMATCH (r:Run {runId: row.runId})\n"
-              "MATCH (j:Job {namespace: row.namespace, name: row.name})\nMERGE (r)-[:OF_JOB]->(j)\nWITH r, j\n" + _LATEST_RUN,
+              "MATCH (j:Job {namespace: row.namespace, name: row.name})\nMERGE (r)-[:OF_JOB]->(j)\nWITH r, j\n"
+              + _LATEST_RUN,
     "child_of": "UNWIND $rows AS row\nMATCH (r:Run {runId: row.runId})\nMATCH (p:Run {runId: row.parentRunId})\n"
                 "MERGE (r)-[:CHILD_OF]->(p)",
     "read": f"UNWIND $rows AS row\nMATCH (r:Run {{runId: row.runId}})\n{_DATASET}\nMERGE (r)-[e:READ]->(d)\n"
