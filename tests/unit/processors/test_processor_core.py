@@ -81,7 +81,9 @@ def test_spark_style_starts_with_accumulating_facets_are_distinct() -> None:
     run = str(uuid.uuid4())
     first = _event(run, "spark", "START", 1)
     second = copy.deepcopy(first)
-    second["run"]["facets"] = {"spark_jobDetails": {"jobId": 3}}
+    second["run"]["facets"] = {"spark_jobDetails": {
+        "_producer": "https://github.com/OpenLineage/OpenLineage", "jobId": 3,
+        "_schemaURL": "https://openlineage.io/spark/facets/SparkJobDetailsRunFacet.json"}}
     out = _core().process(_incoming([first, second, first]), now=1.0)
     assert len(out.normalized) == 2 and out.duplicates == 1
 

@@ -76,7 +76,8 @@ def test_a_long_streaming_run_writes_one_small_dedupe_entry_per_event_and_forget
     tables = Tables()
     core = tables.core(dedupe_ttl_seconds=3600.0)
     run = str(uuid.uuid4())
-    events = [_event(run, "START", 0)] + [_event(run, "RUNNING", 7 * i, processed={"count": i})
+    processed = {"_producer": PRODUCER, "_schemaURL": "https://example.com/Processed.json"}
+    events = [_event(run, "START", 0)] + [_event(run, "RUNNING", 7 * i, processed={**processed, "count": i})
                                           for i in range(1, 30_001)]
     now, sizes = 1000.0, []
     for start in range(0, len(events), 500):  # 30,000 RUNNING events, one every 7 s of event time

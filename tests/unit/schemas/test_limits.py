@@ -53,7 +53,7 @@ def test_json_depth_of_the_whole_event() -> None:
     # event(1) > run(2) > facets(3) > facet(4) > "v": nested(k) is k + 1 objects deep
     def deep(k: int) -> dict[str, Any]:
         return event("ns", "job", run={"runId": "0190b2c4-6c4e-7a3e-8f2a-1b2c3d4e5f60",
-                                       "facets": {"deep": {"v": nested(k)}}})
+                                       "facets": {"deep": {"_producer": "p", "_schemaURL": "u", "v": nested(k)}}})
 
     _valid(deep(limits.MAX_JSON_DEPTH - 5))
     _refused(deep(limits.MAX_JSON_DEPTH - 4), "run.facets.deep.v.a.a", "nested deeper than 500 levels")

@@ -72,7 +72,13 @@ def test_absent_and_empty_collections_stay_distinct() -> None:
         (lambda e: e.pop("eventTime"), "eventTime"),
         (lambda e: e.update(eventTime="2024-05-01"), "eventTime"),
         (lambda e: e["job"].pop("name"), "job.name"),
-        (lambda e: e["job"].update(namespace=""), "job.namespace"),
+        (lambda e: e["job"].update(namespace=5), "job.namespace"),
+        (lambda e: e.update(eventType=None), "eventType"),
+        (lambda e: e["run"].update(runId="{" + e["run"]["runId"] + "}"), "run.runId"),
+        (lambda e: e["outputs"][0]["outputFacets"].update(outputStatistics={
+            "_producer": "p", "_schemaURL": "u", "rowCount": "wrong"}),
+         "outputs.0.outputFacets.outputStatistics.rowCount"),
+        (lambda e: e["run"]["facets"].update(custom={"no": "producer"}), "run.facets.custom._producer"),
         (lambda e: e.update(eventType="FINISHED"), "eventType"),
         (lambda e: e["inputs"][0].update(name=7), "inputs.0.name"),
         (lambda e: e["outputs"][0]["facets"].update(schema="not an object"), "outputs.0.facets.schema"),
@@ -132,7 +138,7 @@ def _with_parent(parent: object) -> dict:
     ({"run": PARENT_RUN, "job": PARENT_JOB, "root": {"run": {"runId": "x"}, "job": PARENT_JOB}},
      ["run.facets.parent.root.run.runId"]),
     ({"run": "x", "job": 5}, ["run.facets.parent.run", "run.facets.parent.job"]),
-    ({"run": PARENT_RUN, "job": {"namespace": "", "name": "j"}}, ["run.facets.parent.job.namespace"]),
+    ({"run": PARENT_RUN, "job": {"namespace": 7, "name": "j"}}, ["run.facets.parent.job.namespace"]),
     (None, ["run.facets.parent"]),
     ([], ["run.facets.parent"]),
 ])
