@@ -83,7 +83,10 @@ def canonical_json(value: Any, facets: FacetCache | None = None) -> str:
 
 
 def run_id(event: dict[str, Any]) -> str | None:
-    """The event's ``run.runId``, or None for DatasetEvent / JobEvent (or a run without a usable id)."""
+    """The event's ``run.runId``, or None for DatasetEvent / JobEvent (or a run without a usable id). A DatasetEvent
+    may carry a run (the spec allows it) but has no lifecycle: it is not held back for one."""
+    if "dataset" in event and "job" not in event:
+        return None
     run = event.get("run")
     if isinstance(run, dict):
         value = run.get("runId")

@@ -355,14 +355,17 @@ def record_to_event(record: dict[str, Any], facets: FacetCache | None = None) ->
 
 # --- validation ----------------------------------------------------------------------------------------------------
 def event_kind(event: dict[str, Any]) -> str:
-    """RunEvent, DatasetEvent or JobEvent, by the spec's shape: a dataset makes a DatasetEvent (one may also carry
-    a run), else a run a RunEvent, else a job a JobEvent."""
+    """RunEvent, DatasetEvent or JobEvent, as the spec's ``oneOf`` tells them apart: a run and a job make a RunEvent
+    (a DatasetEvent may not have both), else a dataset a DatasetEvent (one may carry a run), else a job a JobEvent
+    (which may not have a run), else a lone run a RunEvent (refused: it needs its job)."""
+    if "run" in event and "job" in event:
+        return "RunEvent"
     if "dataset" in event:
         return "DatasetEvent"
-    if "run" in event:
-        return "RunEvent"
     if "job" in event:
         return "JobEvent"
+    if "run" in event:
+        return "RunEvent"
     raise InvalidEvent("event: not an OpenLineage event (none of run, job, dataset is present)")
 
 

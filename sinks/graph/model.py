@@ -423,7 +423,7 @@ def _facet_content(facet: Any) -> dict[str, Any]:
 
 def _add_event(b: _Builder, event: Mapping[str, Any]) -> None:
     time = utc_time(event.get("eventTime"))
-    if isinstance(event.get("dataset"), dict) and "run" not in event:  # DatasetEvent
+    if isinstance(event.get("dataset"), dict) and not ("run" in event and "job" in event):  # DatasetEvent
         _dataset_facets(b, event["dataset"], time)
         return
     job_ident = _identity(b, event.get("job"))

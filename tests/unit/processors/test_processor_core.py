@@ -177,3 +177,11 @@ def test_replay_path_builds_the_graph_the_full_processing_builds() -> None:
     assert {d["namespace"] for e in replayed for d in e["outputs"]} == {"s3://lake"}
     processed = [record_to_event(record["event"]) for _, record in out.normalized]
     assert graph_batch(replayed) == graph_batch(processed)
+
+
+def test_a_dataset_event_carrying_a_run_flows_at_once() -> None:
+    event = {"eventTime": "2024-05-01T00:00:00Z", "producer": PRODUCER,
+             "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/DatasetEvent",
+             "dataset": {"namespace": "s3://lake", "name": "raw/orders"}, "run": {"runId": str(uuid.uuid4())}}
+    out = _core().process(_incoming([event]), now=1.0)
+    assert len(out.normalized) == 1 and not out.dead_letters  # not held back for a START it will never get

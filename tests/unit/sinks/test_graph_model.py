@@ -182,6 +182,8 @@ def test_order_keys():
 def test_dataset_event_and_job_event_alone():
     batch = graph_batch([dataset_event()])
     assert set(batch.rows) == {"datasets", "fields", "schema_versions", "has_field", "has_schema"}
+    with_run = {**dataset_event(), "run": {"runId": RUN}}  # the spec lets a DatasetEvent carry a run, no job
+    assert graph_batch([with_run]) == graph_batch([dataset_event()])
     batch = graph_batch([job_event()])
     assert set(batch.rows) == {"jobs", "datasets", "input_to"}
     assert rows(batch, "jobs") == [
