@@ -6,6 +6,12 @@ The answer is 200 only once Kafka has acknowledged every event of the request; a
 request 400 with a reason per event, and an event too large for a Kafka record 413 (nothing of it is published, so
 the client can fix and resend it as a unit); an unreachable Kafka or registry is 503 with Retry-After, so clients
 retry (duplicates are removed downstream).
+
+``POST /api/v1/lineage/batch`` is the OpenLineage spec's batch endpoint (``postEventBatch``): a JSON array whose
+valid events are published even when others are not; the answer (200) says which failed and why, and whether a
+retry could help (``status`` success / partial_success, ``summary`` received / successful / failed / retriable /
+non_retriable, ``failed_events`` index / reason / retriable). A Kafka or registry outage is still 503 for the whole
+batch: nothing in it was accepted, all of it may be sent again.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from kafka_lineage.schemas.openlineage import InvalidEvent
 log = logging.getLogger(__name__)
 STAGE = "collector"
 LINEAGE_PATH = "/api/v1/lineage"
+BATCH_PATH = "/api/v1/lineage/batch"
 READY_CACHE_SECONDS = 2.0
 # Bodies up to this size (uncompressed) are checked on the event loop: a worker thread's hand-off cost ~20% of the
 # collector's events/s on 100-event batches; larger or compressed ones (whose size says nothing) go to the thread.
@@ -59,10 +66,11 @@ MAX_ERRORS_RETURNED = 100
 _WHITESPACE = " \t\n\r"
 
 
-def decode_body(body: bytes, content_encoding: str | None, max_bytes: int, max_events: int = 10_000) -> list[Any]:
-    """The events of a request body: one JSON object or an array of at most ``max_events`` of them (more is 413,
-    found while parsing, so a small body of millions of tiny events never becomes millions of objects), identity or
-    gzip/deflate encoded."""
+def decode_body(body: bytes, content_encoding: str | None, max_bytes: int, max_events: int = 10_000,
+                array_only: bool = False) -> list[Any]:
+    """The events of a request body: one JSON object (unless ``array_only``) or an array of at most ``max_events``
+    of them (more is 413, found while parsing, so a small body of millions of tiny events never becomes millions of
+    objects), identity or gzip/deflate encoded."""
     encoding = (content_encoding or "identity").strip().lower()
     if encoding == "gzip":
         body = _bounded_decompress(lambda: zlib.decompressobj(16 + zlib.MAX_WBITS), body, max_bytes, "gzip")
@@ -71,7 +79,10 @@ def decode_body(body: bytes, content_encoding: str | None, max_bytes: int, max_e
     elif encoding != "identity":
         raise Rejection(415, f"unsupported Content-Encoding {encoding!r}; use gzip, deflate or none")
     try:  # strict: no NaN/Infinity, and a body nested too deeply is refused rather than a RecursionError (500)
-        events = _json_events(body.decode(json.detect_encoding(body)), max_events)
+        text = body.decode(json.detect_encoding(body))
+        if array_only and not text.lstrip(_WHITESPACE).startswith("["):
+            raise Rejection(400, "a batch is a JSON array of OpenLineage events")
+        events = _json_events(text, max_events)
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, NotJSON
         raise Rejection(400, f"body is not valid JSON: {exc}") from None
     if not events:
@@ -148,6 +159,16 @@ def _listed(errors: list[dict[str, Any]]) -> str:
     return f" (the first {MAX_ERRORS_RETURNED} are listed)" if len(errors) > MAX_ERRORS_RETURNED else ""
 
 
+def batch_answer(received: int, failed: list[dict[str, Any]]) -> dict[str, Any]:
+    """The spec's batch response: what was received, published and refused (none of these would pass on a retry:
+    invalid or too large; an outage is a 503 for the whole batch instead)."""
+    return {"status": "partial_success" if failed else "success",
+            "summary": {"received": received, "successful": received - len(failed), "failed": len(failed),
+                        "retriable": 0, "non_retriable": len(failed)},
+            "failed_events": [{"index": f["index"], "reason": f["reason"], "retriable": False}
+                              for f in failed[:MAX_ERRORS_RETURNED]]}
+
+
 def bearer_token_ok(header: str | None, token: str) -> bool:
     scheme, _, supplied = (header or "").partition(" ")
     return scheme.lower() == "bearer" and hmac.compare_digest(supplied.strip().encode(), token.encode())
@@ -176,23 +197,30 @@ class Collector:
         app = web.Application(client_max_size=self.settings.max_body_bytes,
                               handler_args={"auto_decompress": False})
         app.router.add_post(LINEAGE_PATH, self.post_lineage)
+        app.router.add_post(BATCH_PATH, self.post_batch)
         app.router.add_get("/health/live", self.live)
         app.router.add_get("/health/ready", self._http.ready)
         app.router.add_get("/metrics", self._http.metrics)
         return app
 
     async def post_lineage(self, request: web.Request) -> web.Response:
+        return await self._bounded(request, batch=False)
+
+    async def post_batch(self, request: web.Request) -> web.Response:
+        return await self._bounded(request, batch=True)
+
+    async def _bounded(self, request: web.Request, batch: bool) -> web.Response:
         if self._busy >= self.settings.max_concurrent:  # refused at once, before reading: a flood stays cheap
             return self._reject(request, Rejection(503, f"busy: {self._busy} requests in progress "
                                                         "(LINEAGE_COLLECTOR_MAX_CONCURRENT); retry shortly"),
                                 headers={"Retry-After": "1"})
         self._busy += 1
         try:
-            return await self._post_lineage(request)
+            return await self._post(request, batch)
         finally:
             self._busy -= 1
 
-    async def _post_lineage(self, request: web.Request) -> web.Response:
+    async def _post(self, request: web.Request, batch: bool) -> web.Response:
         loop = asyncio.get_running_loop()
         try:
             if self.settings.token and not bearer_token_ok(request.headers.get("Authorization"), self.settings.token):
@@ -203,11 +231,12 @@ class Collector:
                 raise Rejection(408, f"the body did not arrive within {self.settings.read_timeout:.0f}s") from None
             encoding = request.headers.get("Content-Encoding")
             if len(body) <= INLINE_BODY_BYTES and not encoding:  # a few milliseconds: the thread hop costs more
-                events, records = self._decode_and_encode(body, encoding)
+                events, records, failed = self._decode_and_encode(body, encoding, batch)
             else:
-                events, records = await loop.run_in_executor(self._work, self._decode_and_encode, body, encoding)
+                events, records, failed = await loop.run_in_executor(self._work, self._decode_and_encode, body,
+                                                                     encoding, batch)
             self.metrics.events_in(STAGE, len(events))
-            count = await self._acknowledged(self.publisher.send(records, wait_for_room=False))
+            count = await self._acknowledged(self.publisher.send(records, wait_for_room=False)) if records else 0
         except web.HTTPRequestEntityTooLarge:
             return self._reject(request, Rejection(413, f"body exceeds the limit of {self.settings.max_body_bytes} "
                                                         "bytes"))
@@ -229,7 +258,14 @@ class Collector:
         self.accepted += count
         self.metrics.events_out(STAGE, count)
         self.metrics.seen(STAGE)
-        return web.json_response({"accepted": count})
+        if not batch:
+            return web.json_response({"accepted": count})
+        if failed:
+            self.rejected += 1
+            self.metrics.dead_letter(STAGE, "batch-events-refused", len(failed))
+            log.warning("%s %s from %s: %d of %d events refused: %s", request.method, request.path, request.remote,
+                        len(failed), len(events), failed[0]["reason"])
+        return web.json_response(batch_answer(len(events), failed))
 
     async def _acknowledged(self, delivery: Future[int]) -> int:
         """Kafka's count of the acknowledged records, waited for at most ``ack_timeout``, and at most
@@ -251,44 +287,50 @@ class Collector:
             if done:
                 return acknowledged.result()
 
-    def _decode_and_encode(self, body: bytes, content_encoding: str | None
-                           ) -> tuple[list[Any], list[tuple[bytes, bytes]]]:
-        events = decode_body(body, content_encoding, self.settings.max_body_bytes, self.settings.max_events)
-        return events, self._encode_all(events)
+    def _decode_and_encode(self, body: bytes, content_encoding: str | None, batch: bool = False
+                           ) -> tuple[list[Any], list[tuple[bytes, bytes]], list[dict[str, Any]]]:
+        """The events, the records to publish and (a batch's) the events refused. Outside the batch endpoint any
+        refused event refuses the whole request (400 if invalid, 413 if too large for Kafka)."""
+        events = decode_body(body, content_encoding, self.settings.max_body_bytes, self.settings.max_events,
+                             array_only=batch)
+        records, failed = self._encode_each(events)
+        if failed and not batch:
+            invalid = [f for f in failed if f["kind"] == "invalid"]
+            listed = [{"index": f["index"], "error": f["reason"]} for f in (invalid or failed)]
+            noun = "event is" if len(listed) == 1 else "events are"
+            if invalid:
+                raise Rejection(400, f"{len(invalid)} of {len(events)} {noun} invalid; nothing was published"
+                                + _listed(listed), tuple(listed[:MAX_ERRORS_RETURNED]))
+            raise Rejection(413, f"{len(listed)} of {len(events)} {noun} too large for Kafka "
+                                 f"({listed[0]['error']}); nothing was published" + _listed(listed),
+                            tuple(listed[:MAX_ERRORS_RETURNED]))
+        return events, records, failed
 
-    def _encode_all(self, events: list[Any]) -> list[tuple[bytes, bytes]]:
-        """Every event's record, or a Rejection before anything is produced: 400 if any is invalid, 413 if any is
-        too large for a Kafka record (librdkafka would raise on it after producing the records before it)."""
-        records, errors, too_large = [], [], []
+    def _encode_each(self, events: list[Any]) -> tuple[list[tuple[bytes, bytes]], list[dict[str, Any]]]:
+        """Every event's record, and the events that cannot be one (index, reason, kind: invalid or too_large);
+        a Rejection (503) when the registry cannot be reached (nothing is encoded then)."""
+        records, failed = [], []
         for index, event in enumerate(events):
             try:
                 record = self.publisher.encode(event)
             except InvalidEvent as exc:
-                errors.append({"index": index, "error": str(exc)})
+                failed.append({"index": index, "reason": str(exc), "kind": "invalid"})
                 continue
             except RecursionError:  # parsed, but too deep to validate or encode
-                errors.append({"index": index, "error": "event: nested too deeply"})
+                failed.append({"index": index, "reason": "event: nested too deeply", "kind": "invalid"})
                 continue
             except PublishError as exc:  # the registry could not be reached: the client should retry later
                 raise Rejection(503, str(exc)) from None
             except Exception as exc:  # a failure of ours on this event: a retry would fail alike, so not a 5xx
                 log.exception("event %d of a request could not be encoded", index)
-                errors.append({"index": index, "error": f"event: cannot be encoded ({type(exc).__name__}: "
-                                                        f"{str(exc)[:200]})"})
+                failed.append({"index": index, "reason": f"event: cannot be encoded ({type(exc).__name__}: "
+                                                         f"{str(exc)[:200]})", "kind": "invalid"})
                 continue
             if (reason := oversize(record, self.max_record_bytes)) is not None:
-                too_large.append({"index": index, "error": reason})
+                failed.append({"index": index, "reason": reason, "kind": "too_large"})
+                continue
             records.append(record)
-        if errors:
-            noun = "event is" if len(errors) == 1 else "events are"
-            raise Rejection(400, f"{len(errors)} of {len(events)} {noun} invalid; nothing was published"
-                            + _listed(errors), tuple(errors[:MAX_ERRORS_RETURNED]))
-        if too_large:
-            noun = "event is" if len(too_large) == 1 else "events are"
-            raise Rejection(413, f"{len(too_large)} of {len(events)} {noun} too large for Kafka "
-                                 f"({too_large[0]['error']}); nothing was published" + _listed(too_large),
-                            tuple(too_large[:MAX_ERRORS_RETURNED]))
-        return records
+        return records, failed
 
     def _reject(self, request: web.Request, rejection: Rejection, headers: dict[str, str] | None = None
                 ) -> web.Response:

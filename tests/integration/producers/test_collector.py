@@ -81,6 +81,25 @@ def test_an_invalid_event_rejects_its_request_and_publishes_nothing_of_it(
     assert [event["job"]["name"] for _, event in received] == ["marker"]
 
 
+def test_the_spec_batch_endpoint_publishes_what_is_valid_and_names_the_rest(
+    clients: ClientSettings, events_topic: str, collector: str
+) -> None:
+    batch = [_event("batch-good-1"), _event("batch-bad", run_id="not-a-uuid"), _event("batch-good-2")]
+    answer = requests.post(f"{collector}/api/v1/lineage/batch", json=batch, timeout=30)
+    assert answer.status_code == 200
+    body = answer.json()
+    assert body["status"] == "partial_success"
+    assert body["summary"] == {"received": 3, "successful": 2, "failed": 1, "retriable": 0, "non_retriable": 1}
+    assert [(f["index"], f["retriable"]) for f in body["failed_events"]] == [(1, False)]
+    assert "run.runId" in body["failed_events"][0]["reason"]
+    whole = requests.post(f"{collector}/api/v1/lineage/batch", json=[_event("batch-good-3")], timeout=30).json()
+    assert whole["status"] == "success" and whole["summary"]["successful"] == 1
+    assert requests.post(f"{collector}/api/v1/lineage/batch", json=_event("not-an-array"), timeout=30
+                         ).status_code == 400
+    received = decoded_events(clients, events_topic, 3)
+    assert sorted(event["job"]["name"] for _, event in received) == ["batch-good-1", "batch-good-2", "batch-good-3"]
+
+
 def test_openlineage_python_http_transport_with_gzip(clients: ClientSettings, events_topic: str, collector: str
                                                      ) -> None:
     transport = HttpTransport(HttpConfig.from_dict({"url": collector, "compression": "gzip"}))

@@ -12,7 +12,7 @@ import pytest
 
 from kafka_lineage.producers.client.publisher import PublishError
 from kafka_lineage.producers.service.backfill import backfill
-from kafka_lineage.producers.service.collector import Collector, Rejection
+from kafka_lineage.producers.service.collector import Collector, Rejection, batch_answer
 from kafka_lineage.runtime.config import CollectorSettings
 from tests.unit.producers.test_collector_pure import FakePublisher
 
@@ -38,14 +38,36 @@ def test_emit_reports_the_failing_line_and_publishes_the_others() -> None:
     assert len(report.problems) == 2 and not report.ok
 
 
+def _body(*events: dict) -> bytes:
+    return json.dumps(list(events)).encode()
+
+
 def test_collector_answers_400_naming_the_event_and_not_500() -> None:
     collector = Collector(FailingPublisher(), CollectorSettings())  # type: ignore[arg-type]
-    assert len(collector._encode_all([{"n": 1}, {"n": 2}])) == 2
+    assert len(collector._decode_and_encode(_body({"n": 1}, {"n": 2}), None)[1]) == 2
     with pytest.raises(Rejection) as caught:
-        collector._encode_all([{"n": 1}, {"boom": 1}, {"n": 2}])
+        collector._decode_and_encode(_body({"n": 1}, {"boom": 1}, {"n": 2}), None)
     assert caught.value.status == 400
     assert caught.value.errors == ({"index": 1, "error": "event: cannot be encoded (AttributeError: 'int' object "
                                                          "has no attribute 'get')"},)
     with pytest.raises(Rejection) as caught:  # a registry outage stays a "retry later"
-        collector._encode_all([{"n": 1}, {"down": 1}])
+        collector._decode_and_encode(_body({"n": 1}, {"down": 1}), None)
+    assert caught.value.status == 503
+
+
+def test_the_batch_endpoint_publishes_the_valid_events_and_names_the_others() -> None:
+    collector = Collector(FailingPublisher(), CollectorSettings())  # type: ignore[arg-type]
+    events, records, failed = collector._decode_and_encode(_body({"n": 1}, {"boom": 1}, {"n": 2}), None, batch=True)
+    assert len(events) == 3 and len(records) == 2 and [f["index"] for f in failed] == [1]
+    answer = batch_answer(len(events), failed)
+    assert answer == {"status": "partial_success",
+                      "summary": {"received": 3, "successful": 2, "failed": 1, "retriable": 0, "non_retriable": 1},
+                      "failed_events": [{"index": 1, "reason": failed[0]["reason"], "retriable": False}]}
+    assert batch_answer(2, []) == {"status": "success", "failed_events": [], "summary": {
+        "received": 2, "successful": 2, "failed": 0, "retriable": 0, "non_retriable": 0}}
+    with pytest.raises(Rejection) as caught:  # the spec's batch is an array
+        collector._decode_and_encode(b'{"n": 1}', None, batch=True)
+    assert caught.value.status == 400 and "array" in caught.value.reason
+    with pytest.raises(Rejection) as caught:  # an outage: nothing of the batch was accepted, retry all of it
+        collector._decode_and_encode(_body({"n": 1}, {"down": 1}), None, batch=True)
     assert caught.value.status == 503
