@@ -45,7 +45,8 @@ class _Platform:
 _POSTGRES = _Platform("postgres", 5432, 3, "public")
 _REDSHIFT = _Platform("redshift", 5439, 3, "public")
 _MYSQL = _Platform("mysql", 3306, 2)
-_SQLSERVER = _Platform("sqlserver", 1433, 3, "dbo")
+_SQLSERVER = _Platform("sqlserver", 1433, 3, "dbo")  # the JDBC driver's scheme (OpenLineage's Java/Spark side)
+_MSSQL = _Platform("mssql", 1433, 3, "dbo")  # SQLAlchemy's and dbt's: both spellings exist, neither is rewritten
 _ORACLE = _Platform("oracle", 1521, 3)
 _SNOWFLAKE = _Platform("snowflake", None, 3)
 _BIGQUERY = _Platform("bigquery", None, 3)
@@ -54,14 +55,18 @@ _PRESTO = _Platform("presto", 8080, 3)
 _DB2 = _Platform("db2", 50000, 3)
 _TERADATA = _Platform("teradata", 1025, 2)
 _CLICKHOUSE = _Platform("clickhouse", 8123, 2)
-_HIVE = _Platform("hive", 10000, 2)
+# Hive tables are named by their metastore (OpenLineage's Spark side: hive.metastore.uris, thrift://host:9083). A
+# HiveServer2 URL's port is no metastore's, so a hive:// namespace without one gets none; a thrift:// metastore URI
+# is the hive:// namespace with the metastore's default port.
+_HIVE = _Platform("hive", None, 2)
+_HIVE_METASTORE = _Platform("hive", 9083, 2)
 
 # URL scheme (after `jdbc:`, before any SQLAlchemy `+driver`) → platform.
 _PLATFORMS: dict[str, _Platform] = {
     "postgres": _POSTGRES, "postgresql": _POSTGRES, "pgsql": _POSTGRES,
     "redshift": _REDSHIFT,
     "mysql": _MYSQL, "mariadb": _MYSQL,  # MariaDB speaks MySQL's protocol and naming; the spec has no row for it
-    "sqlserver": _SQLSERVER, "mssql": _SQLSERVER,
+    "sqlserver": _SQLSERVER, "mssql": _MSSQL,
     "oracle": _ORACLE,
     "snowflake": _SNOWFLAKE,
     "bigquery": _BIGQUERY,
@@ -70,7 +75,7 @@ _PLATFORMS: dict[str, _Platform] = {
     "db2": _DB2,
     "teradata": _TERADATA, "teradatasql": _TERADATA,
     "clickhouse": _CLICKHOUSE, "ch": _CLICKHOUSE,
-    "hive": _HIVE, "hive2": _HIVE,
+    "hive": _HIVE, "hive2": _HIVE, "thrift": _HIVE_METASTORE,
 }
 
 _HOST = re.compile(r"[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?")
@@ -216,7 +221,7 @@ def _generic(platform: _Platform, rest: str, url: str) -> Connection:
         database = params.get("database")
         if "dbs_port" in params and ":" not in authority:
             host, port = _host_port(f"{host}:{params['dbs_port']}", platform.default_port, url)
-    if platform is _HIVE and database:
+    if platform.scheme == "hive" and database:
         database = database.split(";")[0]
     database = params.get("database") or params.get("databasename") or params.get("db") or database
     schema = params.get("currentschema") or params.get("schema") or schema
@@ -244,7 +249,7 @@ def _redshift(rest: str, url: str) -> Connection:
     return Connection("redshift", f"redshift://{host}:{port}", conn.database, conn.schema, 3, "public")
 
 
-def _sqlserver(rest: str, url: str) -> Connection:
+def _sqlserver(platform: _Platform, rest: str, url: str) -> Connection:
     authority, path, tail = _split_authority(rest, url)
     params = _params(tail)
     if not authority:
@@ -252,10 +257,10 @@ def _sqlserver(rest: str, url: str) -> Connection:
     authority = re.sub(r"\\[^:]*", "", authority)  # a named instance `host\SQLEXPRESS`: the host is the datasource
     if "portnumber" in params and ":" not in authority:
         authority = f"{authority}:{params['portnumber']}"
-    host, port = _host_port(authority, _SQLSERVER.default_port, url)
+    host, port = _host_port(authority, platform.default_port, url)
     segments = _path_segments(path)
     database = params.get("databasename") or params.get("database") or (segments[0] if segments else None)
-    return Connection("sqlserver", f"sqlserver://{_authority(host, port)}", database or None,
+    return Connection(platform.scheme, f"{platform.scheme}://{_authority(host, port)}", database or None,
                       params.get("schema"), 3, "dbo")
 
 
@@ -297,12 +302,27 @@ def _oracle(rest: str, url: str) -> Connection:
 _SNOWFLAKE_SUFFIX = re.compile(r"(\.privatelink)?\.snowflakecomputing\.(com|cn)$")
 
 
+def snowflake_account(account: str) -> str:
+    """The account as OpenLineage names it: ``orgname-accountname`` alone (it never carries a region), an account
+    locator with its region and cloud, completed with Snowflake's defaults (AWS, us-west-1 — the region of a bare
+    legacy locator): ``xy12345`` → ``xy12345.us-west-1.aws``, ``xy12345.us-east-2`` → ``xy12345.us-east-2.aws``."""
+    parts = account.split(".")
+    if "-" in parts[0]:
+        return parts[0]
+    if len(parts) == 1:
+        return f"{parts[0]}.us-west-1.aws"
+    if len(parts) == 2:
+        return f"{account}.aws"
+    return account
+
+
 def _snowflake(rest: str, url: str) -> Connection:
     authority, path, tail = _split_authority(rest, url)
     account = unquote(authority).lower().split(":")[0]  # a JDBC URL may carry :443
     account = _SNOWFLAKE_SUFFIX.sub("", account)
     if not _HOST.fullmatch(account or "-"):
         raise _fail("invalid Snowflake account", url)
+    account = snowflake_account(account)
     params = _params(tail)
     segments = _path_segments(path)
     database = params.get("db") or params.get("database") or (segments[0] if segments else None)
@@ -336,8 +356,8 @@ def parse_connection(url: str) -> Connection:
         raise _fail(f"{scheme} URL has no host", text)
     if platform is _REDSHIFT:
         return _redshift(rest, text)
-    if platform is _SQLSERVER:
-        return _sqlserver(rest, text)
+    if platform in (_SQLSERVER, _MSSQL):
+        return _sqlserver(platform, rest, text)
     if platform is _ORACLE:
         return _oracle(rest, text)
     if platform is _SNOWFLAKE:
@@ -524,7 +544,10 @@ def canonical_dataset(namespace: str, name: str) -> tuple[str, str]:
         if prefix.strip("/"):  # `s3a://bucket/prefix` + `part.csv`: the prefix belongs to the name
             return path_dataset(f"{text.rstrip('/')}/{name.lstrip('/')}")
         canonical, _ = path_dataset(f"{scheme}://{authority}")
-        return canonical, _name_from_uri(name, canonical)
+        name = _name_from_uri(name, canonical)
+        if canonical.startswith(("s3://", "gs://")) and len(name) > 1:  # an object key has no leading `/`
+            name = name.lstrip("/") or name
+        return canonical, name
     if scheme == "kafka":  # the broker list after `kafka://`, whose items may carry their own `SASL_SSL://`
         return kafka_namespace(text[len("kafka:"):].removeprefix("//")), name
     conn = parse_connection(text)  # ValueError for schemes that are no connection URL either

@@ -181,7 +181,7 @@ def job_event_object() -> JobEvent:
             eventTime="2024-05-01T12:00:00Z",
             producer=PRODUCER,
             job=Job(namespace="dbt", name="model.orders"),
-            inputs=[InputDataset(namespace="snowflake://acct", name="db.s.t")],
+            inputs=[InputDataset(namespace="snowflake://org-acct", name="db.s.t")],
             outputs=[],
         )
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import uuid
@@ -105,3 +106,35 @@ def test_a_schema_change_becomes_an_alert_with_its_impact_and_a_rebuild_matches(
     assert "ingest_orders" in upstream.stdout and orders in upstream.stdout
     assert dot.stdout.startswith("digraph lineage") and dot.stdout.count("->") == 2  # orders → job → mart
     assert "picture in" in page.stdout and "daily_mart" in (tmp_path / "i.html").read_text()
+
+
+def test_static_lineage_flows_to_the_graph_and_impact(clients: ClientSettings, tmp_path: Path) -> None:
+    """A JobEvent (a job's declared inputs and outputs, no run) and a DatasetEvent (a schema, no job) through the
+    real processor and graph sink: the impact question follows the static edges, the dataset has its schema."""
+    prefix = f"test.static.{uuid.uuid4().hex[:8]}"
+    env = {**pipeline_env(prefix, 2, tmp_path / "processor"), "LINEAGE_SINK_POLL_SECONDS": "0.2"}
+    settings = ClientSettings.from_env({**os.environ, **env})
+    ns = f"static-{uuid.uuid4().hex[:6]}"
+    source, target = f"{ns}/raw", f"{ns}/curated"
+    job_event = {"eventTime": "2024-05-01T12:00:00Z", "producer": PRODUCER,
+                 "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/JobEvent",
+                 "job": {"namespace": ns, "name": "declared_etl"}, "inputs": [_dataset(source)],
+                 "outputs": [_dataset(target)]}
+    dataset_event = {"eventTime": "2024-05-01T12:00:01Z", "producer": PRODUCER,
+                     "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/DatasetEvent",
+                     "dataset": _dataset(source, [("id", "bigint"), ("payload", "string")])}
+    with processor_process(env), sink_process(env):
+        publisher = EventPublisher.from_settings(settings)
+        publisher.send([publisher.encode(e) for e in (job_event, dataset_event)]).result(30)
+        publisher.close()
+        with driver_for(settings) as driver:
+            deadline, found = time.monotonic() + 60, None
+            while time.monotonic() < deadline and not found:
+                found = driver.execute_query(
+                    "MATCH (d:Dataset {namespace: 's3://lake', name: $name})-[:HAS_SCHEMA]->(s:SchemaVersion) "
+                    "MATCH (d)-[:INPUT_TO]->(:Job {name: 'declared_etl'})-[:OUTPUTS]->(:Dataset {name: $target}) "
+                    "RETURN s.fields", name=source, target=target).records
+                time.sleep(0.3)
+    assert found and [f["name"] for f in json.loads(found[0][0])] == ["id", "payload"]
+    impact = lineage("impact", "s3://lake", source, "--format", "json", env=env)
+    assert '"name": "declared_etl"' in impact.stdout and f'"name": "{target}"' in impact.stdout

@@ -40,7 +40,7 @@ from kafka_lineage.schemas.naming import (
     ("jdbc:sqlserver://HOST;databaseName=x;user=u;password=p", "sqlserver://host:1433"),
     ("jdbc:sqlserver://host\\SQLEXPRESS:1434;databaseName=x", "sqlserver://host:1434"),
     ("jdbc:sqlserver://;serverName=Host;portNumber=1500;databaseName=x", "sqlserver://host:1500"),
-    ("mssql+pyodbc://u:p@host:1433/db?driver=ODBC+Driver+18", "sqlserver://host:1433"),
+    ("mssql+pyodbc://u:p@host:1433/db?driver=ODBC+Driver+18", "mssql://host:1433"),  # SQLAlchemy's, dbt's scheme
     # Oracle thin: service, //service, SID, credentials, TNS descriptor, SQLAlchemy
     ("jdbc:oracle:thin:@host:1521/svc", "oracle://host:1521"),
     ("jdbc:oracle:thin:@//Host:1521/svc", "oracle://host:1521"),

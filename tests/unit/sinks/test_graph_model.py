@@ -118,7 +118,7 @@ def test_scenario_nodes():
         {"namespace": "kafka://broker:9092", "name": "orders", "schema": {"version": schema_version(kafka_fields)}},
         {"namespace": SRC[0], "name": SRC[1], "schema": {"version": SCHEMA_HASH}},
         {"namespace": OUT[0], "name": OUT[1], "schema": {"version": SCHEMA_HASH}},
-        {"namespace": "snowflake://acct", "name": "db.s.t", "schema": None},
+        {"namespace": "snowflake://org-acct", "name": "db.s.t", "schema": None},
     ]
     assert [(r["namespace"], r["name"], r["field"]) for r in batch["fields"]] == [
         ("kafka://broker:9092", "orders", "id"),
@@ -157,7 +157,7 @@ def test_scenario_relationships():
     assert rows(batch, "input_to") == [
         {"namespace": SRC[0], "name": SRC[1], "jobNamespace": "spark", "jobName": "orders.etl", "firstSeen": first,
          "lastSeen": last},
-        {"namespace": "snowflake://acct", "name": "db.s.t", "jobNamespace": "dbt", "jobName": "model.orders",
+        {"namespace": "snowflake://org-acct", "name": "db.s.t", "jobNamespace": "dbt", "jobName": "model.orders",
          "firstSeen": first, "lastSeen": first},
     ]
     assert rows(batch, "outputs") == [{"jobNamespace": "spark", "jobName": "orders.etl", "namespace": OUT[0],
