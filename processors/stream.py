@@ -34,7 +34,13 @@ from kafka_lineage.processors.core import STAGE, Incoming, Output, ProcessorCore
 from kafka_lineage.processors.faust_transport import App, broker_credentials, broker_url
 from kafka_lineage.processors.normalize import parse_aliases
 from kafka_lineage.runtime.config import ClientSettings, OperationsSettings, ProcessorSettings
-from kafka_lineage.runtime.kafka_io import RECORD_MAX_BYTES, AckingProducer, prepare_pipeline, replication_factor
+from kafka_lineage.runtime.kafka_io import (
+    RECORD_MAX_BYTES,
+    AckingProducer,
+    ensure_topic,
+    prepare_pipeline,
+    replication_factor,
+)
 from kafka_lineage.runtime.logs import bootstrap_logging
 from kafka_lineage.runtime.metrics import Metrics, pipeline_checks, start_endpoint
 from kafka_lineage.schemas import registry
@@ -88,6 +94,7 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
     normalized_id = registry.registered_id(registry_client, clients.normalized_topic, "normalized_event")
     dead_letter_id = registry.registered_id(registry_client, clients.dlq_topic, "dead_letter")
     fetch = registry.schema_fetcher(registry_client)
+    replication = replication_factor(clients)
 
     app = App(
         settings.group_id,
@@ -114,7 +121,7 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
         # processing for good) when a partition it kept as a standby became one of its actives; a partition that
         # moves is read from its changelog instead, which is compacted and bounded (ARCHITECTURE 32).
         table_standby_replicas=0,
-        topic_replication_factor=replication_factor(clients),  # its changelogs, as the pipeline's own topics
+        topic_replication_factor=replication,  # its changelogs, as the pipeline's own topics
     )
     events = app.topic(clients.events_topic, value_serializer="raw", key_serializer="raw")
     changelog_config = _changelog_config(clients)
@@ -126,6 +133,13 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
     schemas = app.tables.add(PartitionedGlobalTable(
         app, name="dataset-schemas", default=None, beacon=app.tables.beacon, partitions=settings.partitions,
         standby_buffer_size=1, is_global=True, extra_topic_configs=changelog_config))  # as app.GlobalTable sets
+
+    # The changelog topics exist before the worker joins its group. Created by Faust at start-up, a topic was once
+    # not yet in the metadata when the group assigned partitions ("Ignoring missing topic"): the global table stayed
+    # unassigned until the consumer's next metadata refresh (minutes), and the worker was not ready (CI fault run).
+    for table in (runs, dedupe, schemas):
+        ensure_topic(clients.kafka_config(), table.changelog_topic.get_topic_name(), partitions=settings.partitions,
+                     replication_factor=replication, config={"cleanup.policy": "compact", **changelog_config})
 
     def schema_partition(dataset: str) -> int:  # schema writes are rare: only when a dataset's version changes
         key = app.serializers.dumps_key(None, dataset, serializer=schemas.key_serializer)
