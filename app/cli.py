@@ -367,6 +367,23 @@ def cmd_connect(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bridge(args: argparse.Namespace) -> int:
+    from kafka_lineage.producers.service.bridge import Bridge
+    from kafka_lineage.runtime.metrics import Metrics, pipeline_checks
+
+    clients, operations = ClientSettings.from_env(), OperationsSettings.from_env()
+    metrics = Metrics()
+    bridge = Bridge(clients, args.topic, args.group, metrics=metrics)
+    if args.once:  # until the topic has nothing more to read
+        stop = threading.Event()
+        bridge.run(stop, idle=stop.set)
+    else:
+        _run_with_endpoint("bridge", "LINEAGE_BRIDGE_METRICS_PORT", operations.bridge_metrics_port, operations,
+                           metrics, pipeline_checks(clients), bridge.run)
+    print(f"{bridge.published} events published, {bridge.dead_lettered} records dead-lettered")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lineage", description="Event-streaming OpenLineage pipeline on Kafka")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -465,6 +482,13 @@ def build_parser() -> argparse.ArgumentParser:
     connect.add_argument("--job-namespace", help="job namespace (default kafka-connect://host:port of the URL)")
     connect.set_defaults(handler=cmd_connect)
 
+    bridge = sub.add_parser("bridge", help="events from OpenLineage's Kafka transport (JSON on a topic) onto the "
+                                           "events topic as Avro")
+    bridge.add_argument("--topic", required=True, help="the topic OpenLineage's Kafka transport writes")
+    bridge.add_argument("--group", default="lineage-bridge", help="consumer group (default lineage-bridge)")
+    bridge.add_argument("--once", action="store_true", help="bridge what the topic holds now, then exit")
+    bridge.set_defaults(handler=cmd_bridge)
+
     for entry in entry_points(group=COMMANDS_ENTRY_POINTS):
         entry.load()(sub)
     return parser
@@ -472,6 +496,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _long_running(args: argparse.Namespace) -> bool:
     return args.command in ("collector", "processor", "sink", "connect", "serve") or (
+        args.command == "bridge" and not args.once) or (
         args.command == "alerts" and args.action == "run")
 
 

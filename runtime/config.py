@@ -452,6 +452,7 @@ class OperationsSettings:
     processor_metrics_port: int = 9101
     sink_metrics_port: int = 9102
     alert_metrics_port: int = 9103
+    bridge_metrics_port: int = 9104
     log_format: str = "text"
     log_level: str = ""  # one of LOG_LEVEL_NAMES; empty: the command's own default
 
@@ -469,6 +470,7 @@ class OperationsSettings:
             processor_metrics_port=_listen_port(values, "LINEAGE_PROCESSOR_METRICS_PORT", 9101),
             sink_metrics_port=_listen_port(values, "LINEAGE_SINK_METRICS_PORT", 9102),
             alert_metrics_port=_listen_port(values, "LINEAGE_ALERT_METRICS_PORT", 9103),
+            bridge_metrics_port=_listen_port(values, "LINEAGE_BRIDGE_METRICS_PORT", 9104),
             log_format=log_format,
             log_level=log_level,
         )
