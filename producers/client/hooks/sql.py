@@ -125,6 +125,17 @@ def _keys(url: str, tables: Any, default_schema: str | None, errors: list[str]) 
 _POSITIONAL = re.compile(r"_\d+")
 
 
+def _input_table(origin: Any, tables: Any) -> Any:
+    """The input table a column comes from. openlineage-sql names it as the query wrote the column (``x`` in
+    ``SELECT x.a FROM s.x``), which qualified with the default schema named a table the query never read
+    (``public.x``): an unqualified origin is the input table of that name when exactly one has it. (An unqualified
+    column of a join is attributed by openlineage-sql to its first table; that is passed on as it comes.)"""
+    if origin is None or origin.database or origin.schema:
+        return origin
+    same = [t for t in tables if t.name.lower() == origin.name.lower()]
+    return same[0] if len(same) == 1 else origin
+
+
 def _add_columns(target: dict[TableKey, dict[str, list[FieldRef]]], output: TableKey | None, meta: Any, url: str,
                  default_schema: str | None, errors: list[str]) -> None:
     for lineage in meta.column_lineage:
@@ -136,7 +147,8 @@ def _add_columns(target: dict[TableKey, dict[str, list[FieldRef]]], output: Tabl
             continue
         refs = target.setdefault(owner, {}).setdefault(descendant.name, [])
         for column in lineage.lineage:
-            source = column.origin and _table_key(url, column.origin, default_schema, errors)
+            origin = _input_table(column.origin, meta.in_tables)
+            source = origin and _table_key(url, origin, default_schema, errors)
             if source and FieldRef(*source, column.name) not in refs:
                 refs.append(FieldRef(*source, column.name))
 

@@ -198,3 +198,12 @@ def test_job_namespace_from_environment(monkeypatch: pytest.MonkeyPatch) -> None
 def test_unaliased_expressions_get_no_invented_column_names() -> None:
     lineage = sql_lineage("INSERT INTO out SELECT x, y + 1 FROM inp", "postgres", PG)
     assert set(lineage.column_lineage[PG_NS, "shop.public.out"]) == {"x"}
+
+
+def test_a_column_named_by_its_table_comes_from_the_table_read_not_a_phantom_in_the_default_schema() -> None:
+    lineage = sql_lineage("INSERT INTO out SELECT x.a FROM s.x", "postgres", PG)
+    assert lineage.inputs == ((PG_NS, "shop.s.x"),)
+    assert lineage.column_lineage[PG_NS, "shop.public.out"]["a"] == (FieldRef(PG_NS, "shop.s.x", "a"),)
+    # two tables of that name in different schemas: which one is not ours to guess
+    both = sql_lineage("INSERT INTO out SELECT x.a FROM s.x JOIN t.x ON s.x.id = t.x.id", "postgres", PG)
+    assert set(both.inputs) == {(PG_NS, "shop.s.x"), (PG_NS, "shop.t.x")}
