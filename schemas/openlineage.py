@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -391,11 +391,71 @@ def validate_event(event: Any, facets: FacetCache | None = None) -> str:
     kind = event_kind(event)
     try:
         check_limits(event, facets.derived if facets is not None else None)
-        spec.check(event, kind)
+        try:
+            spec.check(event, kind)
+        except (ValueError, TypeError) as exc:  # a value JSON has no form for (the validator cannot even read it)
+            if isinstance(exc, spec.SpecViolation):
+                raise
+            raise InvalidEvent(f"{unwritable_path(event)}: not a JSON value ({str(exc)[:200]})") from None
         check_event_time(event["eventTime"])
+        _check_identity_text(event)
     except (LimitExceeded, spec.SpecViolation, InvalidEvent) as exc:
         raise InvalidEvent(f"invalid {kind}: {exc}") from None
     return kind
+
+
+def unwritable_path(event: Any, max_depth: int = 200) -> str:
+    """The dotted path of the first value in ``event`` that JSON cannot write (not a JSON type, a string that is not
+    UTF-8-encodable, a key that is not a string, a container that contains itself, or nesting deeper than
+    ``max_depth``). Only called once validation or an encode failed, so it walks the whole event without hurry;
+    iterative, so deep nesting cannot overflow it."""
+    todo: list[tuple[Any, str, tuple[int, ...]]] = [(event, "", ())]
+    while todo:
+        value, path, ancestors = todo.pop()
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return path or "event"
+        elif isinstance(value, (dict, list)):
+            if id(value) in ancestors or len(ancestors) >= max_depth:
+                return path or "event"
+            if isinstance(value, dict) and (odd := next((k for k in value if not isinstance(k, str)), None)):
+                return f"{path}.{odd}" if path else str(odd)  # a key JSON would silently turn into a string
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            todo.extend((item, f"{path}.{key}" if path else str(key), (*ancestors, id(value)))
+                        for key, item in items)
+        elif not (value is None or isinstance(value, (bool, int, float))):
+            return path or "event"
+    return "event"
+
+
+def _identity_texts(event: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """The strings that become the graph's keys and the record's typed fields."""
+    for key in ("eventTime", "producer", "schemaURL"):
+        yield key, event.get(key)
+    run, job = event.get("run"), event.get("job")
+    if isinstance(run, dict):
+        yield "run.runId", run.get("runId")
+    for where, obj in (("job", job), ("dataset", event.get("dataset"))):
+        if isinstance(obj, dict):
+            yield f"{where}.namespace", obj.get("namespace")
+            yield f"{where}.name", obj.get("name")
+    for key in ("inputs", "outputs"):
+        for index, dataset in enumerate(event.get(key) or ()):
+            if isinstance(dataset, dict):
+                yield f"{key}.{index}.namespace", dataset.get("namespace")
+                yield f"{key}.{index}.name", dataset.get("name")
+
+
+def _check_identity_text(event: dict[str, Any]) -> None:
+    """A lone surrogate (a string Python holds but UTF-8 cannot) in a name or id: no stage could store it."""
+    for path, text in _identity_texts(event):
+        if isinstance(text, str) and not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidEvent(f"{path}: not valid Unicode text (a lone surrogate)") from None
 
 
 def _job_key(job: Any) -> str | None:

@@ -73,7 +73,7 @@ STANDARD_KEYS: dict[tuple[str, str], str] = {
     ("output", "outputStatistics"): "OutputStatisticsOutputDatasetFacet",
 }
 _MAP_KIND = {"facets": None, "inputFacets": "input", "outputFacets": "output"}
-MAX_PROBLEMS = 5  # problems named in one refusal
+MAX_PROBLEMS = 8  # problems named in one refusal
 _REQUIRED = re.compile(r'"(.+)" is a required property')
 _DEFINITION = re.compile(r"#/(?:\$defs|definitions)/([A-Za-z0-9]+)$")
 _FACET_NAME = re.compile(r"/([A-Za-z0-9]+)\.json(?:#.*)?$")

@@ -21,7 +21,13 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from kafka_lineage.runtime.config import REGISTRY_TIMEOUT_SECONDS, ClientSettings
 from kafka_lineage.runtime.kafka_io import AckingProducer, DeliveryCallback, PublishError
 from kafka_lineage.schemas.avro_schemas import schema_text
-from kafka_lineage.schemas.openlineage import InvalidEvent, event_to_record, partition_key, validate_event
+from kafka_lineage.schemas.openlineage import (
+    InvalidEvent,
+    event_to_record,
+    partition_key,
+    unwritable_path,
+    validate_event,
+)
 from kafka_lineage.schemas.registry import value_subject
 
 # A minimal valid event: if it serializes, the registry is reachable and holds the schema.
@@ -32,29 +38,6 @@ KNOWN_GOOD_EVENT: dict[str, Any] = {
     "run": {"runId": "00000000-0000-0000-0000-000000000000"},
     "job": {"namespace": "kafka_lineage", "name": "serializer-priming"},
 }
-
-
-def unwritable_path(event: Any, max_depth: int = 200) -> str:
-    """The dotted path of the first value in ``event`` that JSON cannot write (not a JSON type, a string that is not
-    UTF-8-encodable, a container that contains itself, or nesting deeper than ``max_depth``). Only called once an
-    encode failed, so it walks the whole event without hurry; iterative, so deep nesting cannot overflow it."""
-    todo: list[tuple[Any, str, tuple[int, ...]]] = [(event, "", ())]
-    while todo:
-        value, path, ancestors = todo.pop()
-        if isinstance(value, str):
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                return path or "event"
-        elif isinstance(value, (dict, list)):
-            if id(value) in ancestors or len(ancestors) >= max_depth:
-                return path or "event"
-            items = value.items() if isinstance(value, dict) else enumerate(value)
-            todo.extend((item, f"{path}.{key}" if path else str(key), (*ancestors, id(value)))
-                        for key, item in items)
-        elif not (value is None or isinstance(value, (bool, int, float))):
-            return path or "event"
-    return "event"
 
 
 class EventPublisher:
