@@ -213,7 +213,9 @@ VALID_CONTENT: dict[str, Content] = {
         "_producer": PRODUCER, "_schemaURL": "https://acme.example/CostCenter.json", "center": "42",
         "nested": {"list": [1, "two", None, {"x": True}]}}}), None),
     "unknown-top-level-field": Content(_with(acmeExtra={"team": "data", "ids": [1, 2, 3]}), None),
-    "empty-job-name": Content(_job(name=""), None),  # the spec sets no minimum length
+    # the spec sets no minimum length (an empty job name is accepted too: test_spec_conformance; here the job name
+    # identifies the case's event)
+    "empty-dataset-name": Content(lambda ns, n: event(ns, n, outputs=[{"namespace": ns, "name": ""}]), None),
     "ancient-time-year-0001": Content(_with(eventTime="0001-01-01T00:00:00Z"), None),
     "ancient-time-with-offset": Content(_with(eventTime="0001-01-01T00:00:00+01:00"), None),
     "schema-facet-10k-fields": Content(_output(facets={"schema": schema_facet(wide_schema())}), None),

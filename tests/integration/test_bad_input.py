@@ -362,7 +362,7 @@ TOPIC_CONTENT_KINDS = [
     "missing-job", "invalid-uuid-runId", "uuid-with-bad-hex-digit", "unparsable-eventTime",
     "impossible-calendar-time", "date-without-time", "unknown-eventType", "lowercase-eventType",
     "string-where-object", "array-where-object", "null-where-object", "object-where-array", "strings-where-datasets",
-    "empty-job-name", "facets-as-array", "string-as-facet", "null-as-facet", "dataset-event-with-string-dataset",
+    "facets-as-array", "string-as-facet", "null-as-facet", "dataset-event-with-string-dataset",
     "no-run-job-or-dataset", "parent-root-not-an-object", "parent-without-job", "parent-root-without-run",
     "parent-with-wrong-types", "nested-over-the-depth-limit", "job-name-over-64k", "schema-fields-nested-33-levels",
     "schema-field-path-over-4096", *VALID_CONTENT, *FUTURE_CONTENT,
@@ -416,7 +416,8 @@ TOPIC_CASES = [
     Case("topic", "extra-json-malformed", _extra("extra-json-malformed", "{oops"), dead("undecodable")),
     # odd but valid
     Case("topic", "duplicate-keys-in-facet-text",
-         lambda ctx: ctx.with_facet_text("duplicate-keys-in-facet-text", "dup", '{"v": 1, "v": 2}'), Intact()),
+         lambda ctx: ctx.with_facet_text("duplicate-keys-in-facet-text", "dup",
+                                             '{"_producer": "p", "_schemaURL": "u", "v": 1, "v": 2}'), Intact()),
     *(_content_on_topic(kind) for kind in TOPIC_CONTENT_KINDS),
 ]
 
