@@ -188,7 +188,6 @@ def _build() -> tuple[dict[str, Validator], dict[str, Validator], Validator]:
 
 
 _EVENTS, _FACETS, _BASE_FACET = _build()
-KNOWN_FACETS = frozenset(_FACETS)
 
 
 def facet_name(schema_url: Any) -> str | None:
