@@ -2,8 +2,8 @@
 
 ``validate_event`` (``schemas/openlineage.py``) calls ``check_limits`` on every event at every entry point (the
 collector, ``lineage emit``, the Python transport, and the processor for records written to the topic directly), so
-no later stage ever sees an event beyond them. The check is separate from the structural validation (which will be
-replaced by the official JSON Schemas) and is iterative: no input can exhaust the interpreter's stack here.
+no later stage ever sees an event beyond them. The check runs before the spec's schemas (``schemas/spec.py``), which
+say nothing of sizes, and is iterative: no input can exhaust the interpreter's stack here.
 
 Why each limit is what it is:
 
