@@ -1,15 +1,16 @@
-"""Canonical dataset identities on an event: naming-spec forms, the user's alias map, symlink unification.
+"""Canonical dataset identities on an event: naming-spec forms and the user's alias map.
 
 Every place an event names a dataset is rewritten: ``inputs``, ``outputs``, ``dataset``, the ``symlinks`` facet's
 identifiers and the ``columnLineage`` facet's references (``fields.*.inputFields`` and the 1-2-0 dataset-level
 ``dataset`` list). Steps per identity, each recorded in a ``Rename``:
 
 1. canonical form via ``schemas.naming.canonical_dataset`` (the hooks' own naming, so both stages agree);
-2. the alias map: canonical namespace → the namespace the user wants (several broker lists → ``kafka://prod``);
-3. symlink unification, for the datasets themselves only: a ``symlinks`` identifier of type TABLE becomes the
-   dataset's identity (so ``s3://b/warehouse/orders`` and ``hive://…/shop.orders`` are one node); the physical
-   identity is appended to the identifiers as type LOCATION, and references to the physical identity elsewhere in
-   the event (column lineage) follow it.
+2. the alias map: canonical namespace → the namespace the user wants (several broker lists → ``kafka://prod``).
+
+A dataset keeps its own identity: a ``symlinks`` identifier (a table name of a path, a catalog name of a topic) is
+another name of the same data, which the graph sink records as a ``SAME_AS`` relationship that every lineage query
+follows (ARCHITECTURE 52), never a name the dataset is given instead; that would invent identities such as a table
+path that does not exist.
 
 Namespaces of no form the naming module knows are kept as they are: an event that passed validation always
 normalizes. The result shares unchanged sub-objects with the input (which is never modified): treat both as
@@ -121,76 +122,38 @@ def canonical_identity(namespace: str, name: str, aliases: Mapping[str, str] | N
 
 
 # --- the event -----------------------------------------------------------------------------------------------------
-def _table_symlink(dataset: dict[str, Any]) -> Identity | None:
-    facets = dataset.get("facets")
-    symlinks = facets.get("symlinks") if isinstance(facets, dict) else None
-    identifiers = symlinks.get("identifiers") if isinstance(symlinks, dict) else None
-    if not isinstance(identifiers, list):
-        return None
-    for ident in identifiers:
-        if (isinstance(ident, dict) and isinstance(ident.get("type"), str) and ident["type"].upper() == "TABLE"
-                and isinstance(ident.get("namespace"), str) and ident["namespace"]
-                and isinstance(ident.get("name"), str) and ident["name"]):
-            return ident["namespace"], ident["name"]
-    return None
+_LOCATION_SCHEMES = frozenset({"file", "s3", "s3a", "s3n", "gs", "gcs", "hdfs", "abfs", "abfss", "wasb", "wasbs"})
 
 
-def _merge_rules(*parts: str) -> str:
-    return "+".join(dict.fromkeys(r for part in parts for r in part.split("+") if r))
+def _warehouse_table(ident: Any) -> bool:
+    """A ``symlinks`` identifier of type TABLE whose namespace is a storage location (kept as sent)."""
+    if not isinstance(ident, dict) or str(ident.get("type", "")).upper() != "TABLE":
+        return False
+    namespace = ident.get("namespace")
+    return isinstance(namespace, str) and namespace.partition(":")[0].strip().lower() in _LOCATION_SCHEMES
 
 
 class _Normalizer:
-    """State of one ``normalize_event`` call: the identity map and the renames found so far."""
+    """State of one ``normalize_event`` call: the renames found so far."""
 
     def __init__(self, aliases: Mapping[str, str] | None) -> None:
         self.aliases = aliases
-        self.final: dict[Identity, Identity] = {}  # original or canonical identity → final identity of a dataset
         self.renames: dict[tuple[str, str, str, str], Rename] = {}
 
-    def _record(self, original: Identity, final: Identity, rule: str) -> None:
-        if original != final:
-            key = (*original, *final)
-            if key not in self.renames:
-                self.renames[key] = Rename(original[0], original[1], final[0], final[1], rule)
-
-    def identity(self, dataset: dict[str, Any]) -> tuple[Identity, Identity | None]:
-        """Pass 1 for a dataset: its final identity, and its canonical physical identity if a symlink replaced it."""
-        original = (dataset.get("namespace"), dataset.get("name"))
+    def identity(self, obj: Mapping[str, Any]) -> Identity:
+        """The final identity of a dataset or a reference to one (renames recorded)."""
+        original = (obj.get("namespace"), obj.get("name"))
         ns, nm, rule = canonical_identity(*original, self.aliases)
-        physical = (ns, nm)
-        table = _table_symlink(dataset)
-        if table is None or not isinstance(ns, str) or not isinstance(nm, str):
-            final = physical
-            self._record(original, final, rule)
-        else:
-            t_ns, t_nm, t_rule = canonical_identity(*table, self.aliases)
-            final = (t_ns, t_nm)
-            self._record(original, final, _merge_rules(rule, "symlink", t_rule) if final != physical else rule)
-        if all(isinstance(part, str) for part in original):
-            self.final.setdefault(original, final)
-            self.final.setdefault(physical, final)
-        return final, (physical if final != physical else None)
+        if (ns, nm) != original and (key := (*original, ns, nm)) not in self.renames:
+            self.renames[key] = Rename(original[0], original[1], ns, nm, rule)
+        return ns, nm
 
     def ref(self, obj: Any) -> Any:
         """A facet's reference to a dataset (a dict with namespace and name) → the same or a rewritten copy."""
-        if not isinstance(obj, dict):
+        if not isinstance(obj, dict) or not all(isinstance(obj.get(key), str) for key in ("namespace", "name")):
             return obj
-        original = (obj.get("namespace"), obj.get("name"))
-        if not all(isinstance(part, str) for part in original):
-            return obj
-        final = self.final.get(original)
-        if final is None:
-            ns, nm, rule = canonical_identity(*original, self.aliases)
-            final = self.final.get((ns, nm), (ns, nm))
-            if final != (ns, nm):
-                rule = _merge_rules(rule, "symlink")
-        else:
-            rule = next((r.rule for r in self.renames.values() if (r.original_namespace, r.original_name) == original
-                         and (r.namespace, r.name) == final), "symlink")
-        if final == original:
-            return obj
-        self._record(original, final, rule)
-        return {**obj, "namespace": final[0], "name": final[1]}
+        final = self.identity(obj)
+        return obj if final == (obj["namespace"], obj["name"]) else {**obj, "namespace": final[0], "name": final[1]}
 
     def refs(self, items: Any) -> Any:
         if not isinstance(items, list):
@@ -218,42 +181,27 @@ class _Normalizer:
                 changed["dataset"] = refs
         return {**facet, **changed} if changed else facet
 
-    def symlinks(self, facet: Any, physical: Identity | None) -> Any:
-        if not isinstance(facet, dict):
-            return facet
-        identifiers = facet.get("identifiers")
+    def symlinks(self, facet: Any) -> Any:
+        # Identifiers are other names of the dataset itself: canonical form and alias, as every identity, except a
+        # table named under its warehouse location (Spark: ``file:/tmp/delta`` + ``default.tbl``), which is a table
+        # name, not a path inside that location.
+        identifiers = facet.get("identifiers") if isinstance(facet, dict) else None
         if not isinstance(identifiers, list):
             return facet
-        new = [self._symlink_identifier(ident) for ident in identifiers]
-        if physical is not None and not any(isinstance(i, dict) and (i.get("namespace"), i.get("name")) == physical
-                                            for i in new):
-            new.append({"namespace": physical[0], "name": physical[1], "type": "LOCATION"})
-        if len(new) == len(identifiers) and all(a is b for a, b in zip(new, identifiers, strict=True)):
+        new = [ident if _warehouse_table(ident) else self.ref(ident) for ident in identifiers]
+        if all(a is b for a, b in zip(new, identifiers, strict=True)):
             return facet
         return {**facet, "identifiers": new}
 
-    def _symlink_identifier(self, ident: Any) -> Any:
-        # Identifiers are other names of the dataset itself: canonical form and alias, never symlink-resolved again
-        # (that would turn the TABLE identifier into a reference to itself).
-        if not isinstance(ident, dict):
-            return ident
-        original = (ident.get("namespace"), ident.get("name"))
-        ns, nm, rule = canonical_identity(*original, self.aliases)
-        if (ns, nm) == original:
-            return ident
-        self._record(original, (ns, nm), rule)
-        return {**ident, "namespace": ns, "name": nm}
-
-    def changes(self, dataset: Any, identity: tuple[Identity, Identity | None] | None) -> _Changes | None:
+    def changes(self, dataset: Any, final: Identity | None) -> _Changes | None:
         """Pass 2 for a dataset: its final identity and rewritten facets (None: not a dataset, left as it is)."""
-        if not isinstance(dataset, dict) or identity is None:
+        if not isinstance(dataset, dict) or final is None:
             return None
-        final, physical = identity
         changed = {}
         facets = dataset.get("facets")
         if isinstance(facets, dict):
             symlinks, lineage = facets.get("symlinks"), facets.get("columnLineage")
-            if symlinks is not None and (new := self.symlinks(symlinks, physical)) is not symlinks:
+            if symlinks is not None and (new := self.symlinks(symlinks)) is not symlinks:
                 changed["symlinks"] = new
             if lineage is not None and (new := self.column_lineage(lineage)) is not lineage:
                 changed["columnLineage"] = new
@@ -291,8 +239,8 @@ def _plan(event: dict[str, Any], aliases: Mapping[str, str] | None) -> _Plan:
     norm = _Normalizer(aliases)
     lists = {key: event[key] for key in ("inputs", "outputs") if isinstance(event.get(key), list)}
     single = event.get("dataset") if isinstance(event.get("dataset"), dict) else None
-    # Pass 1: every dataset's identity first, so column lineage can point at inputs unified through their symlinks.
-    identities: dict[int, tuple[Identity, Identity | None]] = {}
+    # Pass 1: every dataset's identity first, so column lineage references reuse the renames found for them.
+    identities: dict[int, Identity] = {}
     for item in _datasets(lists.values(), single):
         identities[id(item)] = norm.identity(item)
     changes = {key: [norm.changes(item, identities.get(id(item))) for item in items] for key, items in lists.items()}

@@ -18,7 +18,7 @@ from neo4j.exceptions import ClientError
 
 from kafka_lineage.server.node_ids import NodeId
 from kafka_lineage.sinks.graph.model import stored_key
-from kafka_lineage.sinks.graph.queries import known
+from kafka_lineage.sinks.graph.queries import MAX_ALIAS_LINKS, aliases_of, known
 
 _NS = "coalesce({0}.fullNamespace, {0}.namespace)"
 _NAME = "coalesce({0}.fullName, {0}.name)"
@@ -103,15 +103,18 @@ def _search_query(kinds: Iterable[str], selective: bool) -> str:
 # One breadth-first level: up to $room nodes next to the frontier (``$ids``) not seen yet (``$seen``), through edges
 # known at ``$asOf``. Asking only for what still fits keeps a hub's thousands of neighbours from being read when a few
 # fill the answer; the edges among the nodes kept are read once at the end (``_*_EDGES``).
-def _new_neighbours(pattern: str, columns: str) -> str:
+def _new_neighbours(pattern: str, columns: str, then: str = "") -> str:
+    """``then``: a clause from the pattern's end (``n``) on to the nodes answered (``b``)."""
     return ("UNWIND $ids AS id MATCH (a) WHERE elementId(a) = id MATCH " + pattern + " WHERE " + known("e")
-            + " AND NOT elementId(b) IN $seen WITH DISTINCT b LIMIT $room RETURN collect([elementId(b), "
-            + columns + "])")
+            + (f" {then} WITH b WHERE" if then else " AND") + " NOT elementId(b) IN $seen WITH DISTINCT b "
+            "LIMIT $room RETURN collect([elementId(b), " + columns + "])")
 
 
-_TABLE_LEVEL = _new_neighbours("(a)-[e:INPUT_TO|OUTPUTS]-(b)", "CASE WHEN b:Job THEN 'job' ELSE 'dataset' END, "
-                               + _NS.format("b") + ", " + _NAME.format("b"))
-_TABLE_EDGES = ("UNWIND $ids AS id MATCH (a) WHERE elementId(a) = id MATCH (a)-[e:INPUT_TO|OUTPUTS]->(b) WHERE "
+_TABLE_COLUMNS = "CASE WHEN b:Job THEN 'job' ELSE 'dataset' END, " + _NS.format("b") + ", " + _NAME.format("b")
+# A dataset's aliases (SAME_AS) come with it, in the same level: the same data under another name.
+_TABLE_LEVEL = _new_neighbours("(a)-[e:INPUT_TO|OUTPUTS]-(n)", _TABLE_COLUMNS, aliases_of("n", "b"))
+_ALIASES = _new_neighbours("(a)-[e:SAME_AS]-(b)", _TABLE_COLUMNS)  # a start's aliases, with _walk's hops
+_TABLE_EDGES = ("UNWIND $ids AS id MATCH (a) WHERE elementId(a) = id MATCH (a)-[e:INPUT_TO|OUTPUTS|SAME_AS]->(b) WHERE "
                 + known("e") + " AND elementId(b) IN $ids WITH a, b LIMIT $rows "
                 "RETURN collect([elementId(a), elementId(b), ''])")
 _START = {
@@ -373,7 +376,9 @@ class GraphStore:
         graph = Graph(starts=[found[0]])
         graph.nodes[found[0]] = NodeId(kind, namespace, name)
         deadline = time.monotonic() + self.timeout
-        self._walk(graph, graph.starts, 2 * depth, limit, _TABLE_LEVEL, as_of, deadline)
+        if kind == "dataset":
+            self._walk(graph, graph.starts, MAX_ALIAS_LINKS, limit, _ALIASES, as_of, deadline)
+        self._walk(graph, list(graph.nodes), 2 * depth, limit, _TABLE_LEVEL, as_of, deadline)
         self._edges(graph, _TABLE_EDGES, as_of, deadline)
         return graph
 

@@ -28,18 +28,23 @@ hold as a map keyed by dataset. ``inputStatistics``/``outputStatistics`` give ``
 ``bytes``; the run's totals (``inputRowCount``, ``outputRowCount``, ``inputBytes``, ``outputBytes``) are recomputed from
 its edges after every batch that touches them, so they too are order independent.
 
-Not mapped (yet): the parent facet's ``root`` (only the direct parent is linked), the column-lineage facet's
-dataset-level ``dataset`` list, symlinks (the processor already unified names), error stack traces.
+A dataset's ``symlinks`` identifiers (other names of the same data: the table of a path, the catalog name of a
+topic) become ``(Dataset)-[:SAME_AS {type}]->(Dataset)`` to a node of that name, created if needed, so that an event
+naming only the path or only the table joins the same lineage; the lineage queries follow ``SAME_AS`` either way
+without counting it as a hop (ARCHITECTURE 52).
 
-Lineage edges (``INPUT_TO``, ``OUTPUTS``, ``DERIVES_FROM``) keep ``firstSeen``/``lastSeen``: the earliest and latest
-eventTime of an event that carried them (min/max rules, so order free). As-of questions ("the graph as it was at T")
-read them; they are event times, not wall-clock times, so a replay reproduces them.
+Not mapped (yet): the parent facet's ``root`` (only the direct parent is linked), the column-lineage facet's
+dataset-level ``dataset`` list, error stack traces.
+
+Lineage edges (``INPUT_TO``, ``OUTPUTS``, ``DERIVES_FROM``, ``SAME_AS``) keep ``firstSeen``/``lastSeen``: the
+earliest and latest eventTime of an event that carried them (min/max rules, so order free). As-of questions ("the
+graph as it was at T") read them; they are event times, not wall-clock times, so a replay reproduces them.
 
 Fingerprint: ``FINGERPRINT_QUERIES`` read every node's identity and every relationship's type and end identities,
-plus the lineage-relevant properties ``Run.state``, ``DERIVES_FROM.transformation``, ``WROTE.rowCount``/``bytes`` and
-the lineage edges' ``firstSeen``/``lastSeen``. Other times, ``…Order`` bookkeeping and descriptive facet values are
-left out: they are derived from the same events, but the fingerprint answers "is this the same lineage", and
-leaving them out keeps it stable when the sink later adds descriptive properties.
+plus the lineage-relevant properties ``Run.state``, ``DERIVES_FROM.transformation``, ``SAME_AS.type``,
+``WROTE.rowCount``/``bytes`` and the lineage edges' ``firstSeen``/``lastSeen``. Other times, ``…Order`` bookkeeping
+and descriptive facet values are left out: they are derived from the same events, but the fingerprint answers "is
+this the same lineage", and leaving them out keeps it stable when the sink later adds descriptive properties.
 """
 
 from __future__ import annotations
@@ -262,6 +267,7 @@ _RULES: dict[str, dict[str, Callable[[Any, Any], Any]]] = {
     "derives_from": {"lineage": _latest, "firstSeen": _min, "lastSeen": _max},
     "input_to": {"firstSeen": _min, "lastSeen": _max},
     "outputs": {"firstSeen": _min, "lastSeen": _max},
+    "same_as": {"type": _min, "firstSeen": _min, "lastSeen": _max},
 }
 # Identity columns of each row kind, in sort order.
 _KEYS: dict[str, tuple[str, ...]] = {
@@ -279,6 +285,7 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "has_field": ("namespace", "name", "field"),
     "derives_from": ("namespace", "name", "field", "inputNamespace", "inputName", "inputField"),
     "has_schema": ("namespace", "name", "hash"),
+    "same_as": ("namespace", "name", "aliasNamespace", "aliasName"),
     "run_totals": ("runId",),
     # the whole values behind hashed keys (stored_key): rows only for nodes that have one
     "jobs_names": ("namespace", "name"),
@@ -391,6 +398,13 @@ def _dataset_facets(b: _Builder, dataset: Any, time: str | None) -> tuple[str, s
                 b.field(namespace, name, b.key(path), with_dataset=False)
     else:
         b.dataset(namespace, name)
+    for identifier in _list(_dict(facets.get("symlinks")).get("identifiers")):
+        alias = _identity(b, identifier)
+        if alias is not None and alias != (namespace, name):
+            b.dataset(*alias)
+            b.add("same_as", {"namespace": namespace, "name": name, "aliasNamespace": alias[0],
+                              "aliasName": alias[1], "type": _str(identifier.get("type")), "firstSeen": time,
+                              "lastSeen": time})
     for out_field, spec in _dict(_dict(facets.get("columnLineage")).get("fields")).items():
         if not _str(out_field):
             continue
@@ -618,6 +632,9 @@ STATEMENTS: dict[str, str] = {
                     "MATCH (i:Field {namespace: row.inputNamespace, name: row.inputName, field: row.inputField})\n"
                     f"MERGE (o)-[e:DERIVES_FROM]->(i)\n{_SEEN}\n"
                     + _take_latest("e", "lineage", {"transformation": "transformation"}),
+    "same_as": f"UNWIND $rows AS row\n{_DATASET}\n"
+               "MATCH (a:Dataset {namespace: row.aliasNamespace, name: row.aliasName})\n"
+               f"MERGE (d)-[e:SAME_AS]->(a)\n{_SEEN}, {_min_set('e', 'type')}",
     "has_schema": f"UNWIND $rows AS row\n{_DATASET}\n"
                   "MATCH (s:SchemaVersion {namespace: row.namespace, name: row.name, hash: row.hash})\n"
                   "MERGE (d)-[:HAS_SCHEMA]->(s)",
@@ -700,6 +717,9 @@ FINGERPRINT_QUERIES: dict[str, str] = {
     "DERIVES_FROM": "MATCH (o:Field)-[e:DERIVES_FROM]->(i:Field) RETURN o.namespace AS namespace, o.name AS name, "
                     "o.field AS field, i.namespace AS inputNamespace, i.name AS inputName, i.field AS inputField, "
                     "e.transformation AS transformation, e.firstSeen AS firstSeen, e.lastSeen AS lastSeen",
+    "SAME_AS": "MATCH (d:Dataset)-[e:SAME_AS]->(a:Dataset) RETURN d.namespace AS namespace, d.name AS name, "
+               "a.namespace AS aliasNamespace, a.name AS aliasName, e.type AS type, e.firstSeen AS firstSeen, "
+               "e.lastSeen AS lastSeen",
     "HAS_SCHEMA": "MATCH (d:Dataset)-[:HAS_SCHEMA]->(s:SchemaVersion) RETURN d.namespace AS namespace, "
                   "d.name AS name, s.namespace AS schemaNamespace, s.name AS schemaName, s.hash AS hash",
 }

@@ -53,13 +53,33 @@ def known(edge: str) -> str:
     return f"($asOf IS NULL OR {edge}.firstSeen IS NULL OR {edge}.firstSeen <= $asOf)"
 
 
+# A dataset's other names (``SAME_AS``, from ``symlinks`` facets, either direction, up to this many links away) are
+# the same data: a walk reaches them with the dataset, at its depth, and goes on from them too.
+MAX_ALIAS_LINKS = 4
+
+
+def aliases_of(node: str, alias: str) -> str:
+    """A ``CALL`` subquery: ``node`` itself and every dataset ``SAME_AS``-linked to it by edges known at ``$asOf``,
+    as ``alias``, one row each (``node`` null: one null row)."""
+    return (f"CALL ({node}) {{ RETURN {node} AS {alias} UNION MATCH p = ({node}:Dataset)"
+            f"-[:SAME_AS*1..{MAX_ALIAS_LINKS}]-({alias}:Dataset) "
+            f"WHERE all(link IN relationships(p) WHERE {known('link')}) RETURN {alias} }}")
+
+
 def _dataset_level(reads: str, writes: str) -> str:
-    """One depth level from the frontier datasets (``$ids``): the jobs next to them and the datasets next to those
-    jobs, one row per (edge, edge) pair; a job without one still comes as a row (OPTIONAL MATCH). The patterns name
-    their edges ``e1`` and ``e2``: only edges known at ``$asOf`` are followed."""
+    """One depth level from the frontier datasets (``$ids``): the jobs next to them, the datasets next to those
+    jobs, and those datasets' aliases (``x``; the dataset itself among them), one row per (edge, edge, alias); a job
+    without one still comes as a row (OPTIONAL MATCH). The patterns name their edges ``e1`` and ``e2``: only edges
+    known at ``$asOf`` are followed."""
     return (f"UNWIND $ids AS id MATCH {reads} WHERE elementId(a) = id AND {known('e1')} "
             f"OPTIONAL MATCH {writes} WHERE {known('e2')} "
-            f"WITH id, j, o LIMIT $rows RETURN collect([id, {_names('j')}, {_names('o')}])")
+            f"{aliases_of('o', 'x')} "
+            f"WITH id, j, o, x LIMIT $rows RETURN collect([id, {_names('j')}, {_names('o')}, {_names('x')}])")
+
+
+# The start's aliases: reached at depth 0, and walked from like the start.
+_START_ALIASES = (f"MATCH (a:Dataset) WHERE elementId(a) = $id {aliases_of('a', 'x')} WITH x WHERE x <> a "
+                  f"RETURN collect([{_names('x')}])")
 
 
 def _field_level(pattern: str) -> str:
@@ -85,9 +105,9 @@ class _Level:
 
 _DATASET_LEVELS = {
     "down": _Level(_dataset_level("(a:Dataset)-[e1:INPUT_TO]->(j:Job)", "(j)-[e2:OUTPUTS]->(o:Dataset)"),
-                   ("job", "dataset"), 3, True),
+                   ("job", "dataset", "alias"), 3, True),
     "up": _Level(_dataset_level("(a:Dataset)<-[e1:OUTPUTS]-(j:Job)", "(j)<-[e2:INPUT_TO]-(o:Dataset)"),
-                 ("job", "dataset"), 3, False),
+                 ("job", "dataset", "alias"), 3, False),
 }
 _FIELD_LEVELS = {  # DERIVES_FROM points from the derived (output) column to its input
     "down": _Level(_field_level("(a:Field)<-[e:DERIVES_FROM]-(b:Field)"), ("field",), 4, False),
@@ -129,18 +149,25 @@ class _Walk:
 
 
 def _walk(session: Session, start: Sequence[str], level: _Level, depth: int, limit: int, deadline: float | None,
-          as_of: str | None = None) -> _Walk:
+          as_of: str | None = None, aliases: dict[str, list[str]] | None = None) -> _Walk:
     """Breadth-first from the ``start`` node ids, one query per depth level, at most ``depth`` levels.
 
     Within a level the second hop may start from a job visited at an earlier level: its neighbours were all found
     then, so the visited set drops them again and every node keeps its shortest depth. A start node is reported
     only when some edge reaches it (a cycle), as the path query did. The walk ends after a level that brought the
-    count over ``limit``: every node at that depth is known, so the nearest ``limit`` are exact.
+    count over ``limit``: every node at that depth is known, so the nearest ``limit`` are exact. A level's
+    ``alias`` hop reaches the aliases of the dataset before it, at that dataset's depth; ``aliases`` (id → names)
+    are the first start's, reported at depth 0 and walked from.
     """
     walk = _Walk()
     starts = set(start)
     visited = set(start)
     frontier = list(start)
+    for alias, names in (aliases or {}).items():
+        walk.found[alias], walk.parent[alias] = (0, "dataset", names), start[0]
+        walk.edges.add((start[0], alias))
+        visited.add(alias)
+        frontier.append(alias)
     for depth_now in range(1, depth + 1):
         if not frontier:
             break
@@ -167,13 +194,16 @@ def _walk(session: Session, start: Sequence[str], level: _Level, depth: int, lim
                 target = row[at]
                 if target is None:
                     break
-                walk.edges.add((source, target) if level.outward else (target, source))
+                alias = kind == "alias"
+                if alias and target == source:
+                    continue  # the dataset itself
+                walk.edges.add((source, target) if level.outward or alias else (target, source))
                 if target not in walk.found and (target not in visited or target in starts):
-                    walk.found[target] = (depth_now, kind, row[at + 1:at + level.width])
+                    walk.found[target] = (depth_now, "dataset" if alias else kind, row[at + 1:at + level.width])
                     walk.parent[target] = source
                     if target not in visited:
                         visited.add(target)
-                        if hop == len(level.kinds) - 1:
+                        if kind != "job":  # the walk goes on from datasets (and their aliases) and fields
                             following.append(target)
                 source = target
         frontier = following
@@ -239,7 +269,9 @@ def traverse(driver: Driver, namespace: str, name: str, depth: int = 5, directio
         if record is None:
             return Traversal(start, [], [], False, limit)
         start_id = record["id"]
-        walk = _walk(session, [start_id], _DATASET_LEVELS[direction], depth, limit, deadline, as_of)
+        aliases = {row[0]: row[1:] for row in session.run(Query(_START_ALIASES, timeout=timeout), id=start_id,
+                                                            asOf=as_of).single(strict=True)[0]}
+        walk = _walk(session, [start_id], _DATASET_LEVELS[direction], depth, limit, deadline, as_of, aliases)
     reached = {node: Reached(level, kind, *names) for node, (level, kind, names) in walk.found.items()}
     nodes = sorted(reached.values())[:limit]
     returned = set(nodes)

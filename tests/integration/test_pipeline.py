@@ -13,6 +13,7 @@ import pytest
 from kafka_lineage.producers.client.publisher import EventPublisher
 from kafka_lineage.replay.local import wipe
 from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.server.store import GraphStore
 from kafka_lineage.sinks.graph.sink import driver_for, graph_fingerprint
 from kafka_lineage_devtools.processes import alert_sink_process, pipeline_env, processor_process, sink_process
 from tests.openlineage_samples import PRODUCER
@@ -138,3 +139,46 @@ def test_static_lineage_flows_to_the_graph_and_impact(clients: ClientSettings, t
     assert found and [f["name"] for f in json.loads(found[0][0])] == ["id", "payload"]
     impact = lineage("impact", "s3://lake", source, "--format", "json", env=env)
     assert '"name": "declared_etl"' in impact.stdout and f'"name": "{target}"' in impact.stdout
+
+
+def test_a_path_and_its_table_symlink_are_one_lineage_under_their_own_names(clients: ClientSettings,
+                                                                           tmp_path: Path) -> None:
+    """Spark writes a path that a Hive table names (a TABLE symlink); the next job reads the table by name only.
+    Both datasets keep their own identities, linked SAME_AS, and every lineage question crosses the link: the CLI's
+    impact and upstream, the lineage server's graph. A replay rebuilds the link."""
+    prefix = f"test.symlink.{uuid.uuid4().hex[:8]}"
+    env = {**pipeline_env(prefix, 2, tmp_path / "processor"), "LINEAGE_SINK_POLL_SECONDS": "0.2"}
+    settings = ClientSettings.from_env({**os.environ, **env})
+    ns = f"sym-{uuid.uuid4().hex[:6]}"
+    path, table, mart = f"{ns}/warehouse/orders", f"{ns}.orders", f"{ns}/mart"
+    written = _dataset(path, [("id", "bigint")])
+    written["facets"]["symlinks"] = {
+        "_producer": PRODUCER, "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/SymlinksDatasetFacet.json",
+        "identifiers": [{"namespace": "hive://metastore:9083", "name": table, "type": "TABLE"}]}
+    events = _run(ns, "write_orders", 0, [], [written])
+    events += _run(ns, "orders_mart", 10, [{"namespace": "hive://metastore:9083", "name": table}], [_dataset(mart)])
+    with driver_for(settings) as driver:
+        wipe(driver)
+    with processor_process(env), sink_process(env):
+        publisher = EventPublisher.from_settings(settings)
+        publisher.send([publisher.encode(e) for e in events]).result(30)
+        publisher.close()
+        with driver_for(settings) as driver:
+            deadline, linked = time.monotonic() + 60, []
+            while time.monotonic() < deadline and not linked:
+                linked = driver.execute_query(
+                    "MATCH (d:Dataset {namespace: 's3://lake'})-[e:SAME_AS]->(t:Dataset)-[:INPUT_TO]->(:Job) "
+                    "RETURN d.name, t.namespace, t.name, e.type").records
+                time.sleep(0.3)
+            live = _settled_fingerprint(driver)
+            graph = GraphStore(driver).neighbourhood("dataset", "s3://lake", path, 1, 100)
+    assert [list(r) for r in linked] == [[path, "hive://metastore:9083", table, "TABLE"]]  # the path kept its name
+    impact = lineage("impact", "s3://lake", path, "--format", "json", env=env)
+    assert '"name": "orders_mart"' in impact.stdout and f'"name": "{mart}"' in impact.stdout
+    upstream = lineage("upstream", "s3://lake", mart, env=env)
+    assert "write_orders" in upstream.stdout and path in upstream.stdout
+    assert {(n.kind, n.name) for n in graph.nodes.values()} >= {("dataset", table), ("job", "orders_mart")}
+    rebuilt = lineage("replay", "--from", "earliest", "--fresh", "--yes", env=env)
+    assert "4 events written" in rebuilt.stdout
+    with driver_for(settings) as driver:
+        assert graph_fingerprint(driver) == live

@@ -108,26 +108,17 @@ def test_input_event_is_not_mutated_and_output_is_new() -> None:
     assert out["outputs"][0]["namespace"] == "s3://bucket"
 
 
-def test_sample_event_unifies_its_input_with_its_symlinked_table_everywhere() -> None:
+def test_a_symlinked_dataset_keeps_its_own_identity_and_its_symlinks_as_sent() -> None:
     # The sample input is postgres://db:5432 shop.public.orders with a TABLE symlink hive://meta:9083 shop.orders,
-    # and the output's column lineage reads from that input: both must end up naming the table.
+    # and the output's column lineage reads from that input: all keep naming the input itself (the graph sink links
+    # the two names with SAME_AS); nothing is renamed, no identifier is added.
     event = full_run_event()
     out, renames = normalize_event(event)
-    dataset = out["inputs"][0]
-    assert (dataset["namespace"], dataset["name"]) == ("hive://meta:9083", "shop.orders")
-    identifiers = dataset["facets"]["symlinks"]["identifiers"]
-    assert {"namespace": "postgres://db:5432", "name": "shop.public.orders", "type": "LOCATION"} in identifiers
-    assert {"namespace": "hive://meta:9083", "name": "shop.orders", "type": "TABLE"} in identifiers
-    ref = out["outputs"][0]["facets"]["columnLineage"]["fields"]["id"]["inputFields"][0]
-    assert (ref["namespace"], ref["name"], ref["field"]) == ("hive://meta:9083", "shop.orders", "order_id")
-    assert ref["transformations"] == [{"type": "DIRECT", "subtype": "IDENTITY"}]
-    # one rename for the identity, however many places named it
-    assert renames == [Rename("postgres://db:5432", "shop.public.orders", "hive://meta:9083", "shop.orders",
-                              "symlink")]
+    assert out == event and renames == []
     validate_event(out)
 
 
-def test_symlink_of_a_path_dataset_with_normalized_table_and_alias() -> None:
+def test_symlink_identifiers_take_canonical_form_and_alias_but_never_replace_the_identity() -> None:
     event = full_run_event()
     physical = event["outputs"][0]
     physical.update(namespace="s3a://Warehouse", name="orders")
@@ -138,20 +129,32 @@ def test_symlink_of_a_path_dataset_with_normalized_table_and_alias() -> None:
     event["inputs"] = []
     out, renames = normalize_event(event, {"postgres://meta:5432": "postgres://catalog:5432"})
     dataset = out["outputs"][0]
-    assert (dataset["namespace"], dataset["name"]) == ("postgres://catalog:5432", "db.public.orders_t")
+    assert (dataset["namespace"], dataset["name"]) == ("s3://warehouse", "orders")
     assert dataset["facets"]["symlinks"]["identifiers"] == [
         {"namespace": "s3://warehouse", "name": "orders/_delta_log", "type": "LOCATION"},
         {"namespace": "postgres://catalog:5432", "name": "db.public.orders_t", "type": "table"},
-        {"namespace": "s3://warehouse", "name": "orders", "type": "LOCATION"},
     ]
     by_original = {(r.original_namespace, r.original_name): r for r in renames}
-    main = by_original[("s3a://Warehouse", "orders")]
-    assert (main.namespace, main.name) == ("postgres://catalog:5432", "db.public.orders_t")
-    assert main.rule.split("+")[0] == "s3a-scheme" and "symlink" in main.rule.split("+")
-    assert main.rule.endswith("alias")
+    assert by_original[("s3a://Warehouse", "orders")].rule == "s3a-scheme+host-case"
+    table = by_original[("jdbc:postgresql://Meta/db", "public.orders_t")]
+    assert (table.namespace, table.name) == ("postgres://catalog:5432", "db.public.orders_t")
+    assert table.rule.endswith("alias")
 
 
-def test_column_lineage_follows_symlinks_dataset_level_lineage_and_unknown_inputs() -> None:
+def test_a_spark_delta_output_is_not_given_a_path_that_does_not_exist() -> None:
+    # Spark's Delta/CTAS output: the path, with the warehouse directory and the table as a TABLE symlink.
+    event = full_run_event()
+    event["inputs"] = []
+    event["outputs"][0].update(namespace="file", name="/tmp/delta/tbl")
+    event["outputs"][0]["facets"]["symlinks"] = {"_producer": "p", "_schemaURL": "s", "identifiers": [
+        {"namespace": "file:/tmp/delta", "name": "default.tbl", "type": "TABLE"}]}
+    out, _ = normalize_event(event)
+    assert (out["outputs"][0]["namespace"], out["outputs"][0]["name"]) == ("file", "/tmp/delta/tbl")
+    # the table is named under its warehouse location: a table name, not a path inside it
+    assert out["outputs"][0]["facets"]["symlinks"] is event["outputs"][0]["facets"]["symlinks"]
+
+
+def test_column_lineage_references_take_canonical_form_dataset_level_lineage_and_unknown_inputs() -> None:
     event = full_run_event()
     event["inputs"][0].update(namespace="s3a://raw", name="orders")
     event["inputs"][0]["facets"]["symlinks"]["identifiers"][0] = {
@@ -165,15 +168,16 @@ def test_column_lineage_follows_symlinks_dataset_level_lineage_and_unknown_input
     lineage["dataset"] = [{"namespace": "s3n://raw", "name": "orders", "field": "id",
                            "transformations": [{"type": "INDIRECT", "subtype": "FILTER"}]}]
     out, renames = normalize_event(event)
+    assert (out["inputs"][0]["namespace"], out["inputs"][0]["name"]) == ("s3://raw", "orders")
     refs = out["outputs"][0]["facets"]["columnLineage"]["fields"]["id"]["inputFields"]
     assert [(r["namespace"], r["name"]) for r in refs] == [
-        ("hive://meta:9083", "raw.orders"), ("hive://meta:9083", "raw.orders"), ("kafka://b1:9092", "clicks")]
+        ("s3://raw", "orders"), ("s3://raw", "orders"), ("kafka://b1:9092", "clicks")]
     dataset_level = out["outputs"][0]["facets"]["columnLineage"]["dataset"][0]
-    assert (dataset_level["namespace"], dataset_level["name"]) == ("hive://meta:9083", "raw.orders")
+    assert (dataset_level["namespace"], dataset_level["name"]) == ("s3://raw", "orders")
     assert dataset_level["transformations"] == [{"type": "INDIRECT", "subtype": "FILTER"}]
     originals = sorted((r.original_namespace, r.rule) for r in renames)
-    assert originals == [("kafka://b2:9092,b1:9092", "kafka-bootstrap-order"), ("s3://raw", "symlink"),
-                         ("s3a://raw", "s3a-scheme+symlink"), ("s3n://raw", "s3a-scheme+symlink")]
+    assert originals == [("kafka://b2:9092,b1:9092", "kafka-bootstrap-order"), ("s3a://raw", "s3a-scheme"),
+                         ("s3n://raw", "s3a-scheme")]
 
 
 def test_duplicate_identities_collapse_to_one_rename() -> None:

@@ -115,6 +115,7 @@ def test_scenario_nodes():
     assert facets[PARENT] == (None, None) and facets[FAILED][0] is None
     kafka_fields = dataset_event()["dataset"]["facets"]["schema"]["fields"]
     assert rows(batch, "datasets") == [
+        {"namespace": "hive://meta:9083", "name": "shop.orders", "schema": None},  # the input's TABLE symlink
         {"namespace": "kafka://broker:9092", "name": "orders", "schema": {"version": schema_version(kafka_fields)}},
         {"namespace": SRC[0], "name": SRC[1], "schema": {"version": SCHEMA_HASH}},
         {"namespace": OUT[0], "name": OUT[1], "schema": {"version": SCHEMA_HASH}},
@@ -168,6 +169,21 @@ def test_scenario_relationships():
          "lastSeen": last}]
     assert [r["hash"] for r in batch["has_schema"]] == [r["hash"] for r in batch["schema_versions"]]
     assert rows(batch, "run_totals") == [{"runId": RUN}]
+    # the input's symlinks facet: another name of the same data, linked, not replacing the input's own identity
+    assert rows(batch, "same_as") == [{"namespace": SRC[0], "name": SRC[1], "aliasNamespace": "hive://meta:9083",
+                                       "aliasName": "shop.orders", "type": "TABLE", "firstSeen": first,
+                                       "lastSeen": last}]
+
+
+def test_a_symlink_to_the_dataset_itself_links_nothing_and_types_merge_order_free():
+    event = full_run_event()
+    identifiers = event["inputs"][0]["facets"]["symlinks"]["identifiers"]
+    identifiers.append({"namespace": event["inputs"][0]["namespace"], "name": event["inputs"][0]["name"],
+                        "type": "LOCATION"})
+    other = copy.deepcopy(event)
+    other["inputs"][0]["facets"]["symlinks"]["identifiers"][0]["type"] = "LOCATION"
+    for events in ([event, other], [other, event]):
+        assert [r["type"] for r in graph_batch(events)["same_as"]] == ["LOCATION"]
 
 
 def test_order_keys():
@@ -330,8 +346,9 @@ def test_malformed_facets_are_skipped():
     event["outputs"][0]["facets"]["columnLineage"] = {"fields": {"id": {"inputFields": [{"namespace": "x"}, 7]}}}
     event["outputs"].append({"namespace": "s3://bucket"})  # no name: no node (MERGE cannot key on null)
     event["run"]["facets"]["parent"] = {"run": "junk"}
+    event["inputs"][0]["facets"]["symlinks"] = {"identifiers": [None, {"namespace": "x"}, "y"]}
     batch = graph_batch([event, "not an event"])
-    assert not batch["derives_from"] and not batch["child_of"]
+    assert not batch["derives_from"] and not batch["child_of"] and not batch["same_as"]
     assert batch["read"][0]["stats"] is None
     assert [(d["namespace"], d["name"]) for d in batch["datasets"]] == [SRC, OUT]
 
@@ -358,6 +375,8 @@ def test_every_relationship_end_has_a_node_row():
         assert ends <= fields
     for r in batch["has_schema"]:
         assert (r["namespace"], r["name"]) in datasets and (r["namespace"], r["name"], r["hash"]) in versions
+    for r in batch["same_as"]:
+        assert {(r["namespace"], r["name"]), (r["aliasNamespace"], r["aliasName"])} <= datasets
     assert {r["runId"] for r in batch["run_totals"]} <= runs
 
 
@@ -405,7 +424,7 @@ def test_statements_order_nodes_first_and_skip_empty():
     pairs = statements(graph_batch(scenario()))
     names = [next(n for n, q in STATEMENTS.items() if q == query) for query, _ in pairs]
     assert names == ["jobs", "runs", "datasets", "fields", "schema_versions", "of_job", "child_of", "read", "wrote",
-                     "input_to", "outputs", "has_field", "derives_from", "has_schema", "run_totals"]
+                     "input_to", "outputs", "has_field", "derives_from", "same_as", "has_schema", "run_totals"]
     node_kinds = {"jobs", "runs", "datasets", "fields", "schema_versions"}
     last_node = max(i for i, n in enumerate(names) if n in node_kinds)
     assert all(n not in node_kinds for n in names[last_node + 1:])
@@ -479,7 +498,8 @@ def test_fingerprint_accepts_value_lists_and_rejects_unknown_queries():
 
 def test_fingerprint_queries_cover_the_model():
     labels = {"Job", "Run", "Dataset", "Field", "SchemaVersion"}
-    types = {"OF_JOB", "CHILD_OF", "READ", "WROTE", "INPUT_TO", "OUTPUTS", "HAS_FIELD", "DERIVES_FROM", "HAS_SCHEMA"}
+    types = {"OF_JOB", "CHILD_OF", "READ", "WROTE", "INPUT_TO", "OUTPUTS", "HAS_FIELD", "DERIVES_FROM", "HAS_SCHEMA",
+             "SAME_AS"}
     assert set(FINGERPRINT_QUERIES) == labels | types
     for name, query in FINGERPRINT_QUERIES.items():
         assert query.startswith("MATCH ") and "$" not in query
