@@ -6,7 +6,8 @@
 - missing: expected, not found;
 - extra: found, not expected;
 - wrong: same identity, different value (``Run.state``, ``WROTE.rowCount``/``bytes``,
-  ``DERIVES_FROM.transformation``; an alert's ``severity`` or ``changeId``);
+  ``DERIVES_FROM``/``DEPENDS_ON.transformation``, ``SAME_AS.type``, the lineage edges' ``firstSeen``/``lastSeen``;
+  an alert's ``severity`` or ``changeId``);
 - duplicates: one identity found more than once. The graph MERGEs, so it should hold none, but concurrent MERGEs
   of one relationship in two transactions can create two, and a missing uniqueness constraint two nodes; for
   alerts, the same alert (id) published twice.
@@ -115,6 +116,16 @@ GRAPH_QUERIES: dict[str, str] = {
     ], "o.namespace AS namespace, o.name AS name, o.field AS field, i.namespace AS inputNamespace, "
        "i.name AS inputName, i.field AS inputField, e.transformation AS transformation, "
        "e.firstSeen AS firstSeen, e.lastSeen AS lastSeen"),
+    "SAME_AS": _union("d, e, a", [
+        "MATCH (d:Dataset)-[e:SAME_AS]->(a:Dataset) WHERE d.namespace IN $datasetNamespaces",
+        "MATCH (d:Dataset)-[e:SAME_AS]->(a:Dataset) WHERE a.namespace IN $datasetNamespaces",
+    ], "d.namespace AS namespace, d.name AS name, a.namespace AS aliasNamespace, a.name AS aliasName, "
+       "e.type AS type, e.firstSeen AS firstSeen, e.lastSeen AS lastSeen"),
+    "DEPENDS_ON": _union("d, e, i", [
+        "MATCH (d:Dataset)-[e:DEPENDS_ON]->(i:Field) WHERE d.namespace IN $datasetNamespaces",
+        "MATCH (d:Dataset)-[e:DEPENDS_ON]->(i:Field) WHERE i.namespace IN $datasetNamespaces",
+    ], "d.namespace AS namespace, d.name AS name, i.namespace AS inputNamespace, i.name AS inputName, "
+       "i.field AS inputField, e.transformation AS transformation, e.firstSeen AS firstSeen, e.lastSeen AS lastSeen"),
     "HAS_SCHEMA": _union("d, e, s", [
         "MATCH (d:Dataset)-[e:HAS_SCHEMA]->(s:SchemaVersion) WHERE d.namespace IN $datasetNamespaces",
         "MATCH (d:Dataset)-[e:HAS_SCHEMA]->(s:SchemaVersion) WHERE s.namespace IN $datasetNamespaces",
@@ -156,6 +167,9 @@ def rows_from_graph_batch(batch: Any) -> dict[str, list[dict[str, Any]]]:
                           fieldName=lambda r: r["name"]),
         "DERIVES_FROM": pick("derives_from", "DERIVES_FROM",
                              transformation=lambda r: (r.get("lineage") or {}).get("transformation")),
+        "SAME_AS": pick("same_as", "SAME_AS"),
+        "DEPENDS_ON": pick("depends_on", "DEPENDS_ON",
+                           transformation=lambda r: (r.get("lineage") or {}).get("transformation")),
         "HAS_SCHEMA": pick("has_schema", "HAS_SCHEMA", schemaNamespace=lambda r: r["namespace"],
                            schemaName=lambda r: r["name"]),
     }
@@ -272,6 +286,7 @@ def _scope_rules() -> dict[str, Any]:
         "READ": by((0, "runs"), (1, "datasets")), "WROTE": by((0, "runs"), (1, "datasets")),
         "INPUT_TO": by((0, "datasets"), (2, "jobs")), "OUTPUTS": by((0, "jobs"), (2, "datasets")),
         "HAS_FIELD": by((0, "datasets"), (2, "datasets")), "DERIVES_FROM": by((0, "datasets"), (3, "datasets")),
+        "SAME_AS": by((0, "datasets"), (2, "datasets")), "DEPENDS_ON": by((0, "datasets"), (2, "datasets")),
         "HAS_SCHEMA": by((0, "datasets"), (2, "datasets")),
     }
 

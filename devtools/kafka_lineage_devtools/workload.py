@@ -14,6 +14,10 @@ The model:
   ``canonical_identity`` (every spelling is checked to reach it, on a sample of datasets per storage system);
 - output datasets carry a schema facet (top-level and nested fields) and, on COMPLETE, a column-lineage facet;
   source datasets carry their schema on the inputs;
+- a share of the path datasets (S3, HDFS, GCS; ``symlink_rate``) are also tables of a catalog: every event naming
+  one (input or output) carries a ``symlinks`` facet with its TABLE identifier, sent in canonical form — mostly a
+  Hive metastore table (``hive://wl-<tag>-metastore:9083``, ``mart.l01_t00003_0``), for some S3 datasets a table
+  named under the warehouse location (``s3://wl-<tag>-lake/warehouse``, which the processor keeps as it is);
 - every job runs ``runs_per_job`` times, one period apart: START, sometimes RUNNING, then COMPLETE or FAIL; the
   last run of a job may still be in flight (START, or START + RUNNING);
 - a share of the jobs are tasks of orchestrator DAGs: their runs have a parent run facet pointing at the DAG's
@@ -37,7 +41,8 @@ same graph but no alerts the second time; use a new tag (or seed) for a fresh ru
 The truth (``GroundTruth``) is derived from the model — what each job read and wrote, each run's outcome — not
 from the events, so comparing it with the graph the pipeline built checks the pipeline. Its rows have the shape
 of ``sinks.graph_model.FINGERPRINT_QUERIES`` results (``KINDS``): node identities, relationship end identities,
-``Run.state``, ``WROTE.rowCount``/``bytes`` and ``DERIVES_FROM.transformation``. Rules it encodes:
+``Run.state``, ``WROTE.rowCount``/``bytes``, ``DERIVES_FROM.transformation``, ``SAME_AS.type`` and the lineage
+edges' first/last seen event times. Rules it encodes:
 
 - a run's state is the outcome the model gave it (its last lifecycle event: COMPLETE, FAIL, RUNNING or START);
   copies and late delivery do not change it, and a DAG run that emitted no event has state None;
@@ -45,7 +50,10 @@ of ``sinks.graph_model.FINGERPRINT_QUERIES`` results (``KINDS``): node identitie
   run that failed or is in flight wrote its outputs without statistics (None, None);
 - ``DERIVES_FROM`` and the fields they name exist for (job, schema epoch) pairs with at least one COMPLETE run;
   fields of every schema version a run emitted exist (nothing is ever deleted from the graph);
-- schema versions are ``schemas.schema_diff.schema_version`` of the fields, as the processor and sink hash them.
+- schema versions are ``schemas.schema_diff.schema_version`` of the fields, as the processor and sink hash them;
+- a symlinked dataset has one ``SAME_AS`` edge (type TABLE) to a ``Dataset`` node of its table name, seen from the
+  first to the last event naming the dataset (its ``INPUT_TO``/``OUTPUTS`` edges' bounds); the alias namespaces are
+  in the truth's scope.
 """
 
 from __future__ import annotations
@@ -117,6 +125,9 @@ KINDS: dict[str, KindSpec] = {
     "HAS_FIELD": KindSpec(("namespace", "name", "fieldNamespace", "fieldName", "field")),
     "DERIVES_FROM": KindSpec(("namespace", "name", "field", "inputNamespace", "inputName", "inputField"),
                              ("transformation", "firstSeen", "lastSeen")),
+    "SAME_AS": KindSpec(("namespace", "name", "aliasNamespace", "aliasName"), ("type", "firstSeen", "lastSeen")),
+    "DEPENDS_ON": KindSpec(("namespace", "name", "inputNamespace", "inputName", "inputField"),
+                           ("transformation", "firstSeen", "lastSeen")),  # none in a workload
     "HAS_SCHEMA": KindSpec(("namespace", "name", "schemaNamespace", "schemaName", "hash")),
 }
 
@@ -297,6 +308,15 @@ def _spellings(system: str, tag: str, path: str) -> tuple[tuple[str, str], ...]:
     raise ValueError(system)
 
 
+def _table_name(tag: str, path: str, source: bool, location: bool) -> tuple[str, str]:
+    """A catalog's (namespace, name) of a path dataset: a Hive metastore table, or (``location``) a table of a
+    catalog without a metastore, which Spark names under its warehouse location (``s3://…/warehouse``)."""
+    table = f"{'raw' if source else 'mart'}.{path.replace('/', '_')}"
+    return (f"s3://wl-{tag}-lake/warehouse" if location else f"hive://wl-{tag}-metastore:9083"), table
+
+
+_TABLE_SYSTEMS = frozenset(("s3", "hdfs", "gcs"))  # path datasets a catalog may also name as a table
+_LOCATION_TABLE_RATE = 0.25  # the share of symlinked S3 datasets whose table is named under the warehouse location
 _VERIFIED_PER_SYSTEM = 64  # datasets per storage system whose every spelling is normalized to check the identity
 _SOURCE_SYSTEMS = ("postgres", "postgres", "kafka", "s3")
 _OUTPUT_SYSTEMS = ("s3", "s3", "s3", "postgres", "hdfs", "gcs")
@@ -312,6 +332,9 @@ class _Dataset:
     change_runs: list[int] = field(default_factory=list)  # run indices from which epoch 1, 2, … hold
     epochs: list[tuple[list[dict[str, Any]], str]] = field(default_factory=list)  # (fields, version) per epoch
     facets: dict[Any, dict[str, Any]] = field(default_factory=dict)  # built facet maps, shared by events
+    # a catalog's name of a path dataset: the symlinks facet its events carry, and the alias's identity in the graph
+    symlinks: dict[str, Any] | None = None
+    alias: tuple[str, str] | None = None
 
     def epoch(self, run: int) -> int:
         return bisect_right(self.change_runs, run)
@@ -415,18 +438,20 @@ def _change(rng: random.Random, fields: list[dict[str, Any]], severity: str, ref
 
 # --- generation ----------------------------------------------------------------------------------------------------
 def generate(jobs: int, runs_per_job: int, seed: int, schema_changes: int = 2, *, tag: str | None = None,
-             delivery: Delivery | None = None, parent_rate: float = 0.3,
+             delivery: Delivery | None = None, parent_rate: float = 0.3, symlink_rate: float = 0.4,
              aliases: Mapping[str, str] | None = None, start: str = "2024-06-01T00:00:00Z") -> Workload:
     """A workload of ``jobs`` jobs run ``runs_per_job`` times each, with ``schema_changes`` schema changes.
 
     ``tag`` (lower-case letters, digits, inner hyphens; default ``s{seed}``) goes into every namespace and seeds
     the run ids, so workloads with different tags never share graph elements. ``delivery``: how delivery is
     disturbed (``Delivery()`` defaults; ``Delivery.none()`` for time order, each event once). ``parent_rate``: the
-    share of jobs that are tasks of an orchestrator DAG. ``aliases``: the processor's alias map, if it runs with
-    one (the truth then holds the aliased namespaces). ``start``: the first run's eventTime.
+    share of jobs that are tasks of an orchestrator DAG. ``symlink_rate``: the share of path datasets (S3, HDFS,
+    GCS) a catalog also names as a table (their events carry a ``symlinks`` facet; 0 for none). ``aliases``: the
+    processor's alias map, if it runs with one (the truth then holds the aliased namespaces). ``start``: the first
+    run's eventTime.
 
-    Deterministic: the model depends on ``seed`` only, run ids on ``seed`` and ``tag``, the disturbance on
-    ``seed`` and ``delivery``.
+    Deterministic: the model depends on ``seed`` only (``symlink_rate`` decides which datasets have a table name,
+    nothing else), run ids on ``seed`` and ``tag``, the disturbance on ``seed`` and ``delivery``.
     """
     if jobs < 1 or runs_per_job < 1:
         raise ValueError("jobs and runs_per_job must be at least 1")
@@ -441,7 +466,7 @@ def generate(jobs: int, runs_per_job: int, seed: int, schema_changes: int = 2, *
     collecting = gc.isenabled()
     gc.disable()  # millions of new containers, no cycles: collections would only re-scan them (2-3x the time)
     try:
-        builder = _Builder(seed, tag, runs_per_job, aliases, start)
+        builder = _Builder(seed, tag, runs_per_job, aliases, start, symlink_rate)
         builder.plan_jobs(jobs)
         builder.plan_lineage()
         builder.plan_dags(parent_rate)
@@ -457,7 +482,8 @@ def generate(jobs: int, runs_per_job: int, seed: int, schema_changes: int = 2, *
         if collecting:
             gc.enable()
     params = {"seed": seed, "tag": tag, "jobs": jobs, "runs_per_job": runs_per_job,
-              "schema_changes": schema_changes, "parent_rate": parent_rate, "dags": len(builder.dags),
+              "schema_changes": schema_changes, "parent_rate": parent_rate, "symlink_rate": symlink_rate,
+              "dags": len(builder.dags),
               "distinct_events": len(timeline),
               "delivery": {"duplicate_rate": delivery.duplicate_rate, "retry_rate": delivery.retry_rate,
                            "late_start_rate": delivery.late_start_rate, "shuffle_window": delivery.shuffle_window}}
@@ -490,9 +516,12 @@ def _widen(bounds: dict[Any, tuple[int, int]], key: Any, first: int, last: int) 
 class _Builder:
     """The model, the events of its runs (time order) and its truth, built step by step by ``generate``."""
 
-    def __init__(self, seed: int, tag: str, runs: int, aliases: Mapping[str, str] | None, start: str) -> None:
+    def __init__(self, seed: int, tag: str, runs: int, aliases: Mapping[str, str] | None, start: str,
+                 symlink_rate: float = 0.0) -> None:
         self.tag, self.runs, self.aliases = tag, runs, aliases
         self.rng = random.Random(seed)
+        # symlinks draw from a stream of their own: the rest of the model is the same at every symlink_rate
+        self.links, self.symlink_rate = random.Random(f"symlinks/{seed}"), symlink_rate
         self.ids = random.Random(f"{seed}/{tag}")
         self.base = datetime.fromisoformat(start.replace("Z", "+00:00")).astimezone(UTC)
         self.job_ns, self.dag_ns = f"wl-{tag}.spark", f"wl-{tag}.airflow"
@@ -534,8 +563,28 @@ class _Builder:
         identity = _canonical(spellings, self.aliases, self.per_system[system] <= _VERIFIED_PER_SYSTEM)
         ds = _Dataset(len(self.datasets), spellings, identity, fields, source)
         ds.epochs.append((fields, schema_version(fields)))
+        linked, location = self.links.random(), self.links.random()  # two draws for every dataset, whatever happens
+        if system in _TABLE_SYSTEMS and linked < self.symlink_rate:
+            self.link(ds, _table_name(self.tag, path, source, system == "s3" and location < _LOCATION_TABLE_RATE))
         self.datasets.append(ds)
         return ds
+
+    def link(self, ds: _Dataset, table: tuple[str, str]) -> None:
+        """Give ``ds`` a ``symlinks`` facet naming ``table`` (type TABLE), and the alias identity the graph gets.
+
+        The identifier is sent in canonical form. The processor keeps a TABLE identifier whose namespace is a storage
+        location as it is (a table name under a warehouse location, not a path in it); any other goes through
+        ``canonical_identity`` (the alias map included) like every dataset name.
+        """
+        namespace, name = table
+        if namespace.startswith("hive://"):
+            if canonical_identity(namespace, name)[:2] != table:
+                raise RuntimeError(f"a symlink identifier is not canonical: {table}")
+            ds.alias = canonical_identity(namespace, name, self.aliases)[:2]
+        else:
+            ds.alias = table
+        ds.symlinks = _facet("SymlinksDatasetFacet", "1-0-1",
+                             identifiers=[{"namespace": namespace, "name": name, "type": "TABLE"}])
 
     def plan_jobs(self, count: int) -> None:
         """Layers of jobs: layer 1 reads sources, later layers mostly the layer before, sometimes any earlier."""
@@ -640,6 +689,8 @@ class _Builder:
             return facets
         fields = out.epochs[epoch][0]
         facets = {"schema": _facet("SchemaDatasetFacet", "1-1-1", fields=fields)}
+        if out.symlinks is not None:
+            facets["symlinks"] = out.symlinks
         if complete:
             present = {f["name"] for f in fields}
             lineage: dict[str, Any] = {}
@@ -666,10 +717,14 @@ class _Builder:
         for ds in job.inputs:
             ns, nm = ds.spellings[int(rnd() * len(ds.spellings))]
             item: dict[str, Any] = {"namespace": ns, "name": nm}
-            if ds.source:
-                facets = ds.facets.get("input")
-                if facets is None:
-                    facets = ds.facets["input"] = {"schema": _facet("SchemaDatasetFacet", "1-1-1", fields=ds.fields)}
+            facets = ds.facets.get("input")
+            if facets is None:  # a source's schema, a symlinked dataset's symlinks
+                facets = ds.facets["input"] = {}
+                if ds.source:
+                    facets["schema"] = _facet("SchemaDatasetFacet", "1-1-1", fields=ds.fields)
+                if ds.symlinks is not None:
+                    facets["symlinks"] = ds.symlinks
+            if facets:
                 item["facets"] = facets
             if complete:
                 item["inputFacets"] = {"inputStatistics": _facet(
@@ -774,17 +829,25 @@ class _Builder:
     def truth(self) -> GroundTruth:
         """The rest of the expected graph — jobs, datasets, their edges, fields, schema versions, column lineage."""
         rows = self.rows
+        linked: dict[tuple[str, str, str, str], tuple[int, int]] = {}  # (dataset, alias) → first, last ms seen
         for job in self.jobs:
             rows["Job"].add((job.namespace, job.name))
-            seen = tuple(self.seen_time(ms) for ms in self.job_seen[job.index]) if job.index in self.job_seen \
-                else (None, None)
+            seen_ms = self.job_seen.get(job.index)
+            seen = tuple(self.seen_time(ms) for ms in seen_ms) if seen_ms is not None else (None, None)
             for ds in job.inputs:
                 rows["INPUT_TO"].add((*ds.identity, job.namespace, job.name, *seen))
             for out in job.outputs:
                 rows["OUTPUTS"].add((job.namespace, job.name, *out.identity, *seen))
+            if seen_ms is not None:  # every event naming a dataset (START, COMPLETE, FAIL) carries its symlinks
+                for ds in (*job.inputs, *job.outputs):
+                    if ds.alias is not None:
+                        _widen(linked, (*ds.identity, *ds.alias), *seen_ms)
         fields: set[tuple[str, str, str]] = set()
         for index in self.used:
             rows["Dataset"].add(self.datasets[index].identity)
+        for edge, (first, last) in linked.items():
+            rows["Dataset"].add(edge[2:])  # the alias node, created with the SAME_AS edge
+            rows["SAME_AS"].add((*edge, "TABLE", self.seen_time(first), self.seen_time(last)))
         for index, epoch in self.versions_seen:
             ds = self.datasets[index]
             schema, version = ds.epochs[epoch]
@@ -808,7 +871,7 @@ class _Builder:
         rows["Field"] = fields
         rows["HAS_FIELD"] = {(ns, nm, ns, nm, path) for ns, nm, path in fields}
         scope = Scope(frozenset({self.job_ns} | ({self.dag_ns} if self.dags else set())),
-                      frozenset(self.datasets[index].identity[0] for index in self.used),
+                      frozenset(namespace for namespace, _ in rows["Dataset"]),
                       frozenset(row[0] for row in rows["Run"]))
         return GroundTruth({kind: frozenset(found) for kind, found in rows.items()}, frozenset(self.alerts), scope)
 

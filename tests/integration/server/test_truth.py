@@ -1,6 +1,6 @@
 """The lineage server on a ground-truth workload (devtools' generator): its events, normalized as the processor
 does, written by the graph sink's own statements; then the Marquez-compatible lists, runs, lineage (now and as of a
-time) and column lineage answer exactly what the truth says."""
+time, a dataset's SAME_AS aliases reached with it) and column lineage answer exactly what the truth says."""
 
 from __future__ import annotations
 
@@ -50,16 +50,30 @@ def _seg(value: str) -> str:
     return quote(value, safe="")
 
 
-def _edges(truth: GroundTruth, as_of: str | None = None) -> set[tuple[str, str]]:
-    """Table-level edges as Marquez node ids (dataset → job → dataset), known by ``as_of``."""
-    edges = set()
+def _edges(truth: GroundTruth, as_of: str | None = None) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    """Table-level edges as Marquez node ids (dataset → job → dataset), and the SAME_AS links (dataset → its other
+    name), known by ``as_of``."""
+    edges, links = set(), set()
     for ns, name, job_ns, job, first, _last in truth.graph["INPUT_TO"]:
         if as_of is None or first <= as_of:
             edges.add((f"dataset:{ns}:{name}", f"job:{job_ns}:{job}"))
     for job_ns, job, ns, name, first, _last in truth.graph["OUTPUTS"]:
         if as_of is None or first <= as_of:
             edges.add((f"job:{job_ns}:{job}", f"dataset:{ns}:{name}"))
-    return edges
+    for ns, name, alias_ns, alias, _type, first, _last in truth.graph["SAME_AS"]:
+        if as_of is None or first <= as_of:
+            links.add((f"dataset:{ns}:{name}", f"dataset:{alias_ns}:{alias}"))
+    return edges, links
+
+
+def _closure(node: str, aliases: dict[str, set[str]]) -> set[str]:
+    """``node`` and every dataset SAME_AS-linked to it, either way (the same data: reached with it, no hop)."""
+    found, todo = {node}, [node]
+    while todo:
+        for other in aliases[todo.pop()] - found:
+            found.add(other)
+            todo.append(other)
+    return found
 
 
 def test_lists_jobs_and_runs_are_the_truth(server: ChildProcess, truth: GroundTruth) -> None:
@@ -91,19 +105,28 @@ def test_lineage_is_the_truth_now_and_as_of_a_time(server: ChildProcess, truth: 
                                                    ) -> None:
     times = sorted(row[4] for kind in ("INPUT_TO", "OUTPUTS") for row in truth.graph[kind])
     when = {None: None, "first-quartile": times[len(times) // 4], "median": times[len(times) // 2]}[as_of]
-    edges = _edges(truth, when)
-    neighbours = defaultdict(set)
+    edges, links = _edges(truth, when)
+    assert truth.graph["SAME_AS"], "the workload links path datasets to their tables"
+    neighbours, aliases = defaultdict(set), defaultdict(set)
     for a, b in edges:
         neighbours[a].add(b)
         neighbours[b].add(a)
+    for a, b in links:
+        aliases[a].add(b)
+        aliases[b].add(a)
     for ns, name in sorted(truth.graph["Dataset"]):
         start = f"dataset:{ns}:{name}"
-        expected = {start} | neighbours[start] | {d for job in neighbours[start] for d in neighbours[job]}
+        # depth 1: dataset → job → dataset; each dataset comes with its aliases, which the walk goes on from
+        expected = frontier = _closure(start, aliases)
+        for _ in range(2):
+            frontier = {alias for node in frontier for other in neighbours[node]
+                        for alias in _closure(other, aliases)} - expected
+            expected = expected | frontier
         params = {"nodeId": start, "depth": 1, **({"asOf": when} if when else {})}
         graph = _get(server, "/api/v1/lineage", **params)["graph"]
         assert {n["id"] for n in graph} == expected, start
         answered = {(e["origin"], e["destination"]) for n in graph for e in n["inEdges"] + n["outEdges"]}
-        assert answered == {(a, b) for a, b in edges if a in expected and b in expected}, start
+        assert answered == {(a, b) for a, b in edges | links if a in expected and b in expected}, start
 
 
 def test_column_lineage_is_the_truth(server: ChildProcess, truth: GroundTruth) -> None:

@@ -147,6 +147,30 @@ def test_rows_outside_the_workload_are_ignored() -> None:
         "Job": 1, "Run": 1, "OF_JOB": 1, "Dataset": 1, "READ": 1, "alerts": 1}
 
 
+def test_a_missing_or_retyped_same_as_edge_is_reported() -> None:
+    rows = graph()
+    assert len(rows["SAME_AS"]) > 1, "the workload links path datasets to their tables"
+    dropped = rows["SAME_AS"].pop(0)
+    report = check(truth(), rows, None)
+    assert report["SAME_AS"].missing == (dropped,) and report.problems() == 1
+    assert "SAME_AS missing (1):" in format_report(report) and dropped["aliasName"] in format_report(report)
+    kept = rows["SAME_AS"][0]
+    rows["SAME_AS"][0] = {**kept, "type": "LOCATION"}
+    report = check(truth(), rows, None)
+    assert report["SAME_AS"].wrong == ((kept, rows["SAME_AS"][0]),) and report.problems() == 2
+
+
+def test_same_as_edges_are_in_scope_through_either_end() -> None:
+    rows = graph()
+    alias_ns = rows["SAME_AS"][0]["aliasNamespace"]
+    into_alias = {"namespace": "s3://other-bucket", "name": "t", "aliasNamespace": alias_ns, "aliasName": "x.t",
+                  "type": "TABLE", "firstSeen": None, "lastSeen": None}
+    foreign = {**into_alias, "aliasNamespace": "hive://other-metastore:9083"}
+    rows["SAME_AS"] += [into_alias, foreign]
+    report = check(truth(), rows, None)
+    assert report["SAME_AS"].extra == (into_alias,) and report["SAME_AS"].ignored == 1 and report.problems() == 1
+
+
 def test_an_unknown_run_of_a_workload_job_is_extra_with_its_edges() -> None:
     rows = graph()
     job = truth().rows("Job")[0]

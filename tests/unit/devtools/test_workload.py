@@ -11,7 +11,7 @@ from functools import cache
 import pytest
 
 from kafka_lineage.processors.core import Incoming, ProcessorCore
-from kafka_lineage.processors.normalize import normalize_event
+from kafka_lineage.processors.normalize import normalize_event, parse_aliases
 from kafka_lineage.schemas.avro_schemas import schema_text
 from kafka_lineage.schemas.openlineage import event_to_record, partition_key, record_to_event, validate_event
 from kafka_lineage.schemas.schema_diff import schema_version
@@ -145,8 +145,13 @@ def test_the_truth_is_a_consistent_graph() -> None:
     for r in g["DERIVES_FROM"]:
         assert (r["namespace"], r["name"], r["field"]) in fields
         assert (r["inputNamespace"], r["inputName"], r["inputField"]) in fields
-    # every dataset is read or written, every job ran or parents runs
-    assert datasets == {(r["namespace"], r["name"]) for r in g["READ"] + g["WROTE"]}
+    # every dataset is read or written, or another name (a symlinks TABLE identifier) of one that is; every job ran
+    # or parents runs
+    used = {(r["namespace"], r["name"]) for r in g["READ"] + g["WROTE"]}
+    aliases = {(r["aliasNamespace"], r["aliasName"]) for r in g["SAME_AS"]}
+    assert datasets == used | aliases and not used & aliases
+    assert {(r["namespace"], r["name"]) for r in g["SAME_AS"]} <= used
+    assert len(aliases) == len(g["SAME_AS"])  # one table name per path dataset
     scope = truth.scope
     assert {ns for ns, _ in jobs} == scope.job_namespaces and {ns for ns, _ in datasets} == scope.dataset_namespaces
     assert runs == scope.run_ids
@@ -168,6 +173,66 @@ def test_the_truth_holds_canonical_names_while_events_spell_them_otherwise() -> 
     spelled = {d["namespace"] for e in w.events for d in e.get("inputs", []) + e.get("outputs", [])}
     assert {"s3a://wl-s7-lake", "jdbc:postgresql://wl-s7-db/analytics", "s3://WL-S7-LAKE"} <= spelled
     assert spelled - w.truth.scope.dataset_namespaces
+
+
+def test_path_datasets_carry_table_symlinks_and_the_truth_links_them() -> None:
+    w = workload()
+    truth = w.truth
+    same = truth.rows("SAME_AS")
+    assert {r["aliasNamespace"] for r in same} == {"hive://wl-s11-metastore:9083", "s3://wl-s11-lake/warehouse"}
+    assert {r["aliasNamespace"] for r in same} <= truth.scope.dataset_namespaces  # the checker sees the aliases
+    assert {r["type"] for r in same} == {"TABLE"}
+    assert {r["namespace"].partition(":")[0] for r in same} <= {"s3", "hdfs", "gs"}  # path datasets only
+    paths = {(r["namespace"], r["name"]) for r in truth.rows("WROTE") if r["namespace"].partition(":")[0] in
+             ("s3", "hdfs", "gs")}
+    assert 0.2 < len({(r["namespace"], r["name"]) for r in same} & paths) / len(paths) < 0.6
+    # first/last seen: the events naming the dataset carry its symlinks, so its INPUT_TO/OUTPUTS edges' bounds
+    bounds: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+    for r in truth.rows("INPUT_TO") + truth.rows("OUTPUTS"):
+        bounds[(r["namespace"], r["name"])].append((r["firstSeen"], r["lastSeen"]))
+    for r in same:
+        seen = bounds[(r["namespace"], r["name"])]
+        assert (r["firstSeen"], r["lastSeen"]) == (min(f for f, _ in seen), max(last for _, last in seen))
+    # every event naming a linked dataset carries the facet, in OpenLineage's shape and canonical form (the
+    # processor changes nothing in it); no other dataset carries one
+    linked = {(r["namespace"], r["name"]): {"namespace": r["aliasNamespace"], "name": r["aliasName"], "type": "TABLE"}
+              for r in same}
+    carried = set()
+    for event in w.events[::3]:
+        normalized = normalize_event(event)[0]
+        for sent, dataset in zip(event.get("inputs", []) + event.get("outputs", []),
+                                 normalized.get("inputs", []) + normalized.get("outputs", []), strict=True):
+            facet = dataset.get("facets", {}).get("symlinks")
+            identity = (dataset["namespace"], dataset["name"])
+            if identity not in linked:
+                assert facet is None
+                continue
+            carried.add(identity)
+            assert facet is sent["facets"]["symlinks"] and facet["identifiers"] == [linked[identity]]
+            assert facet["_schemaURL"] == ("https://openlineage.io/spec/facets/1-0-1/SymlinksDatasetFacet.json"
+                                           "#/$defs/SymlinksDatasetFacet")
+    assert carried == set(linked)
+
+
+def test_symlink_rate_zero_leaves_the_rest_of_the_workload_alone() -> None:
+    w, plain = workload(), generate(40, 6, 11, 8, symlink_rate=0)
+    assert not plain.truth.graph["SAME_AS"]
+    assert not [e for e in plain.events for d in e.get("inputs", []) + e.get("outputs", [])
+                if "symlinks" in d.get("facets", {})]
+    aliases = {(r["aliasNamespace"], r["aliasName"]) for r in w.truth.rows("SAME_AS")}
+    assert plain.truth.graph["Dataset"] == w.truth.graph["Dataset"] - aliases
+    assert all(plain.truth.graph[kind] == w.truth.graph[kind] for kind in KINDS if kind not in ("Dataset", "SAME_AS"))
+    assert plain.delivery == w.delivery and len(plain.events) == len(w.events)
+
+
+def test_an_alias_map_renames_hive_tables_but_not_tables_under_a_warehouse_location() -> None:
+    aliases = parse_aliases("hive://wl-s3-metastore:9083=hive://metastore; s3://wl-s3-lake=s3://lake")
+    w = generate(30, 4, 3, 2, aliases=aliases)
+    assert {r["aliasNamespace"] for r in w.truth.rows("SAME_AS")} == {"hive://metastore", "s3://wl-s3-lake/warehouse"}
+    assert {"s3://lake", "hive://metastore"} <= w.truth.scope.dataset_namespaces
+    rows = rows_from_graph_batch(graph_batch(normalize_event(event, aliases)[0] for event in w.events))
+    report = check(w.truth, rows, None)
+    assert report.ok, format_report(report)
 
 
 def test_schema_changes_give_one_alert_each_of_both_severities() -> None:
