@@ -2,9 +2,10 @@
 scripts and UIs read them unchanged. Pure.
 
 Fields the graph cannot fill are answered as Marquez answers an unknown value (null, [] or {}), listed in the
-README: ``ownerName``/``description`` of namespaces, dataset and job ``description``/``tags``/``location``, facets
-(the graph keeps the facts it needs, not the facet documents), ``parentJobName``, run ``args``. A dataset's
-``currentVersion`` and a version's ``version`` are the schema version hash (Marquez: a UUID per write).
+README: ``ownerName``/``description`` of namespaces, ``parentJobName``, run ``args``. Jobs and datasets carry their
+facet documents (a dataset's schema and column lineage are in ``fields`` and the column-lineage graph instead); the
+description is the documentation facet's, the tags the tags facet's, a job's location its source-code location.
+A dataset's ``currentVersion`` and a version's ``version`` are the schema version hash (Marquez: a UUID per write).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from kafka_lineage.server.node_ids import NodeId, dataset_id, job_id
-from kafka_lineage.server.store import Graph, schema_fields
+from kafka_lineage.server.store import Graph, facet_documents, schema_fields
 
 # OpenLineage run states → Marquez's (RunState: NEW, RUNNING, COMPLETED, FAILED, ABORTED)
 RUN_STATES = {"START": "RUNNING", "RUNNING": "RUNNING", "COMPLETE": "COMPLETED", "FAIL": "FAILED",
@@ -46,14 +47,36 @@ def namespace(row: list[Any]) -> dict[str, Any]:
     return {"name": name, "createdAt": first, "updatedAt": last, "ownerName": None, "description": None}
 
 
+def _description(facets: Mapping[str, Any]) -> str | None:
+    text = _dict(facets.get("documentation")).get("description")
+    return text if isinstance(text, str) else None
+
+
+def _tags(facets: Mapping[str, Any]) -> list[str]:
+    """The tags facet's tags as Marquez's tag names (``key`` or ``key:value``)."""
+    names = []
+    for tag in _dict(facets.get("tags")).get("tags") or ():
+        key, value = _dict(tag).get("key"), _dict(tag).get("value")
+        if isinstance(key, str):
+            names.append(f"{key}:{value}" if isinstance(value, str) and value and value != key else key)
+    return sorted(set(names))
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def dataset(row: list[Any]) -> dict[str, Any]:
-    ns, name, version, fields_json, first_seen, last_write = row
+    ns, name, version, fields_json, first_seen, last_write, facet_texts = row
+    facets = facet_documents(facet_texts)
+    lifecycle = _dict(facets.get("lifecycleStateChange")).get("lifecycleStateChange")
     return {
         "id": {"namespace": ns, "name": name}, "type": dataset_type(ns), "name": name, "physicalName": name,
         "createdAt": first_seen, "updatedAt": max(filter(None, (first_seen, last_write)), default=None),
-        "namespace": ns, "sourceName": ns, "fields": fields(fields_json), "tags": [],
-        "lastModifiedAt": last_write, "lastLifecycleState": None, "description": None, "facets": {},
-        "currentVersion": version, "deleted": False,
+        "namespace": ns, "sourceName": ns, "fields": fields(fields_json), "tags": _tags(facets),
+        "lastModifiedAt": last_write, "lastLifecycleState": lifecycle if isinstance(lifecycle, str) else None,
+        "description": _description(facets), "facets": facets, "currentVersion": version,
+        "deleted": lifecycle == "DROP",
     }
 
 
@@ -83,17 +106,18 @@ def job_type(processing_type: str | None) -> str:
 
 
 def job(row: list[Any]) -> dict[str, Any]:
-    ns, name, last_event, processing, _job_type, _integration, first_run, inputs, outputs, runs = row
+    ns, name, last_event, processing, _job_type, _integration, first_run, inputs, outputs, runs, facet_texts = row
     latest = [run(r) for r in runs]
+    facets = facet_documents(facet_texts)
     return {
         "id": {"namespace": ns, "name": name}, "type": job_type(processing), "name": name,
         "simpleName": name.rsplit(".", 1)[-1], "parentJobName": None, "parentJobUuid": None,
         "createdAt": first_run or last_event, "updatedAt": last_event, "namespace": ns,
         "inputs": [{"namespace": i[0], "name": i[1]} for i in sorted(inputs)],
         "outputs": [{"namespace": o[0], "name": o[1]} for o in sorted(outputs)],
-        "location": None, "context": {}, "description": None, "latestRun": latest[0] if latest else None,
-        "latestRuns": latest,
-        "facets": {}, "currentVersion": None,
+        "location": _dict(facets.get("sourceCodeLocation")).get("url"), "context": {},
+        "description": _description(facets), "latestRun": latest[0] if latest else None, "latestRuns": latest,
+        "facets": facets, "currentVersion": None,
     }
 
 

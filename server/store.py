@@ -36,13 +36,17 @@ _NAMESPACES = (
     "WITH namespace, min(time) AS firstTime, max(time) AS lastTime "
     "RETURN namespace, firstTime, lastTime ORDER BY namespace LIMIT $limit")
 
+# A job's or dataset's facet documents (``Facet`` nodes, one per facet key; a deleted facet's JSON is null).
+_FACETS = ("COLLECT {{ MATCH (f:Facet {{of: '{of}', namespace: {node}.namespace, name: {node}.name}}) "
+           "WHERE f.key IS NOT NULL AND f.json IS NOT NULL RETURN f.json }}")
+
 # A dataset: names, current schema version and its fields, first schema seen, the last completed write.
 _DATASET_FIELDS = (
     "CALL (d) { OPTIONAL MATCH (d)-[:HAS_SCHEMA]->(s:SchemaVersion) RETURN min(s.firstSeen) AS firstSeen, "
     "collect(CASE WHEN s.hash = d.schemaVersion THEN s.fields END)[0] AS fields } "
     "CALL (d) { OPTIONAL MATCH (d)<-[:WROTE]-(r:Run {state: 'COMPLETE'}) RETURN max(r.endTime) AS lastWrite } "
     "RETURN " + _NS.format("d") + " AS namespace, " + _NAME.format("d") + " AS name, d.schemaVersion AS version, "
-    "fields, firstSeen, lastWrite")
+    "fields, firstSeen, lastWrite, " + _FACETS.format(of="Dataset", node="d") + " AS facets")
 _DATASETS = ("MATCH (d:Dataset {namespace: $namespace}) WITH d ORDER BY d.name SKIP $offset LIMIT $limit "
              + _DATASET_FIELDS)
 _DATASET = "MATCH (d:Dataset {namespace: $namespace, name: $name}) " + _DATASET_FIELDS
@@ -57,12 +61,13 @@ _JOB_FIELDS = (
     "[(d:Dataset)-[:INPUT_TO]->(j) | [" + _NS.format("d") + ", " + _NAME.format("d") + "]] AS inputs, "
     "[(j)-[:OUTPUTS]->(d:Dataset) | [" + _NS.format("d") + ", " + _NAME.format("d") + "]] AS outputs, "
     "COLLECT { MATCH (r:Run)-[:OF_JOB]->(j) WITH r ORDER BY " + _NEWEST_FIRST + " "
-    "LIMIT $latest RETURN " + _RUN + " } AS runs")
+    "LIMIT $latest RETURN " + _RUN + " } AS runs, " + _FACETS.format(of="Job", node="j") + " AS facets")
 _JOBS = ("MATCH (j:Job {namespace: $namespace}) WITH j ORDER BY j.name SKIP $offset LIMIT $limit "
          + _JOB_FIELDS)
 _JOB = "MATCH (j:Job {namespace: $namespace, name: $name}) " + _JOB_FIELDS
 _COUNT_JOBS = "MATCH (j:Job {namespace: $namespace}) RETURN count(j)"
-_RUN_WITH_FACETS = _RUN.replace("{runId:", "{startRunFacets: r.startRunFacets, runFacets: r.runFacets, runId:")
+_RUN_WITH_FACETS = _RUN.replace("{runId:", "{startRunFacets: r.startRunFacets, runFacets: r.runFacets, "
+                                "contentMode: [(r)-[:OF_JOB]->(rj:Job) | rj.eventContentMode][0], runId:")
 _RUNS = ("MATCH (j:Job {namespace: $namespace, name: $name}) OPTIONAL MATCH (r:Run)-[:OF_JOB]->(j) "
          "WITH j, r ORDER BY " + _NEWEST_FIRST + " SKIP $offset LIMIT $limit "
          "RETURN count(j) > 0 AS found, [x IN collect(CASE WHEN r IS NOT NULL THEN " + _RUN_WITH_FACETS + " END) "
@@ -451,8 +456,25 @@ class GraphStore:
 
 def run_facets(run: dict[str, Any]) -> dict[str, Any]:
     """A run row's facets (popping the two JSON texts the sink keeps): the START event's, updated by the latest
-    other event's."""
-    return {**_json_object(run.pop("startRunFacets", None)), **_json_object(run.pop("runFacets", None))}
+    other event's (OpenLineage's ACCUMULATIVE content mode, the default), or the latest event's alone when its job
+    declares COMPLETE_SNAPSHOT events (``contentMode``). A facet sent as ``"_deleted": true`` is left out."""
+    start, latest = _json_object(run.pop("startRunFacets", None)), _json_object(run.pop("runFacets", None))
+    snapshot = run.pop("contentMode", None) == "COMPLETE_SNAPSHOT"
+    merged = (latest or start) if snapshot else {**start, **latest}
+    return {key: facet for key, facet in merged.items() if not (isinstance(facet, dict) and facet.get("_deleted"))}
+
+
+def facet_documents(texts: Iterable[str] | None) -> dict[str, Any]:
+    """A job's or dataset's facets, from its ``Facet`` JSON texts (each ``{key: facet}``; an oversized facet is
+    ``{"_omitted": {key: bytes}}``, gathered under one ``_omitted``)."""
+    facets: dict[str, Any] = {}
+    for text in texts or ():
+        document = _json_object(text)
+        omitted = document.pop("_omitted", None)
+        facets.update(document)
+        if isinstance(omitted, dict):
+            facets.setdefault("_omitted", {}).update(omitted)
+    return facets
 
 
 def _json_object(text: str | None) -> dict[str, Any]:

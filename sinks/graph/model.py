@@ -33,18 +33,27 @@ topic) become ``(Dataset)-[:SAME_AS {type}]->(Dataset)`` to a node of that name,
 naming only the path or only the table joins the same lineage; the lineage queries follow ``SAME_AS`` either way
 without counting it as a hop (ARCHITECTURE 52).
 
-Not mapped (yet): the parent facet's ``root`` (only the direct parent is linked), the column-lineage facet's
-dataset-level ``dataset`` list, error stack traces.
+Facets of jobs and datasets are kept as documents, one ``Facet {of, namespace, name, key}`` node each (JSON,
+bounded like run facets, latest eventTime wins, so every facet a job or dataset was ever sent accumulates); a facet
+sent with ``"_deleted": true`` is a later value that hides it. Schema and column lineage are modelled instead
+(SchemaVersion nodes, DERIVES_FROM edges). The column-lineage facet's dataset-level ``dataset`` list (input columns
+the whole output depends on: join keys, filters, grouping) becomes ``(Dataset)-[:DEPENDS_ON]->(Field)``; a
+transformation's ``masking`` flag is kept in the transformation text (``DIRECT/HASH(masked)``). Input datasets'
+``dataQualityAssertions`` go on the ``READ`` edge (``READ.assertions``, JSON list) beside the metrics.
 
-Lineage edges (``INPUT_TO``, ``OUTPUTS``, ``DERIVES_FROM``, ``SAME_AS``) keep ``firstSeen``/``lastSeen``: the
-earliest and latest eventTime of an event that carried them (min/max rules, so order free). As-of questions ("the
-graph as it was at T") read them; they are event times, not wall-clock times, so a replay reproduces them.
+Not mapped (yet): the parent facet's ``root`` (only the direct parent is linked), error stack traces.
 
-Fingerprint: ``FINGERPRINT_QUERIES`` read every node's identity and every relationship's type and end identities,
-plus the lineage-relevant properties ``Run.state``, ``DERIVES_FROM.transformation``, ``SAME_AS.type``,
-``WROTE.rowCount``/``bytes`` and the lineage edges' ``firstSeen``/``lastSeen``. Other times, ``…Order`` bookkeeping
-and descriptive facet values are left out: they are derived from the same events, but the fingerprint answers "is
-this the same lineage", and leaving them out keeps it stable when the sink later adds descriptive properties.
+Lineage edges (``INPUT_TO``, ``OUTPUTS``, ``DERIVES_FROM``, ``DEPENDS_ON``, ``SAME_AS``) keep
+``firstSeen``/``lastSeen``: the earliest and latest eventTime of an event that carried them (min/max rules, so order
+free). As-of questions ("the graph as it was at T") read them; they are event times, not wall-clock times, so a
+replay reproduces them.
+
+Fingerprint: ``FINGERPRINT_QUERIES`` read every lineage node's identity (``Facet`` documents are descriptive) and
+every relationship's type and end identities, plus the lineage-relevant properties ``Run.state``,
+``DERIVES_FROM``/``DEPENDS_ON.transformation``, ``SAME_AS.type``, ``WROTE.rowCount``/``bytes`` and the lineage
+edges' ``firstSeen``/``lastSeen``. Other times, ``…Order`` bookkeeping and descriptive facet values are left out:
+they are derived from the same events, but the fingerprint answers "is this the same lineage", and leaving them out
+keeps it stable when the sink later adds descriptive properties.
 """
 
 from __future__ import annotations
@@ -183,6 +192,24 @@ def run_facets_json(facets: Mapping[str, Any]) -> str:
     return text
 
 
+# Facets the graph models itself rather than keeping as documents: a dataset's schema (SchemaVersion nodes) and
+# column lineage (DERIVES_FROM/DEPENDS_ON edges), a run's (the run's JSON slots).
+_MODELLED_FACETS = frozenset(("schema", "columnLineage"))
+
+
+def _facets(b: _Builder, of: str, namespace: str, name: str, facets: Mapping[str, Any], time: str | None) -> None:
+    """A ``facets`` row per facet of a job or dataset: the facet's JSON (``{key: facet}``, ``run_facets_json``
+    bounded), latest eventTime wins; a facet sent with ``"_deleted": true`` is stored as deleted (null JSON), so an
+    earlier value no longer shows and a later one shows again."""
+    for key, facet in facets.items():
+        if not isinstance(key, str) or key in _MODELLED_FACETS:
+            continue
+        deleted = isinstance(facet, dict) and facet.get("_deleted") is True
+        text = None if deleted else run_facets_json({key: facet})
+        b.add("facets", {"of": of, "namespace": namespace, "name": name, "key": b.key(key),
+                         "facet": _group(time or _NO_TIME_MAX, json=text)})
+
+
 def _group(order: str, **props: Any) -> Row:
     """A "latest wins" property group; the digest of its values breaks ties between equal (rank, time) keys."""
     return {"order": f"{order}|{_digest(props)}", **props}
@@ -201,7 +228,8 @@ def field_paths(fields: Any, prefix: str = "") -> list[str]:
 
 
 def transformation_text(entry: Any) -> str:
-    """Column-lineage transformations compactly: ``DIRECT/IDENTITY,INDIRECT/FILTER``; "" when none are given.
+    """Column-lineage transformations compactly: ``DIRECT/IDENTITY,INDIRECT/FILTER``, with ``(masked)`` after one
+    whose ``masking`` flag is set (``DIRECT/HASH(masked)``); "" when none are given.
 
     ``entry`` is an ``inputFields`` item; the facet's older field-level ``transformationType`` is the fallback.
     """
@@ -209,7 +237,8 @@ def transformation_text(entry: Any) -> str:
     for item in _list(_dict(entry).get("transformations")):
         kind, subtype = _str(_dict(item).get("type")), _str(_dict(item).get("subtype"))
         if kind:
-            parts.append(f"{kind}/{subtype}" if subtype else kind)
+            masked = "(masked)" if _dict(item).get("masking") is True else ""
+            parts.append((f"{kind}/{subtype}" if subtype else kind) + masked)
     return ",".join(parts)
 
 
@@ -262,12 +291,14 @@ _RULES: dict[str, dict[str, Callable[[Any, Any], Any]]] = {
              "errorMessage": _latest, "startRunFacets": _latest, "runFacets": _latest},
     "datasets": {"schema": _latest},
     "schema_versions": {"first": _earliest},
-    "read": {"stats": _latest, "dataQuality": _latest},
+    "read": {"stats": _latest, "dataQuality": _latest, "assertions": _latest},
     "wrote": {"stats": _latest},
     "derives_from": {"lineage": _latest, "firstSeen": _min, "lastSeen": _max},
     "input_to": {"firstSeen": _min, "lastSeen": _max},
     "outputs": {"firstSeen": _min, "lastSeen": _max},
     "same_as": {"type": _min, "firstSeen": _min, "lastSeen": _max},
+    "facets": {"facet": _latest},
+    "depends_on": {"lineage": _latest, "firstSeen": _min, "lastSeen": _max},
 }
 # Identity columns of each row kind, in sort order.
 _KEYS: dict[str, tuple[str, ...]] = {
@@ -276,6 +307,7 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "datasets": ("namespace", "name"),
     "fields": ("namespace", "name", "field"),
     "schema_versions": ("namespace", "name", "hash"),
+    "facets": ("of", "namespace", "name", "key"),
     "of_job": ("runId", "namespace", "name"),
     "child_of": ("runId", "parentRunId"),
     "read": ("runId", "namespace", "name"),
@@ -286,6 +318,7 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "derives_from": ("namespace", "name", "field", "inputNamespace", "inputName", "inputField"),
     "has_schema": ("namespace", "name", "hash"),
     "same_as": ("namespace", "name", "aliasNamespace", "aliasName"),
+    "depends_on": ("namespace", "name", "inputNamespace", "inputName", "inputField"),
     "run_totals": ("runId",),
     # the whole values behind hashed keys (stored_key): rows only for nodes that have one
     "jobs_names": ("namespace", "name"),
@@ -405,7 +438,18 @@ def _dataset_facets(b: _Builder, dataset: Any, time: str | None) -> tuple[str, s
             b.add("same_as", {"namespace": namespace, "name": name, "aliasNamespace": alias[0],
                               "aliasName": alias[1], "type": _str(identifier.get("type")), "firstSeen": time,
                               "lastSeen": time})
-    for out_field, spec in _dict(_dict(facets.get("columnLineage")).get("fields")).items():
+    _facets(b, "Dataset", namespace, name, facets, time)
+    lineage = _dict(facets.get("columnLineage"))
+    for entry in _list(lineage.get("dataset")):  # input columns the whole dataset depends on (join, filter, …)
+        source, in_field = _identity(b, entry), _str(_dict(entry).get("field"))
+        if source is not None and in_field is not None:
+            in_key = b.key(in_field)
+            b.field(*source, in_key)
+            b.add("depends_on", {"namespace": namespace, "name": name, "inputNamespace": source[0],
+                                 "inputName": source[1], "inputField": in_key,
+                                 "lineage": _group(time or _NO_TIME_MAX, transformation=transformation_text(entry)),
+                                 "firstSeen": time, "lastSeen": time})
+    for out_field, spec in _dict(lineage.get("fields")).items():
         if not _str(out_field):
             continue
         spec = _dict(spec)
@@ -444,8 +488,10 @@ def _add_event(b: _Builder, event: Mapping[str, Any]) -> None:
     if job_ident is not None:
         job_type = _facet_content(_dict(_dict(event["job"].get("facets")).get("jobType")))
         type_group = _group(time or _NO_TIME_MAX, processingType=job_type.get("processingType"),
-                            integration=job_type.get("integration"), jobType=job_type.get("jobType"))
+                            integration=job_type.get("integration"), jobType=job_type.get("jobType"),
+                            eventContentMode=_str(_dict(job_type.get("emissionPattern")).get("eventContentMode")))
         b.job(*job_ident, time, type_group if job_type else None)
+        _facets(b, "Job", *job_ident, _dict(event["job"].get("facets")), time)
 
     run = _dict(event.get("run"))
     run_id = _str(run.get("runId"))
@@ -489,9 +535,11 @@ def _add_event(b: _Builder, event: Mapping[str, Any]) -> None:
             input_facets = _dict(dataset.get("inputFacets"))
             stats = _statistics(input_facets.get("inputStatistics"))
             quality = _facet_content(input_facets.get("dataQualityMetrics"))
+            assertions = _list(_dict(input_facets.get("dataQualityAssertions")).get("assertions"))
             b.add("read", {"runId": run_id, "namespace": ident[0], "name": ident[1],
                            "stats": _group(order, **stats) if stats else None,
-                           "dataQuality": _group(order, json=_json(quality)) if quality else None})
+                           "dataQuality": _group(order, json=_json(quality)) if quality else None,
+                           "assertions": _group(order, json=_json(assertions)) if assertions else None})
             if stats:
                 b.add("run_totals", {"runId": run_id})
     for dataset in _list(event.get("outputs")):
@@ -575,7 +623,7 @@ STATEMENTS: dict[str, str] = {
             "ON CREATE SET j.searchKey = toLower(row.name)\n"
             f"SET {_max_set('j', 'lastEventTime')}\n"
             + _take_latest("j", "jobType", {"processingType": "processingType", "integration": "integration",
-                                            "jobType": "jobType"}),
+                                            "jobType": "jobType", "eventContentMode": "eventContentMode"}),
     "runs": "UNWIND $rows AS row\nMERGE (r:Run {runId: row.runId})\n"
             # state only moves forward: rank first, then (eventTime, state) between events of one rank
             "WITH r, row, coalesce(r.stateRank, -1) AS oldRank\n"
@@ -597,6 +645,9 @@ STATEMENTS: dict[str, str] = {
                 + _take_latest("d", "schema", {"schemaVersion": "version"}),
     "fields": "UNWIND $rows AS row\nMERGE (f:Field {namespace: row.namespace, name: row.name, field: row.field})\n"
               "ON CREATE SET f.searchKey = toLower(row.field)",
+    "facets": "UNWIND $rows AS row\n"
+              "MERGE (f:Facet {of: row.of, namespace: row.namespace, name: row.name, key: row.key})\n"
+              + _take_latest("f", "facet", {"json": "json"}),
     "schema_versions": "UNWIND $rows AS row\n"
                        "MERGE (s:SchemaVersion {namespace: row.namespace, name: row.name, hash: row.hash})\n"
                        + _take_latest("s", "first", {"fields": "fields", "firstSeen": "firstSeen"}, earliest=True),
@@ -619,7 +670,8 @@ STATEMENTS: dict[str, str] = {
                 "MERGE (r)-[:CHILD_OF]->(p)",
     "read": f"UNWIND $rows AS row\nMATCH (r:Run {{runId: row.runId}})\n{_DATASET}\nMERGE (r)-[e:READ]->(d)\n"
             + _take_latest("e", "stats", {"rowCount": "rowCount", "bytes": "bytes"}) + "\n"
-            + _take_latest("e", "dataQuality", {"dataQuality": "json"}),
+            + _take_latest("e", "dataQuality", {"dataQuality": "json"}) + "\n"
+            + _take_latest("e", "assertions", {"assertions": "json"}),
     "wrote": f"UNWIND $rows AS row\nMATCH (r:Run {{runId: row.runId}})\n{_DATASET}\nMERGE (r)-[e:WROTE]->(d)\n"
              + _take_latest("e", "stats", {"rowCount": "rowCount", "bytes": "bytes"}),
     "input_to": f"UNWIND $rows AS row\n{_DATASET}\n{_JOB}\nMERGE (d)-[e:INPUT_TO]->(j)\n{_SEEN}",
@@ -635,6 +687,10 @@ STATEMENTS: dict[str, str] = {
     "same_as": f"UNWIND $rows AS row\n{_DATASET}\n"
                "MATCH (a:Dataset {namespace: row.aliasNamespace, name: row.aliasName})\n"
                f"MERGE (d)-[e:SAME_AS]->(a)\n{_SEEN}, {_min_set('e', 'type')}",
+    "depends_on": f"UNWIND $rows AS row\n{_DATASET}\n"
+                  "MATCH (i:Field {namespace: row.inputNamespace, name: row.inputName, field: row.inputField})\n"
+                  f"MERGE (d)-[e:DEPENDS_ON]->(i)\n{_SEEN}\n"
+                  + _take_latest("e", "lineage", {"transformation": "transformation"}),
     "has_schema": f"UNWIND $rows AS row\n{_DATASET}\n"
                   "MATCH (s:SchemaVersion {namespace: row.namespace, name: row.name, hash: row.hash})\n"
                   "MERGE (d)-[:HAS_SCHEMA]->(s)",
@@ -663,6 +719,7 @@ CONSTRAINTS: list[str] = [
     "CREATE CONSTRAINT run_key IF NOT EXISTS FOR (r:Run) REQUIRE r.runId IS UNIQUE",
     "CREATE CONSTRAINT dataset_key IF NOT EXISTS FOR (d:Dataset) REQUIRE (d.namespace, d.name) IS UNIQUE",
     "CREATE CONSTRAINT field_key IF NOT EXISTS FOR (f:Field) REQUIRE (f.namespace, f.name, f.field) IS UNIQUE",
+    "CREATE CONSTRAINT facet_key IF NOT EXISTS FOR (f:Facet) REQUIRE (f.of, f.namespace, f.name, f.key) IS UNIQUE",
     "CREATE CONSTRAINT schema_version_key IF NOT EXISTS "
     "FOR (s:SchemaVersion) REQUIRE (s.namespace, s.name, s.hash) IS UNIQUE",
     # Look-ups by name alone (CLI: a dataset or job named without its namespace) and recent or failed runs.
@@ -720,6 +777,9 @@ FINGERPRINT_QUERIES: dict[str, str] = {
     "SAME_AS": "MATCH (d:Dataset)-[e:SAME_AS]->(a:Dataset) RETURN d.namespace AS namespace, d.name AS name, "
                "a.namespace AS aliasNamespace, a.name AS aliasName, e.type AS type, e.firstSeen AS firstSeen, "
                "e.lastSeen AS lastSeen",
+    "DEPENDS_ON": "MATCH (d:Dataset)-[e:DEPENDS_ON]->(i:Field) RETURN d.namespace AS namespace, d.name AS name, "
+                  "i.namespace AS inputNamespace, i.name AS inputName, i.field AS inputField, "
+                  "e.transformation AS transformation, e.firstSeen AS firstSeen, e.lastSeen AS lastSeen",
     "HAS_SCHEMA": "MATCH (d:Dataset)-[:HAS_SCHEMA]->(s:SchemaVersion) RETURN d.namespace AS namespace, "
                   "d.name AS name, s.namespace AS schemaNamespace, s.name AS schemaName, s.hash AS hash",
 }

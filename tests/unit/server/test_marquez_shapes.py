@@ -2,7 +2,7 @@
 
 from kafka_lineage.server import marquez
 from kafka_lineage.server.node_ids import NodeId
-from kafka_lineage.server.store import Graph, like_needle, like_pattern
+from kafka_lineage.server.store import Graph, like_needle, like_pattern, run_facets
 
 
 def test_lineage_graph_edges_point_along_the_data() -> None:
@@ -54,13 +54,38 @@ def test_dataset_shape_from_its_current_schema() -> None:
     fields = '[{"name":"id","type":"BIGINT","description":"key"},{"name":"address","type":"STRUCT",' \
              '"fields":[{"name":"city","type":"STRING"}]}]'
     dataset = marquez.dataset(["kafka://broker:9092", "orders", "abc123", fields, "2024-05-01T00:00:00.000000Z",
-                               "2024-05-02T00:00:00.000000Z"])
+                               "2024-05-02T00:00:00.000000Z", []])
     assert dataset["id"] == {"namespace": "kafka://broker:9092", "name": "orders"}
     assert dataset["type"] == "STREAM"
     assert dataset["fields"] == [{"name": "id", "type": "BIGINT", "tags": [], "description": "key"},
                                  {"name": "address", "type": "STRUCT", "tags": [], "description": None}]
     assert dataset["lastModifiedAt"] == dataset["updatedAt"] == "2024-05-02T00:00:00.000000Z"
     assert dataset["currentVersion"] == "abc123"
+
+
+def test_facet_documents_fill_description_tags_lifecycle_and_facets() -> None:
+    texts = ['{"documentation": {"_producer": "p", "description": "Orders, cleaned"}}',
+             '{"tags": {"tags": [{"key": "pii", "value": "true", "source": "CONFIG"}, '
+             '{"key": "gold", "value": "gold"}]}}',
+             '{"lifecycleStateChange": {"lifecycleStateChange": "DROP"}}', '{"_omitted": {"catalog": 70000}}',
+             '{"version": {"datasetVersion": "7"}}', "not json"]
+    dataset = marquez.dataset(["ns", "d", None, None, None, None, texts])
+    assert dataset["description"] == "Orders, cleaned" and dataset["tags"] == ["gold", "pii:true"]
+    assert dataset["lastLifecycleState"] == "DROP" and dataset["deleted"] is True
+    assert dataset["facets"]["version"] == {"datasetVersion": "7"} and dataset["facets"]["_omitted"] == {
+        "catalog": 70000}
+    job = marquez.job(["ns", "j", None, None, None, None, None, [], [], [], [
+        '{"sourceCodeLocation": {"type": "git", "url": "https://git.example/etl"}}']])
+    assert job["location"] == "https://git.example/etl" and "sourceCodeLocation" in job["facets"]
+
+
+def test_run_facets_follow_the_jobs_content_mode_and_deletions() -> None:
+    def row(mode: str | None) -> dict:
+        return {"startRunFacets": '{"a": {"v": 1}, "b": {"v": 1}}',
+                "runFacets": '{"b": {"v": 2}, "c": {"_deleted": true}}', "contentMode": mode}
+
+    assert run_facets(row(None)) == {"a": {"v": 1}, "b": {"v": 2}}  # ACCUMULATIVE: START's, updated by the latest
+    assert run_facets(row("COMPLETE_SNAPSHOT")) == {"b": {"v": 2}}  # the latest event's alone
 
 
 def test_search_is_marquez_like_containment() -> None:
@@ -118,9 +143,9 @@ def test_every_shape_has_exactly_marquez_properties() -> None:
     shapes = {
         "Namespace": marquez.namespace(["ns", None, None]),
         "Dataset": marquez.dataset(["ns", "d", "v", '[{"name": "a", "type": "INT"}]', "2024-05-01T00:00:00.000000Z",
-                                    None]),
+                                    None, ['{"documentation": {"description": "d"}}']]),
         "DatasetVersion": marquez.dataset_version("ns", "d", {"version": "v", "fields": "[]", "firstSeen": None}),
-        "Job": marquez.job(["ns", "j", None, None, None, None, None, [], [], [RUN_ROW]]),
+        "Job": marquez.job(["ns", "j", None, None, None, None, None, [], [], [RUN_ROW], []]),
         "Run": marquez.run({**RUN_ROW, "facets": {"parent": {}}}),
         "SearchResult": marquez.search_result(["DATASET", "ns", "d", None, None]),
     }

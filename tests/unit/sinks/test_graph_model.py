@@ -36,6 +36,7 @@ RUN, PARENT, FAILED = ("11111111-1111-4111-8111-111111111111", "22222222-2222-42
                        "33333333-3333-4333-8333-333333333333")
 SRC = ("postgres://db:5432", "shop.public.orders")
 OUT = ("s3://bucket", "warehouse/orders")
+SRC_REF = {"namespace": SRC[0], "name": SRC[1]}
 SCHEMA_HASH = schema_version(schema_fields(full_run_event()["inputs"][0]))
 
 
@@ -93,7 +94,7 @@ def test_scenario_nodes():
         {"namespace": "airflow", "name": "dag.task", "lastEventTime": None, "jobType": None},
         {"namespace": "dbt", "name": "model.orders", "lastEventTime": "2024-05-01T12:00:00.000000Z", "jobType": None},
         {"namespace": "spark", "name": "orders.etl", "lastEventTime": "2024-05-01T13:00:00.000000Z",
-         "jobType": {"processingType": "BATCH", "integration": "SPARK", "jobType": "JOB"}},
+         "jobType": {"processingType": "BATCH", "integration": "SPARK", "jobType": "JOB", "eventContentMode": None}},
     ]
     runs = rows(batch, "runs")
     facets = {r["runId"]: (r.pop("startRunFacets"), r.pop("runFacets")) for r in runs}
@@ -173,6 +174,43 @@ def test_scenario_relationships():
     assert rows(batch, "same_as") == [{"namespace": SRC[0], "name": SRC[1], "aliasNamespace": "hive://meta:9083",
                                        "aliasName": "shop.orders", "type": "TABLE", "firstSeen": first,
                                        "lastSeen": last}]
+
+
+def test_facets_are_kept_per_key_latest_wins_and_deletion_is_a_later_value():
+    event = full_run_event()
+    output = event["outputs"][0]
+    output["facets"]["documentation"] = {"_producer": "p", "_schemaURL": "s", "description": "orders, cleaned"}
+    output["facets"]["ownership"] = {"_producer": "p", "_schemaURL": "s", "owners": [{"name": "team:data"}]}
+    later = copy.deepcopy(event)
+    later["eventTime"] = "2024-05-01T12:30:00Z"
+    later["outputs"][0]["facets"]["documentation"] = {"_producer": "p", "_schemaURL": "s", "_deleted": True}
+    del later["outputs"][0]["facets"]["ownership"]
+    for events in ([event, later], [later, event]):
+        facets = {(r["of"], r["name"], r["key"]): r["facet"]["json"] for r in graph_batch(events)["facets"]}
+        assert facets[("Dataset", OUT[1], "documentation")] is None  # deleted by the later event
+        assert json.loads(facets[("Dataset", OUT[1], "ownership")]) == {"ownership": output["facets"]["ownership"]}
+        assert ("Dataset", OUT[1], "schema") not in facets and ("Dataset", OUT[1], "columnLineage") not in facets
+        assert json.loads(facets[("Job", "orders.etl", "jobType")])["jobType"]["integration"] == "SPARK"
+
+
+def test_masking_dataset_level_dependencies_and_quality_assertions_are_kept():
+    event = full_run_event()
+    lineage = event["outputs"][0]["facets"]["columnLineage"]
+    lineage["fields"]["id"]["inputFields"][0]["transformations"] = [
+        {"type": "DIRECT", "subtype": "TRANSFORMATION", "masking": True}]
+    lineage["dataset"] = [{**SRC_REF, "field": "customer_id",
+                           "transformations": [{"type": "INDIRECT", "subtype": "JOIN"}]}]
+    event["inputs"][0]["inputFacets"]["dataQualityAssertions"] = {
+        "_producer": "p", "_schemaURL": "s", "assertions": [{"assertion": "not_null", "success": False,
+                                                             "column": "id"}]}
+    batch = graph_batch([event])
+    assert batch["derives_from"][0]["lineage"]["transformation"] == "DIRECT/TRANSFORMATION(masked)"
+    (depends,) = batch["depends_on"]
+    assert (depends["inputName"], depends["inputField"], depends["lineage"]["transformation"]) == (
+        SRC[1], "customer_id", "INDIRECT/JOIN")
+    assert (*SRC, "customer_id") in {(r["namespace"], r["name"], r["field"]) for r in batch["fields"]}
+    assert json.loads(batch["read"][0]["assertions"]["json"]) == [
+        {"assertion": "not_null", "success": False, "column": "id"}]
 
 
 def test_a_symlink_to_the_dataset_itself_links_nothing_and_types_merge_order_free():
@@ -423,9 +461,9 @@ def test_statement_texts_are_constants():
 def test_statements_order_nodes_first_and_skip_empty():
     pairs = statements(graph_batch(scenario()))
     names = [next(n for n, q in STATEMENTS.items() if q == query) for query, _ in pairs]
-    assert names == ["jobs", "runs", "datasets", "fields", "schema_versions", "of_job", "child_of", "read", "wrote",
-                     "input_to", "outputs", "has_field", "derives_from", "same_as", "has_schema", "run_totals"]
-    node_kinds = {"jobs", "runs", "datasets", "fields", "schema_versions"}
+    assert names == ["jobs", "runs", "datasets", "fields", "facets", "schema_versions", "of_job", "child_of", "read",
+                     "wrote", "input_to", "outputs", "has_field", "derives_from", "same_as", "has_schema", "run_totals"]
+    node_kinds = {"jobs", "runs", "datasets", "fields", "facets", "schema_versions"}
     last_node = max(i for i, n in enumerate(names) if n in node_kinds)
     assert all(n not in node_kinds for n in names[last_node + 1:])
     assert [n for n in (next(n for n, q in STATEMENTS.items() if q == query)
@@ -499,7 +537,7 @@ def test_fingerprint_accepts_value_lists_and_rejects_unknown_queries():
 def test_fingerprint_queries_cover_the_model():
     labels = {"Job", "Run", "Dataset", "Field", "SchemaVersion"}
     types = {"OF_JOB", "CHILD_OF", "READ", "WROTE", "INPUT_TO", "OUTPUTS", "HAS_FIELD", "DERIVES_FROM", "HAS_SCHEMA",
-             "SAME_AS"}
+             "SAME_AS", "DEPENDS_ON"}
     assert set(FINGERPRINT_QUERIES) == labels | types
     for name, query in FINGERPRINT_QUERIES.items():
         assert query.startswith("MATCH ") and "$" not in query
