@@ -102,6 +102,12 @@ def _segment(value: str) -> str:
     return unquote(value)
 
 
+def _decode_quality(item: dict[str, Any]) -> None:
+    """A READ's data-quality JSON texts (metrics, assertions) as JSON values (null when absent)."""
+    for key in ("dataQuality", "assertions"):
+        item[key] = json.loads(item[key]) if item.get(key) else None
+
+
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"code": status, "message": message}, status_code=status)
 
@@ -341,19 +347,20 @@ def create_app(store: GraphStore, settings: ServerSettings, metrics: Metrics | N
 
     @app.get("/api/v2/datasets/{namespace}/{dataset}/runs", dependencies=api, tags=["Datasets"])
     def dataset_runs(namespace: str, dataset: str, limit: Limit = 100) -> dict[str, Any]:
-        """Row counts and bytes of the latest runs that wrote the dataset, and the data-quality metrics the runs
-        that read it measured, newest first."""
+        """Row counts and bytes of the latest runs that wrote the dataset, and the data-quality metrics and
+        assertions (each with ``success``) of the runs that read it, newest first."""
         runs = store.dataset_runs(_segment(namespace), _segment(dataset), capped(limit, settings.max_results))
         for item in runs["quality"]:
-            item["dataQuality"] = json.loads(item["dataQuality"])
+            _decode_quality(item)
         return runs
 
     @app.get("/api/v2/runs/{run_id}", dependencies=api, tags=["Runs"])
     def run_detail(run_id: str) -> dict[str, Any]:
-        """A run: state and times, error, statistics, data quality per input, its job, parent and child runs."""
+        """A run: state and times, error, statistics, data quality (metrics, assertions) per input, its job,
+        parent and child runs."""
         detail = store.run(_segment(run_id))
         for item in detail["inputs"]:
-            item["dataQuality"] = json.loads(item["dataQuality"]) if item.get("dataQuality") else None
+            _decode_quality(item)
         return detail
 
     @app.get("/api/v2/alerts", dependencies=api, tags=["Operations"])

@@ -149,7 +149,7 @@ _RUN_DETAIL = (
     "RETURN " + _RUN_WITH_FACETS.replace("{", "{errorLanguage: r.errorLanguage, ", 1) + " AS run, "
     "[(r)-[:OF_JOB]->(j:Job) | {namespace: " + _NS.format("j") + ", name: " + _NAME.format("j") + "}][0] AS job, "
     "[(r)-[e:READ]->(d:Dataset) | {namespace: " + _NS.format("d") + ", name: " + _NAME.format("d") + ", "
-    "rowCount: e.rowCount, bytes: e.bytes, dataQuality: e.dataQuality}] AS inputs, "
+    "rowCount: e.rowCount, bytes: e.bytes, dataQuality: e.dataQuality, assertions: e.assertions}] AS inputs, "
     "[(r)-[e:WROTE]->(d:Dataset) | {namespace: " + _NS.format("d") + ", name: " + _NAME.format("d") + ", "
     "rowCount: e.rowCount, bytes: e.bytes}] AS outputs, "
     "[(r)-[:CHILD_OF]->(p:Run) | {runId: p.runId, state: p.state, "
@@ -167,9 +167,10 @@ _DATASET_RUNS = (
     "RETURN COLLECT { MATCH (d)<-[e:WROTE]-(r:Run) WITH r, e ORDER BY coalesce(r.endTime, r.lastEventTime) DESC "
     "LIMIT $limit RETURN {runId: r.runId, state: r.state, endTime: r.endTime, startTime: r.startTime, "
     "rowCount: e.rowCount, bytes: e.bytes} } AS writes, "
-    "COLLECT { MATCH (d)<-[e:READ]-(r:Run) WHERE e.dataQuality IS NOT NULL "
+    "COLLECT { MATCH (d)<-[e:READ]-(r:Run) WHERE e.dataQuality IS NOT NULL OR e.assertions IS NOT NULL "
     "WITH r, e ORDER BY coalesce(r.endTime, r.lastEventTime) DESC LIMIT $limit "
-    "RETURN {runId: r.runId, state: r.state, endTime: r.endTime, dataQuality: e.dataQuality} } AS quality")
+    "RETURN {runId: r.runId, state: r.state, endTime: r.endTime, dataQuality: e.dataQuality, "
+    "assertions: e.assertions} } AS quality")
 # The latest run of each job (``$ids``): now, the run the job points at (kept by the sink); by then (``$asOf``), the
 # latest started by then.
 _LATEST_RUNS = (

@@ -415,10 +415,14 @@ async function datasetPage(panel: HTMLElement, ref: NodeRef, id: string, stale: 
   const jobs = (list: GraphNode[]) => list.map((j) => html`<li>${j.data.name} <span class="state-${runState(j)}">${runState(j) ?? ""}</span></li>`).join("");
   const counted = runs.writes.filter((w: any) => w.rowCount != null).reverse();
   const quality = runs.quality.slice(0, 5).map((q: any) =>
-    html`<li>${q.endTime ?? ""}: ${q.dataQuality.rowCount ?? "?"} rows` +
-    Object.entries(q.dataQuality.columnMetrics ?? {}).map(([column, m]: [string, any]) =>
-      html`, ${column} nulls ${m.nullCount ?? "?"}`).join("") + "</li>").join("");
-  panel.insertAdjacentHTML("beforeend", html`<p>last written: ${dataset.lastModifiedAt ?? "never by a completed run"}</p>` +
+    html`<li>${q.endTime ?? ""}: ${q.dataQuality?.rowCount ?? "?"} rows` +
+    Object.entries(q.dataQuality?.columnMetrics ?? {}).map(([column, m]: [string, any]) =>
+      html`, ${column} nulls ${m.nullCount ?? "?"}`).join("") +
+    (q.assertions ?? []).map((a: any) =>
+      html`, <span class="${a.success ? "assert-pass" : "state-FAILED"}">${a.assertion}${a.column ? ` (${a.column})` : ""} ${a.success ? "passed" : "failed"}</span>`).join("") +
+    "</li>").join("");
+  panel.insertAdjacentHTML("beforeend", about(dataset) +
+    html`<p>last written: ${dataset.lastModifiedAt ?? "never by a completed run"}</p>` +
     `<h3>Rows written</h3>${sparkline(counted.map((w: any) => w.rowCount))}` +
     `<h3>Data quality (as read)</h3><ul>${quality || "<li class=hint>no metrics</li>"}</ul>` +
     `<h3>Written by</h3><ul>${jobs(from) || "<li class=hint>none in view</li>"}</ul>` +
@@ -431,6 +435,15 @@ async function datasetPage(panel: HTMLElement, ref: NodeRef, id: string, stale: 
       "</li>").join("") + `</ol>` +
     `<h3>Drift alerts</h3><ul id="dataset-alerts">` +
     (schema.alerts.map((a: any) => html`<li class="change-${a.severity}">${a.eventTime}: ${a.changes.length} changes, ${a.impactedJobs.length} jobs downstream</li>`).join("") || "<li class=hint>none</li>") + `</ul>`);
+}
+
+// A job's or dataset's description, tags and facet documents (each facet's JSON folded under its name).
+function about(item: any): string {
+  const facets = Object.entries(item.facets ?? {}).filter(([key]) => key !== "_omitted");
+  return (item.description ? html`<p class="description">${item.description}</p>` : "") +
+    (item.tags?.length ? `<p class="tags">${item.tags.map((t: string) => html`<span class="tag">${t}</span>`).join(" ")}</p>` : "") +
+    (facets.length ? `<h3>Facets</h3><div class="facets">` + facets.map(([key, value]) =>
+      html`<details><summary>${key}</summary><pre>${JSON.stringify(value, null, 2)}</pre></details>`).join("") + "</div>" : "");
 }
 
 // Row counts over the latest writes, oldest first, as a small line.
@@ -453,7 +466,7 @@ async function jobPage(panel: HTMLElement, ref: NodeRef, id: string, stale: () =
   if (stale()) return;
   panel.append(actions(id));
   const names = (list: any[]) => list.map((d) => html`<li>${d.name} <span class="small">${d.namespace}</span></li>`).join("");
-  panel.insertAdjacentHTML("beforeend", `<h3>Inputs</h3><ul>${names(job.inputs)}</ul><h3>Outputs</h3><ul>${names(job.outputs)}</ul>` +
+  panel.insertAdjacentHTML("beforeend", about(job) + `<h3>Inputs</h3><ul>${names(job.inputs)}</ul><h3>Outputs</h3><ul>${names(job.outputs)}</ul>` +
     `<h3>Runs</h3><table class="runs"><tr><th>started</th><th>state</th><th>duration</th></tr>` +
     runs.runs.map((r: any) => html`<tr><td><button type="button" class="run" data-run="${r.id}">${r.startedAt ?? r.createdAt ?? "?"}</button></td>` +
       html`<td class="state-${r.state}">${r.state}</td><td>${r.durationMs != null ? `${(r.durationMs / 1000).toFixed(1)} s` : ""}</td></tr>`).join("") +

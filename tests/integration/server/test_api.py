@@ -227,6 +227,56 @@ def test_hostile_names_round_trip(server: ChildProcess, clients: ClientSettings)
     assert {n["id"] for n in graph} == {f"dataset:{ns}:{name}", "job:weird:job' OR 1=1"}
 
 
+def _facet(schema: str, **content: Any) -> dict[str, Any]:
+    return {"_producer": PRODUCER, "_schemaURL": f"https://openlineage.io/spec/facets/1-0-1/{schema}.json", **content}
+
+
+def test_facets_are_shown_deletions_hide_them_and_assertions_say_pass_or_fail(server: ChildProcess,
+                                                                            clients: ClientSettings) -> None:
+    """Facets the graph keeps as documents (a dataset's documentation, tags, catalog, version, a job's source
+    location), a later ``_deleted`` facet hiding one, the run facets of a COMPLETE_SNAPSHOT job (the latest event's
+    only), and an input's quality assertions with their outcome, through the server, in any order of arrival."""
+    ns, jobs, run = f"facets-{uuid.uuid4().hex[:8]}", f"facets-jobs-{uuid.uuid4().hex[:8]}", str(uuid.uuid4())
+    table = {"namespace": ns, "name": "orders", "facets": {
+        "documentation": _facet("DocumentationDatasetFacet", description="Orders, one row each"),
+        "tags": _facet("TagsDatasetFacet", tags=[{"key": "pii", "value": "true", "source": "CONFIG"}]),
+        "catalog": _facet("CatalogDatasetFacet", framework="iceberg", type="rest", name="lake"),
+        "version": _facet("DatasetVersionDatasetFacet", datasetVersion="42"),
+        "ownership": _facet("OwnershipDatasetFacet", owners=[{"name": "team:data"}])}}
+    source = {"namespace": ns, "name": "raw", "inputFacets": {"dataQualityAssertions": _facet(
+        "DataQualityAssertionsDatasetFacet", assertions=[{"assertion": "not_null", "success": True, "column": "id"},
+                                                         {"assertion": "unique", "success": False, "column": "id"}])}}
+    job_facets = {"sourceCodeLocation": _facet("SourceCodeLocationJobFacet", type="git", url="https://git.x/etl"),
+                  "jobType": _facet("JobTypeJobFacet", processingType="STREAMING", integration="FLINK",
+                                    emissionPattern={"eventTrigger": "PERIODIC", "windowDuration": 60,
+                                                     "eventContentMode": "COMPLETE_SNAPSHOT"})}
+    start = _event("START", "2024-05-01T10:00:00Z", (jobs, "load"), run, [source], [table])
+    start["job"]["facets"] = job_facets
+    start["run"]["facets"] = {"processing_engine": _facet("ProcessingEngineRunFacet", version="1.0", name="flink")}
+    later = _event("COMPLETE", "2024-05-01T10:05:00Z", (jobs, "load"), run, [source], [
+        {"namespace": ns, "name": "orders", "facets": {"ownership": {"_producer": PRODUCER, "_schemaURL": "x",
+                                                                     "_deleted": True}}}])
+    later["job"]["facets"] = job_facets
+    later["run"]["facets"] = {"nominalTime": _facet("NominalTimeRunFacet", nominalStartTime="2024-05-01T10:00:00Z")}
+    with driver_for(clients) as driver:
+        write_events(driver, [later])  # the deletion arrives first: the earlier facet must not come back
+        write_events(driver, [start])
+    dataset = _get(server, f"/api/v1/namespaces/{_seg(ns)}/datasets/orders")
+    assert dataset["description"] == "Orders, one row each" and dataset["tags"] == ["pii:true"]
+    assert set(dataset["facets"]) == {"documentation", "tags", "catalog", "version"}  # ownership deleted later
+    assert dataset["facets"]["version"]["datasetVersion"] == "42" and dataset["facets"]["catalog"]["framework"] == (
+        "iceberg")
+    job = _get(server, f"/api/v1/namespaces/{_seg(jobs)}/jobs/load")
+    assert job["location"] == "https://git.x/etl" and job["type"] == "STREAM"
+    (latest,) = _get(server, f"/api/v1/namespaces/{_seg(jobs)}/jobs/load/runs")["runs"]
+    assert set(latest["facets"]) == {"nominalTime"}  # COMPLETE_SNAPSHOT: the latest event's facets only
+    quality = _get(server, f"/api/v2/datasets/{_seg(ns)}/raw/runs")["quality"]
+    assert [(a["assertion"], a["success"]) for a in quality[0]["assertions"]] == [("not_null", True),
+                                                                                  ("unique", False)]
+    detail = _get(server, f"/api/v2/runs/{run}")
+    assert detail["inputs"][0]["assertions"][1]["success"] is False
+
+
 def test_limits_cut_and_say_so(server: ChildProcess, clients: ClientSettings) -> None:
     hub = f"hub-{uuid.uuid4().hex[:8]}"
     events = [_event("COMPLETE", "2024-05-01T10:00:00Z", (hub, f"reader-{i}"), str(uuid.uuid4()),
