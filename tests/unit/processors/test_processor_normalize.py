@@ -301,3 +301,16 @@ def test_parse_aliases_errors_name_the_entry(text: str, message: str) -> None:
     with pytest.raises(ValueError, match="alias") as info:
         parse_aliases(text)
     assert message in str(info.value)
+
+
+def test_a_flink_kafka_topic_keeps_the_topic_as_its_name() -> None:
+    # Flink's listener names a Kafka source by its topic, with the catalog table as a TABLE symlink in the same
+    # namespace: the spec's Kafka name is the topic, so the catalog name stays a symlink (a SAME_AS in the graph).
+    event = full_run_event()
+    event["inputs"] = [{"namespace": "kafka://broker:9092", "name": "orders", "facets": {"symlinks": {
+        "_producer": "p", "_schemaURL": "s", "identifiers": [
+            {"namespace": "kafka://broker:9092", "name": "default_catalog.default_database.kafka_input",
+             "type": "TABLE"}]}}}]
+    out, renames = normalize_event(event)
+    assert (out["inputs"][0]["namespace"], out["inputs"][0]["name"]) == ("kafka://broker:9092", "orders")
+    assert renames == []
