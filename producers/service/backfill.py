@@ -5,14 +5,16 @@ Blank lines are skipped; ``.gz`` files are read compressed; ``-`` reads standard
 to its end (a truncated or corrupt ``.gz``) still has the good lines before the damage published; the report's
 ``failure`` says where reading stopped.
 
-The JSON and size rules here (``strict_json``, ``oversize``) are shared with the HTTP collector: both take foreign
-JSON onto the events topic, and both must refuse what the rest of the pipeline cannot carry.
+The JSON, encoding and size rules here (``strict_json``, ``encode_or_refuse``, ``oversize``) are shared with the HTTP
+collector and the Kafka bridge: all take foreign JSON onto the events topic, and all must refuse what the rest of
+the pipeline cannot carry, alike.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import logging
 import math
 import sys
 import time
@@ -28,6 +30,7 @@ from kafka_lineage.producers.client.publisher import EventPublisher, PublishErro
 from kafka_lineage.runtime.kafka_io import RECORD_MAX_BYTES
 from kafka_lineage.schemas.openlineage import InvalidEvent
 
+log = logging.getLogger(__name__)
 BATCH = 1000
 # librdkafka refuses (MSG_SIZE_TOO_LARGE, raised synchronously by produce) a record whose key + value + v2 record
 # framing (at most 36 bytes) exceeds the producer's message.max.bytes (kafka_io.RECORD_MAX_BYTES).
@@ -76,6 +79,34 @@ def oversize(record: tuple[bytes, bytes], limit: int) -> str | None:
     if size <= limit:
         return None
     return f"event is {size:,} bytes as a Kafka record, above the limit of {limit:,} bytes per record"
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why one foreign event cannot go onto the events topic: ``kind`` is ``invalid`` (not an OpenLineage event we
+    accept), ``unencodable`` (a failure of ours on it: a retry would fail alike) or ``too_large``."""
+
+    kind: str
+    reason: str
+
+
+def encode_or_refuse(encode: Callable[[Any], tuple[bytes, bytes]], event: Any, limit: int
+                     ) -> tuple[bytes, bytes] | Refusal:
+    """The event's record (key, value), or why it cannot be one. PublishError (the registry cannot be asked)
+    propagates: nothing is decided about the event then, and each caller says how to retry."""
+    try:
+        record = encode(event)
+    except InvalidEvent as exc:
+        return Refusal("invalid", str(exc))
+    except RecursionError:  # parsed, but nested too deeply to validate or encode
+        return Refusal("invalid", "event: nested too deeply")
+    except PublishError:
+        raise
+    except Exception as exc:  # a failure of ours on this one event: reported with it, the others go on
+        log.exception("an event could not be encoded")
+        return Refusal("unencodable", f"cannot be encoded ({type(exc).__name__}: {str(exc)[:200]})")
+    reason = oversize(record, limit)
+    return record if reason is None else Refusal("too_large", reason)
 
 
 @dataclass
@@ -142,19 +173,16 @@ def backfill(lines: Iterable[bytes | str], publisher: EventPublisher,
         for number, event, problem in parse_lines(lines):
             if problem is None:
                 try:
-                    record = publisher.encode(event)
-                    problem = oversize(record, limit)
-                except InvalidEvent as exc:
-                    problem = f"invalid OpenLineage event: {exc}"
-                except RecursionError:  # nested just below json's limit, but too deep for validation or encoding
-                    problem = "invalid OpenLineage event: nested too deeply"
+                    outcome = encode_or_refuse(publisher.encode, event, limit)
                 except PublishError as exc:  # the registry could not be asked: this line is not published
                     problem = f"not published: {exc}"
-                except Exception as exc:  # a failure on this one event: report it and go on with the others
-                    problem = f"cannot be encoded ({type(exc).__name__}: {str(exc)[:200]})"
-                if problem is None:
-                    batch.append(record)
-                    batch_lines.append(number)
+                else:
+                    if isinstance(outcome, Refusal):
+                        problem = (f"invalid OpenLineage event: {outcome.reason}" if outcome.kind == "invalid"
+                                   else outcome.reason)  # too large, or cannot be encoded
+                    else:
+                        batch.append(outcome)
+                        batch_lines.append(number)
             if problem is not None:
                 report.problems.append(f"line {number}: {problem}")
             if len(batch) >= BATCH:

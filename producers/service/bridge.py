@@ -23,14 +23,13 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from kafka_lineage.producers.client.publisher import EventPublisher, PublishError
-from kafka_lineage.producers.service.backfill import message_max_bytes, oversize, strict_json
+from kafka_lineage.producers.service.backfill import Refusal, encode_or_refuse, message_max_bytes, strict_json
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import AckingProducer
 from kafka_lineage.runtime.metrics import Metrics
 from kafka_lineage.runtime.retry import Backoff, Stopped
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.dead_letters import dead_letter
-from kafka_lineage.schemas.openlineage import InvalidEvent
 from kafka_lineage.schemas.wire import AvroCodec
 
 log = logging.getLogger(__name__)
@@ -52,26 +51,25 @@ class Batch:
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)  # (topic, partition) → next offset
 
 
+# dead-letter classes by refusal kind
+_ERROR_CLASS = {"invalid": "invalid-event", "unencodable": "invalid-event", "too_large": "too-large"}
+
+
 def sort_out(messages: Sequence[Message], encoder: Encoder, max_record_bytes: int) -> Batch:
     """Each message as an events-topic record or a dead letter. Raises PublishError when the registry cannot be
     asked: nothing of the batch is decided then (retry it whole)."""
     batch = Batch()
     for message in messages:
         batch.offsets[(message.topic(), message.partition())] = message.offset() + 1
-        reason = None
         try:
-            record = encoder.encode(strict_json(message.value() or b""))
-            reason = oversize(record, max_record_bytes)
-            error_class = "too-large"
-        except InvalidEvent as exc:
-            reason, error_class = str(exc), "invalid-event"
+            outcome = encode_or_refuse(encoder.encode, strict_json(message.value() or b""), max_record_bytes)
         except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, NotJSON
             reason, error_class = f"not JSON: {exc}", "not-json"
-        except RecursionError:
-            reason, error_class = "event: nested too deeply", "invalid-event"
-        if reason is None:
-            batch.records.append(record)
-            continue
+        else:
+            if not isinstance(outcome, Refusal):
+                batch.records.append(outcome)
+                continue
+            reason, error_class = outcome.reason, _ERROR_CLASS[outcome.kind]
         batch.letters.append((message.key(), dead_letter(
             stage=STAGE, error_class=error_class, error_message=reason, key=message.key(), value=message.value(),
             headers=message.headers() or (), source_topic=message.topic(), source_partition=message.partition(),

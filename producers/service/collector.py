@@ -32,10 +32,16 @@ from aiohttp import web
 from confluent_kafka import KafkaException
 
 from kafka_lineage.producers.client.publisher import EventPublisher, PublishError
-from kafka_lineage.producers.service.backfill import STRICT_DECODER, NotJSON, message_max_bytes, oversize, strict_json
+from kafka_lineage.producers.service.backfill import (
+    STRICT_DECODER,
+    NotJSON,
+    Refusal,
+    encode_or_refuse,
+    message_max_bytes,
+    strict_json,
+)
 from kafka_lineage.runtime.config import CollectorSettings
 from kafka_lineage.runtime.metrics import Metrics, Readiness, aiohttp_handlers
-from kafka_lineage.schemas.openlineage import InvalidEvent
 
 log = logging.getLogger(__name__)
 STAGE = "collector"
@@ -312,24 +318,15 @@ class Collector:
         records, failed = [], []
         for index, event in enumerate(events):
             try:
-                record = self.publisher.encode(event)
-            except InvalidEvent as exc:
-                failed.append({"index": index, "reason": str(exc), "kind": "invalid"})
-                continue
-            except RecursionError:  # parsed, but too deep to validate or encode
-                failed.append({"index": index, "reason": "event: nested too deeply", "kind": "invalid"})
-                continue
+                outcome = encode_or_refuse(self.publisher.encode, event, self.max_record_bytes)
             except PublishError as exc:  # the registry could not be reached: the client should retry later
                 raise Rejection(503, str(exc)) from None
-            except Exception as exc:  # a failure of ours on this event: a retry would fail alike, so not a 5xx
-                log.exception("event %d of a request could not be encoded", index)
-                failed.append({"index": index, "reason": f"event: cannot be encoded ({type(exc).__name__}: "
-                                                         f"{str(exc)[:200]})", "kind": "invalid"})
-                continue
-            if (reason := oversize(record, self.max_record_bytes)) is not None:
-                failed.append({"index": index, "reason": reason, "kind": "too_large"})
-                continue
-            records.append(record)
+            if isinstance(outcome, Refusal):  # an event we fail to encode is answered as invalid: not a 5xx
+                unencodable = outcome.kind == "unencodable"
+                failed.append({"index": index, "reason": f"event: {outcome.reason}" if unencodable else outcome.reason,
+                               "kind": "invalid" if unencodable else outcome.kind})
+            else:
+                records.append(outcome)
         return records, failed
 
     def _reject(self, request: web.Request, rejection: Rejection, headers: dict[str, str] | None = None
