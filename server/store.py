@@ -18,7 +18,7 @@ from neo4j.exceptions import ClientError
 
 from kafka_lineage.server.node_ids import NodeId
 from kafka_lineage.sinks.graph.model import stored_key
-from kafka_lineage.sinks.graph.queries import MAX_ALIAS_LINKS, aliases_of, known
+from kafka_lineage.sinks.graph.queries import MAX_ALIAS_LINKS, aliases_of, field_aliases_of, known
 
 _NS = "coalesce({0}.fullNamespace, {0}.namespace)"
 _NAME = "coalesce({0}.fullName, {0}.name)"
@@ -128,13 +128,22 @@ _START = {
 }
 # Column lineage: DERIVES_FROM points from a derived (output) column to its input column.
 _FIELD_COLUMNS = "'datasetField', " + _NS.format("b") + ", " + _NAME.format("b") + ", coalesce(b.fullField, b.field)"
-_FIELD_LEVEL = {
-    "up": _new_neighbours("(a:Field)-[e:DERIVES_FROM]->(b:Field)", _FIELD_COLUMNS),
-    "down": _new_neighbours("(a:Field)<-[e:DERIVES_FROM]-(b:Field)", _FIELD_COLUMNS),
+_FIELD_LEVEL = {  # a column's aliases (the same column of a SAME_AS-linked dataset) come with it
+    "up": _new_neighbours("(a:Field)-[e:DERIVES_FROM]->(n:Field)", _FIELD_COLUMNS, field_aliases_of("n", "b")),
+    "down": _new_neighbours("(a:Field)<-[e:DERIVES_FROM]-(n:Field)", _FIELD_COLUMNS, field_aliases_of("n", "b")),
 }
-_FIELD_EDGES = ("UNWIND $ids AS id MATCH (a:Field) WHERE elementId(a) = id MATCH (a)-[e:DERIVES_FROM]->(b:Field) "
-                "WHERE " + known("e") + " AND elementId(b) IN $ids WITH a, e, b LIMIT $rows "
-                "RETURN collect([elementId(a), elementId(b), coalesce(e.transformation, '')])")
+_FIELD_ALIASES = ("UNWIND $ids AS id MATCH (n:Field) WHERE elementId(n) = id " + field_aliases_of("n", "b")
+                  + " WITH DISTINCT b WHERE NOT elementId(b) IN $seen LIMIT $room RETURN collect([elementId(b), "
+                  + _FIELD_COLUMNS + "])")
+# ... and a column to the same column of a SAME_AS-linked dataset (transformation "SAME_AS").
+_FIELD_EDGES = ("UNWIND $ids AS id MATCH (a:Field) WHERE elementId(a) = id CALL (a) { "
+                "MATCH (a)-[e:DERIVES_FROM]->(b:Field) WHERE " + known("e") + " "
+                "RETURN b, coalesce(e.transformation, '') AS transformation UNION "
+                "MATCH (:Dataset {namespace: a.namespace, name: a.name})-[e:SAME_AS]->(twin:Dataset) WHERE "
+                + known("e") + " MATCH (b:Field {namespace: twin.namespace, name: twin.name, field: a.field}) "
+                "RETURN b, 'SAME_AS' AS transformation } "
+                "WITH a, b, transformation WHERE elementId(b) IN $ids WITH a, b, transformation LIMIT $rows "
+                "RETURN collect([elementId(a), elementId(b), transformation])")
 # The start columns: one by its key, or every column of the dataset (the IS NOT NULL lets the key's index answer).
 _FIELD_COLUMNS_OF = ("RETURN collect([elementId(f), " + _NS.format("f") + ", " + _NAME.format("f") + ", "
                      "coalesce(f.fullField, f.field)])")
@@ -402,8 +411,9 @@ class GraphStore:
         for node_id, ns, dataset, column in starts:
             graph.nodes[node_id] = NodeId("datasetField", ns, dataset, column)
         deadline = time.monotonic() + self.timeout
+        self._walk(graph, graph.starts, 1, limit, _FIELD_ALIASES, as_of, deadline)
         for direction in directions:
-            self._walk(graph, graph.starts, depth, limit, _FIELD_LEVEL[direction], as_of, deadline)
+            self._walk(graph, list(graph.nodes), depth, limit, _FIELD_LEVEL[direction], as_of, deadline)
         self._edges(graph, _FIELD_EDGES, as_of, deadline)
         return graph
 

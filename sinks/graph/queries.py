@@ -66,6 +66,16 @@ def aliases_of(node: str, alias: str) -> str:
             f"WHERE all(link IN relationships(p) WHERE {known('link')}) RETURN {alias} }}")
 
 
+def field_aliases_of(node: str, alias: str) -> str:
+    """``aliases_of`` for a column: ``node`` itself and the same-named column of every dataset ``SAME_AS``-linked
+    to its dataset."""
+    return (f"CALL ({node}) {{ RETURN {node} AS {alias} UNION MATCH p = (:Dataset {{namespace: {node}.namespace, "
+            f"name: {node}.name}})-[:SAME_AS*1..{MAX_ALIAS_LINKS}]-(twin:Dataset) "
+            f"WHERE all(link IN relationships(p) WHERE {known('link')}) "
+            f"MATCH ({alias}:Field {{namespace: twin.namespace, name: twin.name, field: {node}.field}}) "
+            f"RETURN {alias} }}")
+
+
 def _dataset_level(reads: str, writes: str) -> str:
     """One depth level from the frontier datasets (``$ids``): the jobs next to them, the datasets next to those
     jobs, and those datasets' aliases (``x``; the dataset itself among them), one row per (edge, edge, alias); a job
@@ -83,8 +93,15 @@ _START_ALIASES = (f"MATCH (a:Dataset) WHERE elementId(a) = $id {aliases_of('a', 
 
 
 def _field_level(pattern: str) -> str:
+    """One column level: the columns next to the frontier's (``b``) and their aliases' (``x``, ``b`` among them)."""
     return (f"UNWIND $ids AS id MATCH {pattern} WHERE elementId(a) = id AND {known('e')} "
-            f"WITH id, b LIMIT $rows RETURN collect([id, {_names('b', True)}])")
+            f"{field_aliases_of('b', 'x')} "
+            f"WITH id, b, x LIMIT $rows RETURN collect([id, {_names('b', True)}, {_names('x', True)}])")
+
+
+# The start columns' aliases: walked from like the starts, not reported.
+_START_FIELD_ALIASES = (f"UNWIND $ids AS id MATCH (a:Field) WHERE elementId(a) = id {field_aliases_of('a', 'x')} "
+                        "WITH x WHERE NOT elementId(x) IN $ids RETURN collect(DISTINCT elementId(x))")
 
 
 class TraversalTimeout(TimeoutError):
@@ -110,8 +127,8 @@ _DATASET_LEVELS = {
                  ("job", "dataset", "alias"), 3, False),
 }
 _FIELD_LEVELS = {  # DERIVES_FROM points from the derived (output) column to its input
-    "down": _Level(_field_level("(a:Field)<-[e:DERIVES_FROM]-(b:Field)"), ("field",), 4, False),
-    "up": _Level(_field_level("(a:Field)-[e:DERIVES_FROM]->(b:Field)"), ("field",), 4, True),
+    "down": _Level(_field_level("(a:Field)<-[e:DERIVES_FROM]-(b:Field)"), ("field", "alias"), 4, False),
+    "up": _Level(_field_level("(a:Field)-[e:DERIVES_FROM]->(b:Field)"), ("field", "alias"), 4, True),
 }
 
 
@@ -199,7 +216,8 @@ def _walk(session: Session, start: Sequence[str], level: _Level, depth: int, lim
                     continue  # the dataset itself
                 walk.edges.add((source, target) if level.outward or alias else (target, source))
                 if target not in walk.found and (target not in visited or target in starts):
-                    walk.found[target] = (depth_now, "dataset" if alias else kind, row[at + 1:at + level.width])
+                    walk.found[target] = (depth_now, level.kinds[hop - 1] if alias else kind,
+                                          row[at + 1:at + level.width])
                     walk.parent[target] = source
                     if target not in visited:
                         visited.add(target)
@@ -352,6 +370,8 @@ def _field_reach(driver: Driver, namespace: str, name: str, fields: list[str], d
             Query("UNWIND $fields AS start MATCH (f:Field {namespace: $namespace, name: $name, field: start}) "
                   "RETURN elementId(f) AS id", timeout=timeout),
             namespace=stored_key(namespace), name=stored_key(name), fields=[stored_key(f) for f in fields])]
+        starts += session.run(Query(_START_FIELD_ALIASES, timeout=timeout), ids=starts, asOf=None
+                              ).single(strict=True)[0]
         walk = _walk(session, starts, _FIELD_LEVELS[direction], depth, limit, deadline, None)
     if walk.stopped == "time":
         raise TraversalTimeout(f"the column traversal ran out of its {timeout} s budget")

@@ -14,6 +14,7 @@ from kafka_lineage.producers.client.publisher import EventPublisher
 from kafka_lineage.replay.local import wipe
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.server.store import GraphStore
+from kafka_lineage.sinks.graph.queries import column_impact
 from kafka_lineage.sinks.graph.sink import driver_for, graph_fingerprint
 from kafka_lineage_devtools.processes import alert_sink_process, pipeline_env, processor_process, sink_process
 from tests.openlineage_samples import PRODUCER
@@ -156,7 +157,11 @@ def test_a_path_and_its_table_symlink_are_one_lineage_under_their_own_names(clie
         "_producer": PRODUCER, "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/SymlinksDatasetFacet.json",
         "identifiers": [{"namespace": "hive://metastore:9083", "name": table, "type": "TABLE"}]}
     events = _run(ns, "write_orders", 0, [], [written])
-    events += _run(ns, "orders_mart", 10, [{"namespace": "hive://metastore:9083", "name": table}], [_dataset(mart)])
+    derived = _dataset(mart, [("order_id", "bigint")])
+    derived["facets"]["columnLineage"] = {  # the mart's column comes from the table's, named by the table only
+        "_producer": PRODUCER, "_schemaURL": "https://openlineage.io/spec/facets/1-2-0/ColumnLineageDatasetFacet.json",
+        "fields": {"order_id": {"inputFields": [{"namespace": "hive://metastore:9083", "name": table, "field": "id"}]}}}
+    events += _run(ns, "orders_mart", 10, [{"namespace": "hive://metastore:9083", "name": table}], [derived])
     with driver_for(settings) as driver:
         wipe(driver)
     with processor_process(env), sink_process(env):
@@ -172,12 +177,17 @@ def test_a_path_and_its_table_symlink_are_one_lineage_under_their_own_names(clie
                 time.sleep(0.3)
             live = _settled_fingerprint(driver)
             graph = GraphStore(driver).neighbourhood("dataset", "s3://lake", path, 1, 100)
+            columns = GraphStore(driver).column_graph("s3://lake", path, "id", 2, ("down",), 100)
+            derived_columns = column_impact(driver, "s3://lake", path, ["id"], depth=1)
     assert [list(r) for r in linked] == [[path, "hive://metastore:9083", table, "TABLE"]]  # the path kept its name
     impact = lineage("impact", "s3://lake", path, "--format", "json", env=env)
     assert '"name": "orders_mart"' in impact.stdout and f'"name": "{mart}"' in impact.stdout
     upstream = lineage("upstream", "s3://lake", mart, env=env)
     assert "write_orders" in upstream.stdout and path in upstream.stdout
     assert {(n.kind, n.name) for n in graph.nodes.values()} >= {("dataset", table), ("job", "orders_mart")}
+    # column lineage crosses the link too: the path's column is the table's, from which the mart's derives
+    assert {(n.name, n.field) for n in columns.nodes.values()} == {(path, "id"), (table, "id"), (mart, "order_id")}
+    assert [(c.name, c.field) for c in derived_columns] == [(mart, "order_id")]
     rebuilt = lineage("replay", "--from", "earliest", "--fresh", "--yes", env=env)
     assert "4 events written" in rebuilt.stdout
     with driver_for(settings) as driver:
