@@ -8,6 +8,7 @@ import zlib
 from concurrent.futures import Future
 from pathlib import Path
 
+import jsonschema_rs
 import pytest
 
 from kafka_lineage.producers.service import backfill as backfill_module
@@ -18,7 +19,7 @@ from kafka_lineage.producers.service.backfill import (
     oversize,
     parse_lines,
 )
-from kafka_lineage.producers.service.collector import Rejection, bearer_token_ok, decode_body
+from kafka_lineage.producers.service.collector import Rejection, batch_answer, bearer_token_ok, decode_body
 from kafka_lineage.schemas.openlineage import InvalidEvent
 
 LIMIT = 1024 * 1024
@@ -172,3 +173,29 @@ def test_backfill_reports_bad_lines_by_number_and_publishes_the_rest(monkeypatch
     assert report.published == 2 and report.failure is None
     assert [problem.split(":")[0] for problem in report.problems] == ["line 2", "line 3", "line 4"]
     assert "UTF-8" in report.problems[0] and "above the limit" in report.problems[2]
+
+
+# The 200 response of `POST /lineage/batch` in OpenLineage's OpenAPI document (spec/OpenLineage.yml), transcribed:
+# the document is not shipped in any package the build can depend on.
+BATCH_RESPONSE_SCHEMA = {
+    "type": "object", "required": ["status", "summary"],
+    "properties": {
+        "status": {"type": "string", "enum": ["success", "partial_success"]},
+        "summary": {"type": "object", "required": ["received", "successful", "failed"], "properties": {
+            name: {"type": "integer"} for name in ("received", "successful", "failed", "retriable", "non_retriable")}},
+        "failed_events": {"type": "array", "items": {"type": "object", "properties": {
+            "index": {"type": "integer"}, "reason": {"type": "string"}, "retriable": {"type": "boolean"}}}},
+    },
+}
+
+
+@pytest.mark.parametrize("failed", [[], [{"index": 1, "reason": "run.runId: not a UUID", "kind": "invalid"}],
+                                    [{"index": i, "reason": "too large", "kind": "too_large"} for i in range(500)]])
+def test_batch_answers_follow_the_specs_openapi_document(failed: list[dict]) -> None:
+    answer = batch_answer(600, failed)
+    jsonschema_rs.validate(BATCH_RESPONSE_SCHEMA, answer)
+    assert answer["status"] == ("partial_success" if failed else "success")
+    assert answer["summary"]["successful"] + answer["summary"]["failed"] == 600
+    assert answer["summary"]["failed"] == len(failed) and len(answer["failed_events"]) <= len(failed)
+    with pytest.raises(jsonschema_rs.ValidationError):  # the transcribed schema can fail
+        jsonschema_rs.validate(BATCH_RESPONSE_SCHEMA, {**answer, "status": "partial"})
