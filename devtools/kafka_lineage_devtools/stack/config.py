@@ -32,6 +32,7 @@ class StackSettings:
     java_homes: tuple[str, ...]
     kafka_version: str
     apicurio_version: str
+    apicurio_converter_version: str
     neo4j_version: str
     kafka_port: int
     kafka_controller_port: int
@@ -57,6 +58,9 @@ class StackSettings:
             java_homes=tuple(values.get(key, "") for key in ("LINEAGE_JAVA_HOME", "JAVA_HOME")),
             kafka_version=values.get("LINEAGE_KAFKA_VERSION", "4.3.1"),
             apicurio_version=values.get("LINEAGE_APICURIO_VERSION", "3.3.3"),
+            # Apicurio's Kafka Connect converter: its 3.x jars are not on Maven Central; the 2.6 line talks to the
+            # 3.x server through the v2 REST API, which the server keeps.
+            apicurio_converter_version=values.get("LINEAGE_APICURIO_CONVERTER_VERSION", "2.6.13.Final"),
             neo4j_version=values.get("LINEAGE_NEO4J_VERSION", "5.26.30"),
             kafka_port=port_setting(values, "LINEAGE_KAFKA_PORT", 9092),
             kafka_controller_port=port_setting(values, "LINEAGE_KAFKA_CONTROLLER_PORT", 9093),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import uuid
@@ -411,8 +412,27 @@ class Neo4j(Service):
             raise NotReady(f"Bolt query: {exc.__class__.__name__}: {exc}") from None
 
 
+# Jars the Connect runtime provides itself: a plugin must not bring its own copies (the runtime's API classes are
+# loaded parent-first anyway, and an older kafka-clients beside them only confuses).
+_RUNTIME_PROVIDED = ("kafka-clients-", "connect-api-", "connect-json-", "slf4j-api-", "zstd-jni-", "lz4-java-",
+                     "snappy-java-")
+APICURIO_AVRO_CONVERTER = "io.apicurio.registry.utils.converter.AvroConverter"
+
+
+def _apicurio_converter_jars(s: StackSettings) -> list[str]:
+    """Apicurio's registry-aware Kafka Connect converters (Avro, JSON Schema) with their serdes and client."""
+    classpath = resolve_classpath(
+        s.cache_dir,
+        f"apicurio-converter-{s.apicurio_converter_version}",
+        [Coordinate("io.apicurio", "apicurio-registry-utils-converter", s.apicurio_converter_version)],
+    )
+    return [jar for jar in classpath.split(":") if not Path(jar).name.startswith(_RUNTIME_PROVIDED)]
+
+
 class KafkaConnect(Service):
-    """A distributed Connect worker (state in Kafka topics) with the FileStream connectors on its classpath."""
+    """A distributed Connect worker (state in Kafka topics) with the FileStream connectors on its classpath and
+    Apicurio's registry-aware converters installed as a plugin (``plugin.path``), so a connector can write Avro
+    through the registry by setting ``value.converter`` (see :meth:`avro_converter_config`)."""
 
     name = "connect"
     depends_on = ("kafka",)
@@ -428,6 +448,35 @@ class KafkaConnect(Service):
 
     def fetch(self, s: StackSettings) -> None:
         _kafka_classpath(s)
+        _apicurio_converter_jars(s)
+
+    def plugin_path(self, s: StackSettings) -> Path:
+        return self.home(s) / "plugins"
+
+    def install_plugins(self, s: StackSettings) -> Path:
+        """One plugin directory of links to the converter's jars in Maven's local repository (rebuilt each start,
+        so a version change leaves no stale jar behind)."""
+        plugin = self.plugin_path(s) / "apicurio-registry-converter"
+        if plugin.exists():
+            shutil.rmtree(plugin)
+        plugin.mkdir(parents=True)
+        for jar in _apicurio_converter_jars(s):
+            (plugin / Path(jar).name).symlink_to(jar)
+        return plugin
+
+    @staticmethod
+    def avro_converter_config(registry_port: int, prefix: str = "value.converter") -> dict[str, str]:
+        """The connector settings that make it write (or read) ``prefix``'s side as Avro through the stack's
+        registry: the schema is registered under ``<topic>-value`` (``-key``), records carry the Confluent framing
+        (magic byte, 4-byte content id) so every Confluent-compatible client can read them."""
+        return {
+            prefix: APICURIO_AVRO_CONVERTER,
+            f"{prefix}.apicurio.registry.url": f"http://127.0.0.1:{registry_port}/apis/registry/v2",
+            f"{prefix}.apicurio.registry.auto-register": "true",
+            f"{prefix}.apicurio.registry.find-latest": "true",
+            f"{prefix}.apicurio.registry.as-confluent": "true",
+            f"{prefix}.apicurio.registry.use-id": "contentId",
+        }
 
     def worker_properties(self, s: StackSettings) -> dict[str, object]:
         return {
@@ -437,6 +486,7 @@ class KafkaConnect(Service):
             "value.converter": "org.apache.kafka.connect.json.JsonConverter",
             "key.converter.schemas.enable": "false",
             "value.converter.schemas.enable": "false",
+            "plugin.path": self.plugin_path(s),
             "config.storage.topic": "_connect-configs",
             "offset.storage.topic": "_connect-offsets",
             "status.storage.topic": "_connect-status",
@@ -451,6 +501,7 @@ class KafkaConnect(Service):
 
     def prepare(self, s: StackSettings) -> Launch:
         home = self.home(s)
+        self.install_plugins(s)
         config = home / "connect-distributed.properties"
         _write_properties(config, self.worker_properties(s))
         log4j = home / "log4j2.properties"
