@@ -1,4 +1,4 @@
-"""Faust's Kafka transport with three fixes that each lost records, and the pipeline's Kafka security settings as
+"""Faust's Kafka transport with four fixes that each lost records, and the pipeline's Kafka security settings as
 Faust credentials.
 
 1. A partition without a committed offset restarts from its beginning. During table recovery Faust resumes the
@@ -19,11 +19,20 @@ Faust credentials.
    read, not the last one read), so the record at the committed offset, when fix 2's race dropped it, was
    committed as done. Here the run must start at the committed offset, or at the offset a partition without a
    commit was sought to.
+4. No records are taken from the fetcher that Faust then throws away. Faust's fetch call (in the consumer thread)
+   can outlive a rebalance: it waits for the new assignment, then takes what the fetcher holds for every partition
+   in the consumer's live set of active partitions -- every assigned partition when that set is empty, as it is
+   while recovery pauses them all. Faust drops records that arrive while flow is stopped and seeks only the stream
+   partitions back, so a changelog partition fetched from the offset recovery had just sought it to lost all its
+   records up to the end, and recovery waited for them forever (CI's join/leave test: "need 1329, have -1";
+   reproduced every time by delaying the recovery task 0.5 s after its seek). Here the fetcher hands out a
+   partition's records only while flow runs and the partition is active; the others stay in the fetcher for a
+   later call, or are dropped by the next seek.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from importlib.metadata import version
 from typing import Any
 
@@ -48,7 +57,26 @@ from mode.utils.queues import FlowControlEvent  # noqa: E402
 BROKER_SCHEME = "lineage-kafka"
 
 
+class _Drainable:
+    """The partitions whose fetched records a fetch may take now (fix 4): active ones, while flow runs. aiokafka
+    takes this for the partition set of ``fetched_records``, which drains everything when the set is empty."""
+
+    def __init__(self, consumer: faust_aiokafka.Consumer, active: Collection[TP]) -> None:
+        self._consumer, self._active = consumer, active  # the consumer's live set, changed by the event loop
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __contains__(self, tp: object) -> bool:
+        return self._consumer.flow_active and tp in self._active
+
+
 class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    async def _fetch_records(self, consumer: Any, active_partitions: Any, timeout: float | None = None,
+                             max_records: int | None = None) -> Any:
+        drainable = None if active_partitions is None else _Drainable(self.consumer, active_partitions)
+        return await super()._fetch_records(consumer, drainable, timeout=timeout, max_records=max_records)
+
     async def seek_to_committed(self) -> Mapping[TP, int]:
         return await self.call_thread(self._seek_to_committed_or_beginning)
 
@@ -87,7 +115,7 @@ class _Consumer(faust_aiokafka.Consumer):
 
 
 class Transport(faust_aiokafka.Transport):
-    """Faust's aiokafka driver with the consumer of fixes 1 and 3."""
+    """Faust's aiokafka driver with the consumer of fixes 1, 3 and 4."""
 
     Consumer = _Consumer
 
@@ -125,7 +153,7 @@ class _FlowControl(FlowControlEvent):
 
 class App(faust.App):
     """``faust.App`` whose queued records survive a redundant flow-control resume (fix 2); give it
-    ``broker=broker_url(...)`` for the transport of fixes 1 and 3."""
+    ``broker=broker_url(...)`` for the transport of fixes 1, 3 and 4."""
 
     @cached_property
     def flow_control(self) -> FlowControlEvent:
