@@ -9,12 +9,12 @@ BROWSER_STAMP := $(VENV)/.browser
 
 .PHONY: install demo test faults lint stack-down clean
 
-# The product with every extra, and the development tools (devtools/, a distribution of their own), at the exact
-# versions in constraints.txt.
+# The product with every extra (flink too: PyFlink, ~800 MB, for the Flink tests `make test` runs), and the
+# development tools (devtools/, a distribution of their own), at the exact versions in constraints.txt.
 $(STAMP): pyproject.toml devtools/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet -c constraints.txt --upgrade pip setuptools wheel
-	$(VENV)/bin/pip install --quiet -c constraints.txt -e '.[all,dev]' -e ./devtools
+	$(VENV)/bin/pip install --quiet -c constraints.txt -e '.[all,flink,dev]' -e ./devtools
 	touch $(STAMP)
 
 # The web UI: Node packages at the versions in package-lock.json, built into server/ui-dist (served by lineage serve).
