@@ -367,6 +367,14 @@ def cmd_connect(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_flink(args: argparse.Namespace) -> int:
+    from kafka_lineage.producers.service.flink_watcher import watch
+
+    emitted = watch(ClientSettings.from_env(), args.rest_url, interval=args.interval, grace=args.grace, once=args.once)
+    print(f"{emitted} OpenLineage events emitted")
+    return 0
+
+
 def cmd_bridge(args: argparse.Namespace) -> int:
     from kafka_lineage.producers.service.bridge import Bridge
     from kafka_lineage.runtime.metrics import Metrics, pipeline_checks
@@ -482,6 +490,15 @@ def build_parser() -> argparse.ArgumentParser:
     connect.add_argument("--job-namespace", help="job namespace (default kafka-connect://host:port of the URL)")
     connect.set_defaults(handler=cmd_connect)
 
+    flink = sub.add_parser("flink", help="Flink: finish the runs the OpenLineage listener left open (REST API)")
+    flink.add_argument("action", choices=["watch"])
+    flink.add_argument("--rest-url", default="http://127.0.0.1:8081", help="Flink REST URL (default %(default)s)")
+    flink.add_argument("--interval", type=float, default=5.0, help="seconds between polls (default 5)")
+    flink.add_argument("--grace", type=float, default=10.0,
+                       help="seconds the listener has to send a job's end itself (default 10)")
+    flink.add_argument("--once", action="store_true", help="read the events topic, poll once and exit")
+    flink.set_defaults(handler=cmd_flink)
+
     bridge = sub.add_parser("bridge", help="events from OpenLineage's Kafka transport (JSON on a topic) onto the "
                                            "events topic as Avro")
     bridge.add_argument("--topic", required=True, help="the topic OpenLineage's Kafka transport writes")
@@ -495,7 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _long_running(args: argparse.Namespace) -> bool:
-    return args.command in ("collector", "processor", "sink", "connect", "serve") or (
+    return args.command in ("collector", "processor", "sink", "connect", "flink", "serve") or (
         args.command == "bridge" and not args.once) or (
         args.command == "alerts" and args.action == "run")
 
