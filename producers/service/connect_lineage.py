@@ -11,9 +11,19 @@ Design decisions:
   recoveries this watcher observed (RUNNING again after FAIL, or resumed after STOPPED with the same config): a FAILed
   run never becomes RUNNING again, so a recovery has to be a new run. A watcher restart resets the count to 0.
 * **Lifecycle.** RUNNING first seen → START; connector or any task FAILED → FAIL (errorMessage facet with the Java
-  trace); STOPPED or deleted → COMPLETE. PAUSED keeps the run open: pausing and resuming emit RUNNING events whose
-  ``kafkaConnect`` facet carries the state (a paused connector keeps its offsets; resume continues the same run).
-  UNASSIGNED / RESTARTING are transient and emit nothing. Identical snapshots emit nothing.
+  trace); STOPPED, deleted or reconfigured → COMPLETE (the operator ended it, offsets committed), except a connector
+  deleted or reconfigured while last seen UNASSIGNED / RESTARTING → ABORT (cut off while not running normally).
+  PAUSED keeps the run open: pausing and resuming emit RUNNING events whose ``kafkaConnect`` facet carries the
+  state (a paused connector keeps its offsets; resume continues the same run). UNASSIGNED / RESTARTING are
+  transient and emit nothing. While the run is open, a RUNNING heartbeat goes out when ``heartbeat_seconds`` have
+  passed since its last event (not while paused). Otherwise identical snapshots emit nothing.
+* **Columns** (``connect_schema``): the value subject (``<topic>-value``, its latest version, fetched by the watcher)
+  of each topic is the topic's ``schema`` facet; a sink's ``transforms`` chain applied to it gives the sink
+  dataset's schema and ``columnLineage`` (topic fields → written fields); a source's topic fields are traced back
+  through the chain to the source table's columns (JDBC, Debezium; a file has none). A new subject version of one
+  of the connector's topics re-emits the open run as RUNNING with the new facets (so schema drift on a Connect-fed
+  topic is seen); the versions are in the ``kafkaConnect`` run facet (``schemaVersions``), and SMTs whose effect on
+  the fields is not modelled pass the fields through and are named there (``unknownTransforms``).
 * **Namespaces** follow the OpenLineage naming spec through ``kafka_lineage.schemas.naming`` (the same functions the
   processor normalizes with): ``file`` + absolute path, ``kafka://host:port`` (lower-cased, smallest entry of the
   bootstrap list, so any order gives one namespace), JDBC URLs → ``postgres://host:port`` etc., ``s3://bucket``.
@@ -38,8 +48,16 @@ from urllib.parse import urlsplit
 import attr
 import openlineage_sql
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
-from openlineage.client.facet_v2 import RunFacet, error_message_run, job_type_job
+from openlineage.client.facet_v2 import (
+    DatasetFacet,
+    RunFacet,
+    column_lineage_dataset,
+    error_message_run,
+    job_type_job,
+    schema_dataset,
+)
 
+from kafka_lineage.producers.service import connect_schema as cs
 from kafka_lineage.schemas.naming import kafka_namespace, path_dataset, table_dataset
 
 PRODUCER = "https://github.com/kafka-lineage/kafka-lineage/tree/0.1.0/producers/connect_watcher"
@@ -276,10 +294,21 @@ class KafkaConnectRunFacet(RunFacet):
     tasks: list[dict[str, Any]] = attr.field(factory=list)
     datasetsDerived: bool = True
     topicsRegex: str | None = None
+    schemaVersions: dict[str, int] = attr.field(factory=dict)  # topic → registry version of ``<topic>-value``
+    unknownTransforms: list[str] = attr.field(factory=list)  # SMTs whose effect on fields is not modelled
 
     @staticmethod
     def _get_schema() -> str:
         return FACET_SCHEMA
+
+
+@dataclass(frozen=True)
+class SubjectSchema:
+    """The latest version of a topic's ``<topic>-value`` subject in the registry."""
+
+    version: int
+    schema: str  # the Avro schema's JSON text
+    schema_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -288,6 +317,25 @@ class HookContext:
     bootstrap_servers: str
     topic_names: Collection[str] | None = None
     producer: str = PRODUCER
+    value_schemas: Mapping[str, SubjectSchema] = field(default_factory=dict)  # topic → its value subject's latest
+    heartbeat_seconds: float | None = None  # a RUNNING event this long after the run's last event; None: never
+
+
+def value_subject(topic: str) -> str:
+    """The subject a topic's values are registered under (TopicNameStrategy, the converters' default)."""
+    return f"{topic}-value"
+
+
+def connector_topics(status: ConnectorStatus, ctx: HookContext) -> list[str]:
+    """The Kafka topics a connector reads or writes (whose value subjects give its columns)."""
+    datasets = connector_datasets(status.config, status.type, ctx.bootstrap_servers, ctx.topic_names)
+    kafka = (datasets.outputs if status.type == "source" else datasets.inputs)
+    return [d.name for d in kafka if d.namespace.startswith("kafka://")]
+
+
+def schema_versions(status: ConnectorStatus, ctx: HookContext) -> tuple[tuple[str, int], ...]:
+    return tuple((topic, ctx.value_schemas[topic].version) for topic in connector_topics(status, ctx)
+                 if topic in ctx.value_schemas)
 
 
 def config_hash(config: Mapping[str, str]) -> str:
@@ -303,13 +351,114 @@ def default_job_namespace(connect_url: str) -> str:
     return f"kafka-connect://{(parts.hostname or 'localhost').lower()}:{parts.port or 8083}"
 
 
+def _schema_facet(root: cs.Field, producer: str) -> schema_dataset.SchemaDatasetFacet | None:
+    def convert(entry: dict[str, Any]) -> schema_dataset.SchemaDatasetFacetFields:
+        return schema_dataset.SchemaDatasetFacetFields(
+            name=entry["name"], type=entry["type"], description=entry.get("description"),
+            fields=[convert(c) for c in entry.get("fields", [])])
+
+    fields = cs.facet_fields(root)
+    return schema_dataset.SchemaDatasetFacet(fields=[convert(f) for f in fields], producer=producer) if fields else None
+
+
+def _input_field(namespace: str, name: str, column: str, transformed: bool, masked: bool
+                 ) -> column_lineage_dataset.InputField:
+    subtype = "TRANSFORMATION" if transformed else "IDENTITY"
+    return column_lineage_dataset.InputField(
+        namespace=namespace, name=name, field=column,
+        transformations=[column_lineage_dataset.Transformation(type="DIRECT", subtype=subtype, masking=masked)])
+
+
+def _column_lineage(mapping: Mapping[str, list[column_lineage_dataset.InputField]], producer: str
+                    ) -> column_lineage_dataset.ColumnLineageDatasetFacet | None:
+    fields = {name: column_lineage_dataset.Fields(inputFields=inputs) for name, inputs in mapping.items() if inputs}
+    return column_lineage_dataset.ColumnLineageDatasetFacet(fields=fields, producer=producer) if fields else None
+
+
+_DEBEZIUM_ROW = ("after.", "before.")
+
+
+def _source_column(connector_class: str, path: str) -> str | None:
+    """The source table's column a field of the record the connector produced holds (JDBC: the row itself;
+    Debezium: the envelope's ``before``/``after`` row state), or None when it holds no column (metadata, the whole
+    value of a schemaless source such as a file's line)."""
+    if not path:
+        return None
+    if connector_class.startswith("io.debezium."):
+        row = next((path[len(p):] for p in _DEBEZIUM_ROW if path.startswith(p)), None)
+        return row or None
+    return path
+
+
+def _dataset_facets(status: ConnectorStatus, datasets: ConnectorDatasets, ctx: HookContext
+                    ) -> tuple[dict[DatasetId, dict[str, DatasetFacet]], dict[DatasetId, dict[str, DatasetFacet]]]:
+    """Schema and column lineage facets of a connector's inputs and outputs, from its topics' value subjects."""
+    inputs: dict[DatasetId, dict[str, DatasetFacet]] = {}
+    outputs: dict[DatasetId, dict[str, DatasetFacet]] = {}
+    chain = cs.transforms_of(status.config)
+    roots = {d: cs.avro_root(ctx.value_schemas[d.name].schema) for d in (*datasets.inputs, *datasets.outputs)
+             if d.namespace.startswith("kafka://") and d.name in ctx.value_schemas}
+    if status.type == "source":
+        # The topic's subject is what the chain produced; each field traced back to the source's column.
+        for index, topic in enumerate(datasets.outputs):
+            root = roots.get(topic)
+            if root is None:
+                continue
+            facets: dict[str, DatasetFacet] = {}
+            if schema := _schema_facet(root, ctx.producer):
+                facets["schema"] = schema
+            # The input the topic's records come from: one table per topic (JDBC table mode, Debezium), or the only one.
+            source = (datasets.inputs[index] if len(datasets.inputs) == len(datasets.outputs)
+                      else datasets.inputs[0] if len(datasets.inputs) == 1 else None)
+            mapping: dict[str, list[column_lineage_dataset.InputField]] = {}
+            for path, _ in cs.leaves(root) if source is not None else ():
+                back = cs.source_paths(path, chain)
+                column = _source_column(status.connector_class, back.path) if back else None
+                if back is not None and column is not None and source is not None:
+                    mapping[path] = [_input_field(source.namespace, source.name, column, back.transformed,
+                                                  back.masked)]
+            if lineage := _column_lineage(mapping, ctx.producer):
+                facets["columnLineage"] = lineage
+            outputs[topic] = facets
+        return inputs, outputs
+    # Sinks: each topic's subject is the input's schema; the chain gives what the sink writes, field by field.
+    written: dict[str, cs.Field] = {}
+    mapping = {}
+    for topic in datasets.inputs:
+        root = roots.get(topic)
+        if root is None:
+            continue
+        if schema := _schema_facet(root, ctx.producer):
+            inputs[topic] = {"schema": schema}
+        result = cs.apply_chain(root, chain).root
+        for field_ in result.fields if result.type == "struct" else ():
+            written.setdefault(field_.name, field_)
+        for path, leaf in cs.leaves(result):
+            mapping.setdefault(path, []).extend(
+                _input_field(topic.namespace, topic.name, origin, leaf.transformed, leaf.masked)
+                for origin in leaf.origin if origin)
+    if written:
+        sink_root = cs.Field(cs.ROOT, "struct", False, tuple(written.values()))
+        for output in datasets.outputs:
+            facets = {}
+            if schema := _schema_facet(sink_root, ctx.producer):
+                facets["schema"] = schema
+            if lineage := _column_lineage(mapping, ctx.producer):
+                facets["columnLineage"] = lineage
+            outputs[output] = facets
+    return inputs, outputs
+
+
 def build_event(event_type: RunState, status: ConnectorStatus, run: str, attempt: int, ctx: HookContext,
                 now: datetime, state: str | None = None) -> RunEvent:
     datasets = connector_datasets(status.config, status.type, ctx.bootstrap_servers, ctx.topic_names)
+    input_facets, output_facets = _dataset_facets(status, datasets, ctx)
     facets: dict[str, RunFacet] = {"kafkaConnect": KafkaConnectRunFacet(
         connectorClass=status.connector_class, connectorType=status.type, state=state or status.state,
         attempt=attempt, workerId=status.worker_id, tasks=[{"id": t.id, "state": t.state} for t in status.tasks],
-        datasetsDerived=datasets.supported, topicsRegex=datasets.topics_regex, producer=ctx.producer)}
+        datasetsDerived=datasets.supported, topicsRegex=datasets.topics_regex,
+        schemaVersions=dict(schema_versions(status, ctx)),
+        unknownTransforms=list(cs.unknown_transforms(cs.transforms_of(status.config))), producer=ctx.producer)}
     trace = status.failure_trace if event_type == RunState.FAIL else None
     if event_type == RunState.FAIL:
         facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
@@ -320,8 +469,10 @@ def build_event(event_type: RunState, status: ConnectorStatus, run: str, attempt
     return RunEvent(
         eventType=event_type, eventTime=now.isoformat(), producer=ctx.producer,
         run=Run(runId=run, facets=facets), job=Job(namespace=ctx.job_namespace, name=status.name, facets=job_facets),
-        inputs=[InputDataset(namespace=d.namespace, name=d.name) for d in datasets.inputs],
-        outputs=[OutputDataset(namespace=d.namespace, name=d.name) for d in datasets.outputs])
+        inputs=[InputDataset(namespace=d.namespace, name=d.name, facets=input_facets.get(d) or None)
+                for d in datasets.inputs],
+        outputs=[OutputDataset(namespace=d.namespace, name=d.name, facets=output_facets.get(d) or None)
+                 for d in datasets.outputs])
 
 
 # --- the state machine ------------------------------------------------------------------------------------------
@@ -337,6 +488,8 @@ class Tracked:
     attempt: int
     phase: str  # PENDING (no event yet) | OPEN (started) | PAUSED (started, paused) | CLOSED (FAIL/COMPLETE sent)
     status: ConnectorStatus  # last seen: a deleted connector's datasets come from here
+    schemas: tuple[tuple[str, int], ...] = ()  # (topic, value subject version) the last event described
+    last_event: datetime | None = None  # when the last event of this run was emitted (heartbeats count from it)
 
 
 def _advance(tracked: Tracked, status: ConnectorStatus, ctx: HookContext, now: datetime
@@ -352,7 +505,8 @@ def _advance(tracked: Tracked, status: ConnectorStatus, ctx: HookContext, now: d
 
     def emit(event_type: RunState, new_phase: str) -> tuple[Tracked, list[RunEvent]]:
         event = build_event(event_type, status, tracked.run_id, tracked.attempt, ctx, now, state=state)
-        return replace(tracked, phase=new_phase, status=status), [event]
+        return replace(tracked, phase=new_phase, status=status, schemas=schema_versions(status, ctx),
+                       last_event=now), [event]
 
     if state == "RUNNING":
         if phase == PENDING:
@@ -369,6 +523,13 @@ def _advance(tracked: Tracked, status: ConnectorStatus, ctx: HookContext, now: d
             return emit(RunState.FAIL, CLOSED)
     elif state == "STOPPED" and phase in (OPEN, PAUSED):
         return emit(RunState.COMPLETE, CLOSED)
+    if phase in (OPEN, PAUSED) and state in ("RUNNING", "PAUSED"):
+        if schema_versions(status, ctx) != tracked.schemas:
+            return emit(RunState.RUNNING, phase)  # a topic's value subject has a new version: the new columns
+        due = ctx.heartbeat_seconds and tracked.last_event is not None and (
+            (now - tracked.last_event).total_seconds() >= ctx.heartbeat_seconds)
+        if phase == OPEN and due:
+            return emit(RunState.RUNNING, OPEN)  # heartbeat: the streaming run is alive
     # UNASSIGNED / RESTARTING / unchanged: nothing to say
     return replace(tracked, status=status), []
 
@@ -380,9 +541,14 @@ def _new(status: ConnectorStatus, ctx: HookContext) -> Tracked:
 
 
 def _close(tracked: Tracked, ctx: HookContext, now: datetime) -> list[RunEvent]:
+    """A run whose connector was deleted or reconfigured: COMPLETE when it was last seen running or paused (the
+    operator ended it; offsets are committed), ABORT when it was cut off mid-recovery (last seen UNASSIGNED or
+    RESTARTING: its tasks were not running normally when it ended)."""
     if tracked.phase not in (OPEN, PAUSED):
         return []
-    return [build_event(RunState.COMPLETE, tracked.status, tracked.run_id, tracked.attempt, ctx, now)]
+    normal = tracked.status.effective_state in ("RUNNING", "PAUSED", "STOPPED")
+    return [build_event(RunState.COMPLETE if normal else RunState.ABORT, tracked.status, tracked.run_id,
+                        tracked.attempt, ctx, now)]
 
 
 def step(tracked: Mapping[str, Tracked], snapshot: Mapping[str, ConnectorStatus], ctx: HookContext, now: datetime

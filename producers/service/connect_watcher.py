@@ -1,17 +1,22 @@
 """Thin I/O shell of the Kafka Connect hook: poll the Connect REST API, emit OpenLineage run events per connector.
 
 ``watch(connect_url, interval=10, once=False)`` is what ``lineage connect watch`` calls. The pure state machine is
-in ``connect_lineage``; this module only fetches snapshots, lists topics when a sink uses ``topics.regex``, and hands
-events to an ``OpenLineageClient`` (by default the pipeline's Kafka Avro transport). A worker that is down is one
-log line (and one more when it answers again); polling goes on and no state is lost, so nothing is reported as
-deleted because the worker was unreachable.
+in ``connect_lineage``; this module only fetches snapshots, lists topics when a sink uses ``topics.regex``, reads the
+latest version of each connector topic's ``<topic>-value`` subject through the registry's Confluent-compatible API
+(the columns), and hands events to an ``OpenLineageClient`` (by default the pipeline's Kafka Avro transport).
+A registry that does not answer keeps the subjects last read (one log line), so it never looks like a schema
+change. Heartbeats: ``heartbeat`` seconds (``LINEAGE_CONNECT_HEARTBEAT``, default 60; 0 turns them off). A worker
+that is down is one log line (and one more when it answers again); polling goes on and no state is lost, so nothing
+is reported as deleted because the worker was unreachable.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -25,6 +30,59 @@ from kafka_lineage.runtime.config import ClientSettings
 log = logging.getLogger(__name__)
 
 CONNECTORS_PATH = "/connectors?expand=status&expand=info"
+DEFAULT_HEARTBEAT = 60.0
+
+
+def heartbeat_from_env(env: Mapping[str, str] | None = None) -> float | None:
+    """``LINEAGE_CONNECT_HEARTBEAT`` seconds (default 60); 0 or less: no heartbeats."""
+    raw = (os.environ if env is None else env).get("LINEAGE_CONNECT_HEARTBEAT", "")
+    try:
+        seconds = float(raw) if raw.strip() else DEFAULT_HEARTBEAT
+    except ValueError:
+        raise ValueError(f"LINEAGE_CONNECT_HEARTBEAT: expected seconds, got {raw!r}") from None
+    return seconds if seconds > 0 else None
+
+
+class SubjectReader:
+    """Latest versions of value subjects through the registry's Confluent-compatible API (always read fresh)."""
+
+    def __init__(self, registry_config: Mapping[str, object]) -> None:
+        from confluent_kafka.schema_registry import SchemaRegistryClient
+
+        # The client caches "latest" forever by default: a new version would never be seen.
+        self.client = SchemaRegistryClient({**registry_config, "cache.latest.ttl.sec": 0.001})
+        self.known: dict[str, core.SubjectSchema] = {}
+        self._failing = False
+
+    def read(self, topics: Collection[str]) -> dict[str, core.SubjectSchema]:
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+        found: dict[str, core.SubjectSchema] = {}
+        for topic in sorted(topics):
+            try:
+                latest = self.client.get_latest_version(core.value_subject(topic))
+            except SchemaRegistryError as error:
+                if error.http_status_code == 404:  # no subject (yet): no columns for this topic
+                    self.known.pop(topic, None)
+                    continue
+                self._warn(error)
+            except Exception as error:  # connection refused, timeouts: keep what was read before
+                self._warn(error)
+            else:
+                self._failing = False
+                if latest.schema.schema_type not in (None, "AVRO"):
+                    continue  # JSON Schema / Protobuf subjects are not read as columns (yet)
+                self.known[topic] = core.SubjectSchema(version=int(latest.version), schema=latest.schema.schema_str,
+                                                       schema_id=latest.schema_id)
+            if topic in self.known:
+                found[topic] = self.known[topic]
+        return found
+
+    def _warn(self, error: Exception) -> None:
+        if not self._failing:
+            log.warning("the schema registry does not answer (%s); connector columns stay as last read",
+                        type(error).__name__)
+        self._failing = True
 
 
 class Emitter(Protocol):
@@ -56,7 +114,8 @@ class ConnectWatcher:
     def __init__(self, connect_url: str, client: Emitter, *, clients: ClientSettings, interval: float = 10.0,
                  job_namespace: str | None = None, timeout: float = 10.0, session: requests.Session | None = None,
                  topic_names: Callable[[Mapping[str, object]], Collection[str] | None] = kafka_topic_names,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC), heartbeat: float | None = None,
+                 subjects: SubjectReader | None = None) -> None:
         self.connect_url = connect_url
         self.client = client
         self.interval = interval
@@ -67,6 +126,8 @@ class ConnectWatcher:
         self.session = session or requests.Session()
         self._topic_names = topic_names
         self._clock = clock
+        self.heartbeat = heartbeat
+        self.subjects = subjects if subjects is not None else SubjectReader(clients.registry_config())
         self.tracked: dict[str, core.Tracked] = {}
         self.emitted = 0
         self._reachable: bool | None = None  # log reachability changes, not every failed poll
@@ -87,7 +148,10 @@ class ConnectWatcher:
         statuses = [*snapshot.values(), *(t.status for t in self.tracked.values())]
         topics = self._topic_names(self.kafka_config) if core.uses_topic_regex(statuses) else None
         context = core.HookContext(job_namespace=self.job_namespace, bootstrap_servers=self.bootstrap_servers,
-                                   topic_names=topics)
+                                   topic_names=topics, heartbeat_seconds=self.heartbeat)
+        connector_topics = {topic for status in statuses if status.known
+                            for topic in core.connector_topics(status, context)}
+        context = replace(context, value_schemas=self.subjects.read(connector_topics))
         self.tracked, events = core.step(self.tracked, snapshot, context, self._clock())
         for event in events:
             try:
@@ -113,17 +177,20 @@ def _default_client(clients: ClientSettings) -> tuple[Emitter, Any]:
 
 def watch(clients: ClientSettings, connect_url: str | None = None, *, interval: float = 10.0, once: bool = False,
           client: Emitter | None = None, job_namespace: str | None = None,
-          stop_event: threading.Event | None = None) -> int:
+          stop_event: threading.Event | None = None, heartbeat: float | None = -1.0) -> int:
     """Watch a Connect cluster (default ``clients.connect_url``); returns how many events were emitted.
 
     Without ``client`` the events go to the pipeline's events topic through the Kafka Avro transport, which is
     flushed before returning. ``once`` polls a single time (cron, tests); otherwise until ``stop_event`` or Ctrl-C.
+    ``heartbeat``: seconds between RUNNING heartbeats of an open run (None: none; default from the environment).
     """
+    if heartbeat is not None and heartbeat < 0:
+        heartbeat = heartbeat_from_env()
     transport = None
     if client is None:
         client, transport = _default_client(clients)
     watcher = ConnectWatcher(connect_url or clients.connect_url, client, clients=clients, interval=interval,
-                             job_namespace=job_namespace)
+                             job_namespace=job_namespace, heartbeat=heartbeat)
     try:
         if once:
             watcher.poll_once()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import dataclasses
+import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ from kafka_lineage.producers.service.connect_lineage import (
     ConnectorStatus,
     DatasetId,
     HookContext,
+    SubjectSchema,
     TaskStatus,
     config_hash,
     connector_datasets,
@@ -310,3 +313,114 @@ def test_parse_connectors_reads_the_expanded_rest_answer() -> None:
     assert (connector.type, connector.state, connector.effective_state) == ("source", "RUNNING", "FAILED")
     assert connector.failure_trace == TRACE and connector.worker_id == "127.0.0.1:8083"
     assert parsed["half"].known is False
+
+
+# --- columns from the registry, heartbeats, ABORT -------------------------------------------------------------------
+T = "org.apache.kafka.connect.transforms."
+LINE_SCHEMA = json.dumps({"type": "record", "name": "ConnectDefault", "namespace": "io.confluent.connect.avro",
+                          "fields": [{"name": "line", "type": "string"},
+                                     {"name": "origin", "type": ["null", "string"], "default": None}]})
+WIDER_SCHEMA = json.dumps({"type": "record", "name": "ConnectDefault", "fields": [
+    {"name": "line", "type": "string"}, {"name": "origin", "type": ["null", "string"], "default": None},
+    {"name": "host", "type": ["null", "string"], "default": None}]})
+HOIST_INSERT = {"transforms": "hoist,origin", "transforms.hoist.type": T + "HoistField$Value",
+                "transforms.hoist.field": "line", "transforms.origin.type": T + "InsertField$Value",
+                "transforms.origin.static.field": "origin", "transforms.origin.static.value": "file"}
+SINK_CHAIN = {"transforms": "rename,mask,stamp,custom",
+              "transforms.rename.type": T + "ReplaceField$Value", "transforms.rename.renames": "line:text",
+              "transforms.mask.type": T + "MaskField$Value", "transforms.mask.fields": "origin",
+              "transforms.stamp.type": T + "InsertField$Value", "transforms.stamp.timestamp.field": "ts",
+              "transforms.custom.type": "com.example.Custom"}
+
+
+def with_schemas(**schemas: tuple[int, str]) -> HookContext:
+    return dataclasses.replace(CTX, value_schemas={t: SubjectSchema(v, s) for t, (v, s) in schemas.items()})
+
+
+def file_sink(**extra: str) -> ConnectorStatus:
+    return ConnectorStatus("file-out", "sink", "RUNNING", {"connector.class": FILE_SINK, "file": "/out.txt",
+                                                           "topics": "lines", **extra})
+
+
+def facet(dataset: Any, name: str) -> Any:
+    return Serde.to_dict(dataset.facets[name])
+
+
+def test_source_topic_gets_its_value_subject_as_schema_facet() -> None:
+    status = dataclasses.replace(source(), config={**source().config, **HOIST_INSERT})
+    _, (start,) = step({}, {"file-in": status}, with_schemas(lines=(1, LINE_SCHEMA)), NOW)
+    (topic,) = start.outputs
+    assert [(f["name"], f["type"]) for f in facet(topic, "schema")["fields"]] == [
+        ("line", "string NOT NULL"), ("origin", "string")]
+    assert "columnLineage" not in topic.facets  # a file has no columns to trace back to
+    assert start.inputs[0].facets in (None, {})
+    assert start.run.facets["kafkaConnect"].schemaVersions == {"lines": 1}
+    assert validate_event(Serde.to_dict(start)) == "RunEvent"
+
+
+def test_sink_writes_the_chain_applied_fields_with_column_lineage() -> None:
+    _, (start,) = step({}, {"file-out": file_sink(**SINK_CHAIN)}, with_schemas(lines=(3, LINE_SCHEMA)), NOW)
+    (topic,), (out,) = start.inputs, start.outputs
+    assert [f["name"] for f in facet(topic, "schema")["fields"]] == ["line", "origin"]
+    assert [(f["name"], f["type"]) for f in facet(out, "schema")["fields"]] == [
+        ("text", "string NOT NULL"), ("origin", "string"), ("ts", "timestamp")]
+    lineage = facet(out, "columnLineage")["fields"]
+    assert set(lineage) == {"text", "origin"}  # ts comes from record metadata, not a column
+    (text,) = lineage["text"]["inputFields"]
+    assert (text["namespace"], text["name"], text["field"]) == (KAFKA, "lines", "line")
+    assert text["transformations"] == [{"type": "DIRECT", "subtype": "IDENTITY", "masking": False}]
+    (origin,) = lineage["origin"]["inputFields"]
+    assert origin["transformations"] == [{"type": "DIRECT", "subtype": "TRANSFORMATION", "masking": True}]
+    assert start.run.facets["kafkaConnect"].unknownTransforms == ["com.example.Custom"]
+    assert validate_event(Serde.to_dict(start)) == "RunEvent"
+
+
+def test_jdbc_source_columns_traced_back_to_the_table() -> None:
+    config = {"connector.class": "io.confluent.connect.jdbc.JdbcSourceConnector",
+              "connection.url": "jdbc:postgresql://db:5432/shop", "table.whitelist": "public.orders",
+              "topic.prefix": "pg-", "transforms": "r", "transforms.r.type": T + "ReplaceField$Value",
+              "transforms.r.renames": "id:order_id"}
+    schema = json.dumps({"type": "record", "name": "orders", "fields": [{"name": "order_id", "type": "int"},
+                                                                        {"name": "total", "type": "double"}]})
+    status = ConnectorStatus("jdbc", "source", "RUNNING", config)
+    _, (start,) = step({}, {"jdbc": status}, with_schemas(**{"pg-orders": (1, schema)}), NOW)
+    (table,) = start.inputs
+    lineage = facet(start.outputs[0], "columnLineage")["fields"]
+    assert {name: [(i["namespace"], i["name"], i["field"]) for i in value["inputFields"]]
+            for name, value in lineage.items()} == {
+        "order_id": [(table.namespace, table.name, "id")], "total": [(table.namespace, table.name, "total")]}
+
+
+def test_new_subject_version_re_emits_running_with_the_new_columns() -> None:
+    memory, _ = step({}, {"file-out": file_sink()}, with_schemas(lines=(1, LINE_SCHEMA)), NOW)
+    memory, same = step(memory, {"file-out": file_sink()}, with_schemas(lines=(1, LINE_SCHEMA)), NOW)
+    memory, (changed,) = step(memory, {"file-out": file_sink()}, with_schemas(lines=(2, WIDER_SCHEMA)), NOW)
+    assert same == [] and changed.eventType == RunState.RUNNING
+    assert [f["name"] for f in facet(changed.outputs[0], "schema")["fields"]] == ["line", "origin", "host"]
+    assert changed.run.facets["kafkaConnect"].schemaVersions == {"lines": 2}
+    # a subject appearing after the START (the first record registers it) is a change too
+    memory, (first,) = step({}, {"file-out": file_sink()}, CTX, NOW)
+    _, (appeared,) = step(memory, {"file-out": file_sink()}, with_schemas(lines=(1, LINE_SCHEMA)), NOW)
+    assert (first.eventType, appeared.eventType) == (RunState.START, RunState.RUNNING)
+
+
+def test_heartbeat_while_running_not_while_paused() -> None:
+    ctx = dataclasses.replace(CTX, heartbeat_seconds=60)
+    memory, _ = step({}, {"file-in": source()}, ctx, NOW)
+    memory, quiet = step(memory, {"file-in": source()}, ctx, NOW + timedelta(seconds=59))
+    memory, (beat,) = step(memory, {"file-in": source()}, ctx, NOW + timedelta(seconds=60))
+    memory, again = step(memory, {"file-in": source()}, ctx, NOW + timedelta(seconds=90))
+    assert quiet == [] and again == [] and beat.eventType == RunState.RUNNING
+    assert beat.run.facets["kafkaConnect"].state == "RUNNING"
+    memory, (paused,) = step(memory, {"file-in": source("PAUSED")}, ctx, NOW + timedelta(seconds=100))
+    _, none = step(memory, {"file-in": source("PAUSED")}, ctx, NOW + timedelta(seconds=1000))
+    assert paused.eventType == RunState.RUNNING and none == []
+    _, off = step(memory, {"file-in": source()}, CTX, NOW + timedelta(days=1))  # resumed: no heartbeat option
+    assert kinds(off) == ["RUNNING"]
+
+
+def test_deleted_while_unassigned_aborts_deleted_while_running_completes() -> None:
+    memory, _ = step({}, {"file-in": source()}, CTX, NOW)
+    cut_off, _ = step(memory, {"file-in": source("UNASSIGNED")}, CTX, NOW)
+    assert kinds(step(cut_off, {}, CTX, NOW)[1]) == ["ABORT"]
+    assert kinds(step(memory, {}, CTX, NOW)[1]) == ["COMPLETE"]
