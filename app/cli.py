@@ -362,7 +362,7 @@ def cmd_connect(args: argparse.Namespace) -> int:
     from kafka_lineage.producers.service.connect_watcher import watch
 
     emitted = watch(ClientSettings.from_env(), args.url, interval=args.interval, once=args.once,
-                    job_namespace=args.job_namespace)
+                    job_namespace=args.job_namespace, heartbeat=None if args.heartbeat == 0 else args.heartbeat)
     print(f"{emitted} OpenLineage events emitted")
     return 0
 
@@ -488,6 +488,9 @@ def build_parser() -> argparse.ArgumentParser:
     connect.add_argument("--once", action="store_true", help="poll once and exit")
     connect.add_argument("--url", help="Connect REST URL (default LINEAGE_CONNECT_URL)")
     connect.add_argument("--job-namespace", help="job namespace (default kafka-connect://host:port of the URL)")
+    connect.add_argument("--heartbeat", type=float, default=-1.0,
+                         help="seconds between RUNNING heartbeats of a running connector (0: none; default "
+                              "LINEAGE_CONNECT_HEARTBEAT, else 60)")
     connect.set_defaults(handler=cmd_connect)
 
     flink = sub.add_parser("flink", help="Flink: finish the runs the OpenLineage listener left open (REST API)")
