@@ -6,7 +6,7 @@ Kafka topic + a partitioned filesystem table, in one job. Run by the Flink integ
 MODE: ``bounded`` (reads the topic up to its end offsets, then finishes), ``streaming`` (unbounded: runs until
 SIGTERM, then cancels the job) or ``failing`` (a record that is not JSON fails the job). After the job's end the
 script stays up ``LINGER`` seconds (env, default 8) so the listener's REST tracking (and ``lineage flink watch``)
-can still read the job's final state from the local cluster, which ends with this process. Prints ``JOB_ID <id>``
+can still send the job's end (SIGTERM ends that wait). Prints ``JOB_ID <id>``
 when submitted and ``JOB_STATE <state>`` at the end.
 """
 
@@ -66,7 +66,8 @@ def main() -> int:
         if state in TERMINAL:
             break
         time.sleep(0.5)
-    if stop:
+    cancelled = bool(stop)
+    if cancelled:
         client.cancel().result()
         state = "CANCELED"
     try:
@@ -75,7 +76,10 @@ def main() -> int:
     except Exception as error:
         state = state if state in TERMINAL else ("CANCELED" if "cancel" in str(error).lower() else "FAILED")
     print(f"JOB_STATE {state}", flush=True)
-    time.sleep(float(os.environ.get("LINGER", "8")))
+    stop.clear()  # a cancelled job's process stays 5 s for the listener's ABORT, else LINGER or until SIGTERM
+    deadline = time.monotonic() + (5.0 if cancelled else float(os.environ.get("LINGER", "8")))
+    while time.monotonic() < deadline and not stop:  # SIGTERM ends the wait
+        time.sleep(0.2)
     return 0
 
 
