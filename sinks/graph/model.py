@@ -401,9 +401,10 @@ class _Builder:
 
 def _identity(b: _Builder, obj: Any) -> tuple[str, str] | None:
     """Stored keys of (namespace, name) of a job or dataset object; None when either is missing (MERGE cannot key
-    on null)."""
-    namespace, name = _str(_dict(obj).get("namespace")), _str(_dict(obj).get("name"))
-    return (b.key(namespace), b.key(name)) if namespace is not None and name is not None else None
+    on null). An empty string is an identity the spec allows (Flink's listener names a filesystem table by its
+    catalog name in the empty namespace): kept."""
+    namespace, name = _dict(obj).get("namespace"), _dict(obj).get("name")
+    return (b.key(namespace), b.key(name)) if isinstance(namespace, str) and isinstance(name, str) else None
 
 
 def _dataset_facets(b: _Builder, dataset: Any, time: str | None) -> tuple[str, str] | None:

@@ -105,8 +105,9 @@ def test_flink_jobs_reach_the_graph_with_run_states_and_spec_identities(clients:
                 found = _datasets(driver, name)
                 assert found["in"] == {(kafka_ns, source)}  # a topic by its topic name in the kafka namespace
                 assert (kafka_ns, sink) in found["out"]
-                # the filesystem table: the identity the listener gives it (empty namespace + catalog name) is
-                # what the processor keeps; see tests/unit/producers/test_flink.py for the graph model's side
+                # the filesystem table: the identity the listener gives it (empty namespace + catalog name), kept
+                assert any(ns == "" and table.startswith("default_catalog.default_database.")
+                           for ns, table in found["out"]), found["out"]
             aliases = driver.execute_query(
                 "MATCH (:Dataset {namespace: $ns, name: $name})-[:SAME_AS]->(a:Dataset) RETURN a.name",
                 ns=kafka_ns, name=source).records

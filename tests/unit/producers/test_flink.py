@@ -123,8 +123,6 @@ def test_graph_links_kafka_topics_to_their_catalog_names_and_runs_states() -> No
                 "default_catalog.default_database.orders") in same_as
 
 
-@pytest.mark.xfail(strict=True, reason="sinks/graph/model.py `_identity` treats an empty namespace as missing "
-                   "(`_str`), so the listener's filesystem table never reaches the graph")
 def test_graph_keeps_the_filesystem_table_by_its_spec_identity() -> None:
     batch = graph_batch([normalize_event(listener_events("bounded")[0])[0]])
     assert TABLE in {(row["namespace"], row["name"]) for row in batch["datasets"]}
