@@ -220,6 +220,11 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
 
     @app.timer(min(0.25, settings.window_seconds / 4 or 0.25))
     async def release() -> None:
+        # Not while the group rebalances: the first expire after an assignment adopts the owned partitions' dedupe
+        # ids from the table and from then on trusts only them, and before recovery has read the changelogs that set
+        # was incomplete (the events a departed worker processed just before leaving came out again).
+        if app.rebalancing:
+            return
         assigned = {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == clients.events_topic}
         await _completed_or_exit(lambda: publish(core.expire(time.time(), assigned)))
 
