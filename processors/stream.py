@@ -117,9 +117,9 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
         broker_credentials=broker_credentials(clients.kafka_security),
         broker_heartbeat_interval=2.0,
         producer_max_request_size=STATE_RECORD_MAX_BYTES,
-        # No standby copies of the partitioned tables: Faust's recovery never finished (and the worker stopped
-        # processing for good) when a partition it kept as a standby became one of its actives; a partition that
-        # moves is read from its changelog instead, which is compacted and bounded (ARCHITECTURE 32).
+        # No standby copies of the partitioned tables: a partition that moves is read from its changelog, which is
+        # compacted and bounded (ARCHITECTURE 32). (The recovery hang once blamed on standbys becoming actives was
+        # most likely the fetch-after-rebalance drop that faust_transport's fix 4 closes.)
         table_standby_replicas=0,
         topic_replication_factor=replication,  # its changelogs, as the pipeline's own topics
     )

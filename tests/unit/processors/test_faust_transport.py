@@ -10,7 +10,7 @@ from faust.types import TP
 from intervaltree import IntervalTree
 from mode.utils.queues import FlowControlQueue
 
-from kafka_lineage.processors.faust_transport import _Consumer, _FlowControl
+from kafka_lineage.processors.faust_transport import _Consumer, _Drainable, _FlowControl
 
 EVENTS = TP("events", 0)
 
@@ -72,3 +72,51 @@ def test_the_transport_is_a_faust_driver_selected_by_its_url_scheme() -> None:
 
     assert faust.transport.by_url(broker_url("127.0.0.1:9092")) is Transport
     assert type(App("driver-test", broker=broker_url("127.0.0.1:9092")).transport) is Transport
+
+
+# --- fix 4: no records taken that Faust would drop ---------------------------------------------------------------
+CHANGELOG = TP("group-dedupe-changelog", 0)
+
+
+class _Held:
+    """Records the fetcher holds for one partition (aiokafka's FetchResult, without a broker)."""
+
+    def __init__(self, records: list[int]) -> None:
+        self.records = records
+
+    def getall(self, max_records: int | None = None) -> list[int]:
+        records, self.records = self.records, []
+        return records
+
+    def has_more(self) -> bool:
+        return bool(self.records)
+
+
+def _fetched(partitions: object, held: dict[TP, list[int]], monkeypatch: pytest.MonkeyPatch) -> dict:
+    """aiokafka's own ``Fetcher.fetched_records`` over ``held``, asked for ``partitions``."""
+    from types import SimpleNamespace
+
+    import aiokafka.consumer.fetcher as fetcher_module
+
+    monkeypatch.setattr(fetcher_module, "FetchResult", _Held)  # fetched_records checks what it holds by type
+    fetcher = fetcher_module.Fetcher.__new__(fetcher_module.Fetcher)
+    fetcher._records = {tp: _Held(list(records)) for tp, records in held.items()}
+    fetcher._subscriptions = SimpleNamespace(reassignment_in_progress=False, is_assigned=lambda tp: True)
+    fetcher._notify = lambda future: None
+    fetcher._wait_consume_future = None
+    return asyncio.run(fetcher.fetched_records(partitions, timeout=0))
+
+
+def test_a_fetch_takes_no_records_while_flow_is_stopped_even_with_every_partition_paused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    consumer = SimpleNamespace(flow_active=False)
+    active: set[TP] = set()  # recovery paused everything: Faust's own (empty) set makes aiokafka hand out all
+    held = {CHANGELOG: [0, 1, 2], EVENTS: [7]}
+    assert _fetched(active, held, monkeypatch) == held  # what Faust alone takes (and then drops)
+    assert _fetched(_Drainable(consumer, active), held, monkeypatch) == {}
+    active.add(CHANGELOG)  # recovery resumed the changelog; flow not yet
+    assert _fetched(_Drainable(consumer, active), held, monkeypatch) == {}
+    consumer.flow_active = True
+    assert _fetched(_Drainable(consumer, active), held, monkeypatch) == {CHANGELOG: [0, 1, 2]}
