@@ -476,6 +476,9 @@ class KafkaConnect(Service):
             f"{prefix}.apicurio.registry.find-latest": "true",
             f"{prefix}.apicurio.registry.as-confluent": "true",
             f"{prefix}.apicurio.registry.use-id": "contentId",
+            # The id in the record (magic byte + 4-byte id), not in Apicurio's own headers (the converter's default,
+            # which Confluent-format readers such as Flink's avro-confluent reject: "Magic number does not match").
+            f"{prefix}.apicurio.registry.headers.enabled": "false",
         }
 
     def worker_properties(self, s: StackSettings) -> dict[str, object]:
