@@ -31,7 +31,8 @@ its edges after every batch that touches them, so they too are order independent
 A dataset's ``symlinks`` identifiers (other names of the same data: the table of a path, the catalog name of a
 topic) become ``(Dataset)-[:SAME_AS {type}]->(Dataset)`` to a node of that name, created if needed, so that an event
 naming only the path or only the table joins the same lineage; the lineage queries follow ``SAME_AS`` either way
-without counting it as a hop (ARCHITECTURE 52).
+without counting it as a hop (ARCHITECTURE 52). Names in Flink's per-job in-memory catalog (``default_catalog.…``)
+are not linked: they name a different table in every job.
 
 Facets of jobs and datasets are kept as documents, one ``Facet {of, namespace, name, key}`` node each (JSON,
 bounded like run facets, latest eventTime wins, so every facet a job or dataset was ever sent accumulates); a facet
@@ -407,6 +408,15 @@ def _identity(b: _Builder, obj: Any) -> tuple[str, str] | None:
     return (b.key(namespace), b.key(name)) if isinstance(namespace, str) and isinstance(name, str) else None
 
 
+# Flink's default catalog is in memory, per job: `default_catalog.default_database.orders` of one job is not that of
+# another, so linking such a name would merge unrelated lineage (the symlinks facet keeps it, as a document).
+_SESSION_CATALOG = "default_catalog."
+
+
+def _session_catalog_name(name: str) -> bool:
+    return name.startswith(_SESSION_CATALOG)
+
+
 def _dataset_facets(b: _Builder, dataset: Any, time: str | None) -> tuple[str, str] | None:
     """Dataset node, its fields and schema version (schema facet) and field lineage (columnLineage facet)."""
     ident = _identity(b, dataset)
@@ -434,7 +444,7 @@ def _dataset_facets(b: _Builder, dataset: Any, time: str | None) -> tuple[str, s
         b.dataset(namespace, name)
     for identifier in _list(_dict(facets.get("symlinks")).get("identifiers")):
         alias = _identity(b, identifier)
-        if alias is not None and alias != (namespace, name):
+        if alias is not None and alias != (namespace, name) and not _session_catalog_name(alias[1]):
             b.dataset(*alias)
             b.add("same_as", {"namespace": namespace, "name": name, "aliasNamespace": alias[0],
                               "aliasName": alias[1], "type": _str(identifier.get("type")), "firstSeen": time,

@@ -108,7 +108,7 @@ def test_flink_jobs_reach_the_graph_with_run_states_and_spec_identities(clients:
                 # the filesystem table: the identity the listener gives it (empty namespace + catalog name), kept
                 assert any(ns == "" and table.startswith("default_catalog.default_database.")
                            for ns, table in found["out"]), found["out"]
-            aliases = driver.execute_query(
-                "MATCH (:Dataset {namespace: $ns, name: $name})-[:SAME_AS]->(a:Dataset) RETURN a.name",
+            aliases = driver.execute_query(  # Flink's per-job catalog names are not linked (ARCHITECTURE 52)
+                "MATCH (:Dataset {namespace: $ns, name: $name})-[:SAME_AS]-(a:Dataset) RETURN a.name",
                 ns=kafka_ns, name=source).records
-            assert {r[0] for r in aliases} == {"default_catalog.default_database.orders"}
+            assert aliases == []
