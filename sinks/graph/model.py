@@ -205,10 +205,13 @@ def _facets(b: _Builder, of: str, namespace: str, name: str, facets: Mapping[str
     for key, facet in facets.items():
         if not isinstance(key, str) or key in _MODELLED_FACETS:
             continue
-        deleted = isinstance(facet, dict) and facet.get("_deleted") is True
-        text = None if deleted else run_facets_json({key: facet})
+        done = b.documents.get((id(facet), key))
+        if done is None or done[0] is not facet:
+            deleted = isinstance(facet, dict) and facet.get("_deleted") is True
+            text = None if deleted else run_facets_json({key: facet})
+            done = b.documents[(id(facet), key)] = (facet, text, _digest({"json": text}))  # as _group digests it
         b.add("facets", {"of": of, "namespace": namespace, "name": name, "key": b.key(key),
-                         "facet": _group(time or _NO_TIME_MAX, json=text)})
+                         "facet": {"order": f"{time or _NO_TIME_MAX}|{done[2]}", "json": done[1]}})
 
 
 def _group(order: str, **props: Any) -> Row:
@@ -346,6 +349,9 @@ class _Builder:
         # (namespace, name, version) whose field rows are in: every event of a job repeats its output's schema
         self.schemas_done: set[tuple[str, str, str]] = set()
         self.versions: dict[str, str] = {}  # fields JSON → schema version: hashing is the costlier step
+        # (id(facet), key) → (facet, its stored JSON, that JSON's digest): the sink's FacetCache shares one object per
+        # distinct facet text, and every event of a job repeats its facets (the facet is kept, so its id stays its)
+        self.documents: dict[tuple[int, str], tuple[Any, str | None, str]] = {}
 
     def add(self, kind: str, row: Row) -> None:
         key = _KEY_OF[kind](row)

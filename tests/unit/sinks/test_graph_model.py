@@ -590,3 +590,19 @@ def test_a_name_that_reads_like_a_hashed_key_cannot_take_its_node():
     assert stored_key(forged) != forged
     batch = graph_batch([_named("ns", forged, "f"), _named("ns", long_name, "f") | {"run": {"runId": PARENT}}])
     assert len(batch["jobs"]) == 2 and {r["fullName"] for r in batch["jobs_names"]} == {forged, long_name}
+
+
+def test_a_facet_object_shared_by_events_and_keys_is_stored_as_each_key_says():
+    # the sink's FacetCache hands every event the same object for the same facet text, under whatever key
+    shared = {"_producer": "p", "_schemaURL": "s", "description": "same"}
+    first, later = full_run_event(), full_run_event()
+    later["eventTime"] = "2024-05-01T13:00:00Z"
+    for event in (first, later):
+        event["outputs"][0]["facets"].update(documentation=shared, custom=shared)
+    rows = {(r["key"], r["facet"]["order"][:19]): json.loads(r["facet"]["json"])
+            for r in graph_batch([first, later])["facets"]
+            if r["of"] == "Dataset" and r["name"] == OUT[1] and r["key"] in ("documentation", "custom")}
+    assert rows == {("documentation", "2024-05-01T13:00:00"): {"documentation": shared},
+                    ("custom", "2024-05-01T13:00:00"): {"custom": shared}}
+    copies = [copy.deepcopy(first), copy.deepcopy(later)]  # the same rows from unshared objects
+    assert graph_batch(copies)["facets"] == graph_batch([first, later])["facets"]
