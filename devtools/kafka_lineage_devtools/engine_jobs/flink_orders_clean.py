@@ -1,9 +1,11 @@
 """A streaming PyFlink Table API job with the OpenLineage listener reading what a Kafka Connect source writes: Avro
 values through the schema registry (Flink's ``avro-confluent`` format, against Apicurio's Confluent-compatible API),
 each record ``{line: "order_id,country,amount", origin}`` as the Connect SMTs shaped it. Writes the parsed orders as
-JSON to a Kafka topic and to a filesystem table partitioned by country. Run by tests/integration/test_engines.py:
+JSON to a Kafka topic and to a filesystem table partitioned by country. Run by the streaming-engines scenario
+(``kafka_lineage_devtools.engines``):
 
-    python connect_orders_job.py BOOTSTRAP REGISTRY_URL SOURCE SINK TABLE_PATH COLLECTOR_URL REST_PORT JOB_NAME
+    python -m kafka_lineage_devtools.engine_jobs.flink_orders_clean \
+        BOOTSTRAP REGISTRY_URL SOURCE SINK TABLE_PATH COLLECTOR_URL REST_PORT JOB_NAME
 
 Runs until SIGTERM, then cancels the job and stays up 5 s for the listener's ABORT. Prints ``JOB_ID <id>`` when
 submitted and ``JOB_STATE <state>`` at the end.

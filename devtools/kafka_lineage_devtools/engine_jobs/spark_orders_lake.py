@@ -1,8 +1,9 @@
 """A PySpark batch job with the OpenLineage Spark listener: the Kafka topic Flink writes (JSON values) read through
 Spark's Kafka source (``spark-sql-kafka`` through ``spark.jars.packages``, beside the listener's package), parsed,
-written as a Parquet catalog table. Run by tests/integration/test_engines.py, and by hand:
+written as a Parquet catalog table. Run by the streaming-engines scenario (``kafka_lineage_devtools.engines``):
 
-    python orders_clean_job.py BOOTSTRAP TOPIC WAREHOUSE_DIR METASTORE_URI COLLECTOR_URL APP_NAME
+    python -m kafka_lineage_devtools.engine_jobs.spark_orders_lake \
+        BOOTSTRAP TOPIC WAREHOUSE_DIR METASTORE_URI COLLECTOR_URL APP_NAME
 
 The table is ``lake.orders_clean`` in the session catalog, stored under WAREHOUSE_DIR; METASTORE_URI
 (``thrift://host:9083``) is the metastore the listener names the table by (its ``symlinks``). Prints ``ROWS <n>``.

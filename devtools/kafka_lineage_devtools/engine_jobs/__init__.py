@@ -1,0 +1,1 @@
+"""The jobs of the streaming-engines scenario (``kafka_lineage_devtools.engines``), each run as ``python -m``."""
