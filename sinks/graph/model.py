@@ -69,12 +69,15 @@ from operator import itemgetter
 from typing import Any
 
 from kafka_lineage.schemas.openlineage import lifecycle_rank
+from kafka_lineage.schemas.partitions import FACET_KEY as PARTITION_FACET
+from kafka_lineage.schemas.partitions import partition_key_text, partition_keys
 from kafka_lineage.schemas.schema_diff import schema_fields, schema_version
 
 __all__ = [
     "BACKFILL",
     "CONSTRAINTS",
     "FINGERPRINT_QUERIES",
+    "PARTITION_FINGERPRINT_QUERIES",
     "STATEMENTS",
     "GraphBatch",
     "field_paths",
@@ -195,7 +198,7 @@ def run_facets_json(facets: Mapping[str, Any]) -> str:
 
 # Facets the graph models itself rather than keeping as documents: a dataset's schema (SchemaVersion nodes) and
 # column lineage (DERIVES_FROM/DEPENDS_ON edges), a run's (the run's JSON slots).
-_MODELLED_FACETS = frozenset(("schema", "columnLineage"))
+_MODELLED_FACETS = frozenset(("schema", "columnLineage", PARTITION_FACET))
 
 
 def _facets(b: _Builder, of: str, namespace: str, name: str, facets: Mapping[str, Any], time: str | None) -> None:
@@ -281,6 +284,19 @@ def _min(a: Any, b: Any) -> Any:
     return a if b is None else b if a is None else min(a, b)
 
 
+# Set-valued properties (a partition's marker reports, an edge's failed/passed assertions) keep their last MAX_UNION
+# values in sort order: bounded, and still order free. Marker reports sort by time, so the latest are kept.
+MAX_UNION = 64
+
+
+def _union(a: Any, b: Any) -> Any:
+    """Sorted set union of two lists (None: nothing reported), as the Cypher ``_union_set`` keeps it; marker report
+    lists keep their latest ``MAX_UNION`` (``time name`` texts sort by time)."""
+    if a is None or b is None:
+        return a if b is None else b
+    return sorted(set(a) | set(b))[-MAX_UNION:]
+
+
 def _merge_state(old: Row, new: Row) -> None:
     """The run's state row fields: the larger (rank, stateOrder) wins, exactly as the Cypher CASE decides."""
     if new["rank"] is None:
@@ -303,6 +319,11 @@ _RULES: dict[str, dict[str, Callable[[Any, Any], Any]]] = {
     "same_as": {"type": _min, "firstSeen": _min, "lastSeen": _max},
     "facets": {"facet": _latest},
     "depends_on": {"lineage": _latest, "firstSeen": _min, "lastSeen": _max},
+    "partitions": {"requiredMarker": _latest, "markers": _union},
+    "wrote_partition": {"stats": _latest, "dataQuality": _latest, "assertions": _latest, "failed": _union,
+                        "passed": _union, "markers": _union, "firstSeen": _min, "lastSeen": _max},
+    "read_partition": {"dataQuality": _latest, "assertions": _latest, "failed": _union, "passed": _union,
+                       "firstSeen": _min, "lastSeen": _max},
 }
 # Identity columns of each row kind, in sort order.
 _KEYS: dict[str, tuple[str, ...]] = {
@@ -323,6 +344,12 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "has_schema": ("namespace", "name", "hash"),
     "same_as": ("namespace", "name", "aliasNamespace", "aliasName"),
     "depends_on": ("namespace", "name", "inputNamespace", "inputName", "inputField"),
+    "partitions": ("namespace", "name", "key"),
+    "partition_versions": ("namespace", "name", "key", "runId"),
+    "has_partition": ("namespace", "name", "key"),
+    "has_version": ("namespace", "name", "key", "runId"),
+    "wrote_partition": ("runId", "namespace", "name", "key"),
+    "read_partition": ("runId", "namespace", "name", "key"),
     "run_totals": ("runId",),
     # the whole values behind hashed keys (stored_key): rows only for nodes that have one
     "jobs_names": ("namespace", "name"),
@@ -496,10 +523,67 @@ def _facet_content(facet: Any) -> dict[str, Any]:
     return {key: value for key, value in _dict(facet).items() if not key.startswith("_")}
 
 
+def _assertion_results(facet: Any) -> tuple[list[str], list[str]]:
+    """(failed, passed) assertion names of a ``dataQualityAssertions`` facet: ``assertion`` or
+    ``assertion(column)``; an item without a boolean ``success`` decides nothing."""
+    failed, passed = set(), set()
+    for item in _list(_dict(facet).get("assertions")):
+        name, column, success = _str(_dict(item).get("assertion")), _str(_dict(item).get("column")), item.get("success")
+        if name is not None and isinstance(success, bool):
+            (passed if success else failed).add(f"{name}({column})" if column else name)
+    return sorted(failed), sorted(passed)
+
+
+def _partition(b: _Builder, ident: tuple[str, str], facet: Any, time: str | None) -> str | None:
+    """The ``Partition`` row (and its ``HAS_PARTITION``) of a ``kafkaLineage_partition`` facet; its stored key text,
+    None when the facet names no valid keys. A ``marker`` is a report "the marker file exists" at the event's time;
+    ``requiredMarker`` is the dataset's rule, latest event wins."""
+    keys = partition_keys(facet)
+    if keys is None:
+        return None
+    key = b.key(partition_key_text(keys))
+    marker, required = _str(facet.get("marker")), _str(facet.get("requiredMarker"))
+    b.add("partitions", {"namespace": ident[0], "name": ident[1], "key": key,
+                         "requiredMarker": _group(time or _NO_TIME_MAX, marker=required) if required else None,
+                         "markers": [f"{time} {marker}"] if marker and time else None})
+    b.add("has_partition", {"namespace": ident[0], "name": ident[1], "key": key})
+    return key
+
+
+def _partition_io(b: _Builder, kind: str, run_id: str, ident: tuple[str, str], facets: dict[str, Any],
+                  order: str, time: str | None) -> None:
+    """A run's read (``READ_PARTITION`` to the partition) or write (its own ``PartitionVersion``, ``HAS_VERSION``,
+    ``WROTE_PARTITION``) of the partition its input/output facets name, with that dataset's statistics and data
+    quality (the writer's checks of what it wrote decide the version's state; see ``partitions``)."""
+    facet = facets.get(PARTITION_FACET)
+    key = _partition(b, ident, facet, time) if facet is not None else None
+    if key is None:
+        return
+    where = {"runId": run_id, "namespace": ident[0], "name": ident[1], "key": key}
+    quality = _facet_content(facets.get("dataQualityMetrics"))
+    assertions = _list(_dict(facets.get("dataQualityAssertions")).get("assertions"))
+    failed, passed = _assertion_results(facets.get("dataQualityAssertions"))
+    row = {**where, "dataQuality": _group(order, json=_json(quality)) if quality else None,
+           "assertions": _group(order, json=_json(assertions)) if assertions else None,
+           "failed": failed or None, "passed": passed or None, "firstSeen": time, "lastSeen": time}
+    if kind == "read":
+        b.add("read_partition", row)
+        return
+    stats = _statistics(facets.get("outputStatistics"))
+    marker = _str(_dict(facet).get("marker"))
+    b.add("partition_versions", dict(where))
+    b.add("has_version", dict(where))
+    b.add("wrote_partition", {**row, "stats": _group(order, **stats) if stats else None,
+                              "markers": [marker] if marker else None})
+
+
 def _add_event(b: _Builder, event: Mapping[str, Any]) -> None:
     time = utc_time(event.get("eventTime"))
     if isinstance(event.get("dataset"), dict) and not ("run" in event and "job" in event):  # DatasetEvent
-        _dataset_facets(b, event["dataset"], time)
+        ident = _dataset_facets(b, event["dataset"], time)
+        facet = _dict(event["dataset"].get("facets")).get(PARTITION_FACET)
+        if ident is not None and facet is not None:
+            _partition(b, ident, facet, time)  # a completion-marker report (or the dataset's marker rule)
         return
     job_ident = _identity(b, event.get("job"))
     if job_ident is not None:
@@ -550,6 +634,7 @@ def _add_event(b: _Builder, event: Mapping[str, Any]) -> None:
                                "lastSeen": time})
         if run_id is not None:
             input_facets = _dict(dataset.get("inputFacets"))
+            _partition_io(b, "read", run_id, ident, input_facets, order, time)
             stats = _statistics(input_facets.get("inputStatistics"))
             quality = _facet_content(input_facets.get("dataQualityMetrics"))
             assertions = _list(_dict(input_facets.get("dataQualityAssertions")).get("assertions"))
@@ -567,7 +652,9 @@ def _add_event(b: _Builder, event: Mapping[str, Any]) -> None:
             b.add("outputs", {"jobNamespace": job_ident[0], "jobName": job_ident[1],
                               "namespace": ident[0], "name": ident[1], "firstSeen": time, "lastSeen": time})
         if run_id is not None:
-            stats = _statistics(_dict(dataset.get("outputFacets")).get("outputStatistics"))
+            output_facets = _dict(dataset.get("outputFacets"))
+            _partition_io(b, "wrote", run_id, ident, output_facets, order, time)
+            stats = _statistics(output_facets.get("outputStatistics"))
             b.add("wrote", {"runId": run_id, "namespace": ident[0], "name": ident[1],
                             "stats": _group(order, **stats) if stats else None})
             if stats:
@@ -611,6 +698,13 @@ def _max_set(var: str, prop: str) -> str:
             f" THEN row.{prop} ELSE {var}.{prop} END")
 
 
+def _union_set(var: str, prop: str) -> str:
+    """``prop`` (a list) becomes the sorted union with the row's, its last ``MAX_UNION`` values (as ``_union``)."""
+    return (f"{var}.{prop} = CASE WHEN row.{prop} IS NULL THEN {var}.{prop} ELSE COLLECT {{ "
+            f"UNWIND coalesce({var}.{prop}, []) + row.{prop} AS x WITH DISTINCT x ORDER BY x DESC LIMIT {MAX_UNION} "
+            "RETURN x ORDER BY x } END")
+
+
 _JOB = "MATCH (j:Job {namespace: row.jobNamespace, name: row.jobName})"
 # A job points at its latest run (``latestRunId``, with that run's key in ``latestRunKey``): the run with the largest
 # (start time, else last event time; runId), so a lineage graph's hundreds of jobs do not each sort their years of
@@ -633,6 +727,11 @@ _LATEST_RUN = (
 # them), which as-of questions read.
 _SEEN = f"SET {_min_set('e', 'firstSeen')}, {_max_set('e', 'lastSeen')}"
 _DATASET = "MATCH (d:Dataset {namespace: row.namespace, name: row.name})"
+_PARTITION = "MATCH (p:Partition {namespace: row.namespace, name: row.name, key: row.key})"
+_VERSION = "MATCH (v:PartitionVersion {namespace: row.namespace, name: row.name, key: row.key, runId: row.runId})"
+_QUALITY = (_take_latest("e", "dataQuality", {"dataQuality": "json"}) + "\n"
+            + _take_latest("e", "assertions", {"assertions": "json"}) + "\n"
+            f"SET {_union_set('e', 'failed')}, {_union_set('e', 'passed')}")
 
 STATEMENTS: dict[str, str] = {
     # --- nodes
@@ -668,6 +767,13 @@ STATEMENTS: dict[str, str] = {
     "schema_versions": "UNWIND $rows AS row\n"
                        "MERGE (s:SchemaVersion {namespace: row.namespace, name: row.name, hash: row.hash})\n"
                        + _take_latest("s", "first", {"fields": "fields", "firstSeen": "firstSeen"}, earliest=True),
+    "partitions": "UNWIND $rows AS row\n"
+                  "MERGE (p:Partition {namespace: row.namespace, name: row.name, key: row.key})\n"
+                  f"SET {_union_set('p', 'markers')}\n"
+                  + _take_latest("p", "requiredMarker", {"requiredMarker": "marker"}),
+    "partition_versions": "UNWIND $rows AS row\n"
+                          "MERGE (v:PartitionVersion {namespace: row.namespace, name: row.name, key: row.key, "
+                          "runId: row.runId})",
     # --- the whole values behind hashed keys: not indexed, so any length
     "jobs_names": "UNWIND $rows AS row\nMATCH (n:Job {namespace: row.namespace, name: row.name})\n"
                   "SET n.fullNamespace = row.fullNamespace, n.fullName = row.fullName",
@@ -711,6 +817,13 @@ STATEMENTS: dict[str, str] = {
     "has_schema": f"UNWIND $rows AS row\n{_DATASET}\n"
                   "MATCH (s:SchemaVersion {namespace: row.namespace, name: row.name, hash: row.hash})\n"
                   "MERGE (d)-[:HAS_SCHEMA]->(s)",
+    "has_partition": f"UNWIND $rows AS row\n{_DATASET}\n{_PARTITION}\nMERGE (d)-[:HAS_PARTITION]->(p)",
+    "has_version": f"UNWIND $rows AS row\n{_PARTITION}\n{_VERSION}\nMERGE (p)-[:HAS_VERSION]->(v)",
+    "wrote_partition": f"UNWIND $rows AS row\nMATCH (r:Run {{runId: row.runId}})\n{_VERSION}\n"
+                       f"MERGE (r)-[e:WROTE_PARTITION]->(v)\n{_SEEN}, {_union_set('e', 'markers')}\n"
+                       + _take_latest("e", "stats", {"rowCount": "rowCount", "bytes": "bytes"}) + "\n" + _QUALITY,
+    "read_partition": f"UNWIND $rows AS row\nMATCH (r:Run {{runId: row.runId}})\n{_PARTITION}\n"
+                      f"MERGE (r)-[e:READ_PARTITION]->(p)\n{_SEEN}\n" + _QUALITY,
     # --- derived: run totals from all of the run's READ/WROTE edges (not just this batch's), hence order free
     "run_totals": "UNWIND $rows AS row\nMATCH (r:Run {runId: row.runId})\n"
                   "WITH r, [(r)-[e:READ]->(:Dataset) | e] AS reads, [(r)-[e:WROTE]->(:Dataset) | e] AS writes\n"
@@ -739,6 +852,9 @@ CONSTRAINTS: list[str] = [
     "CREATE CONSTRAINT facet_key IF NOT EXISTS FOR (f:Facet) REQUIRE (f.of, f.namespace, f.name, f.key) IS UNIQUE",
     "CREATE CONSTRAINT schema_version_key IF NOT EXISTS "
     "FOR (s:SchemaVersion) REQUIRE (s.namespace, s.name, s.hash) IS UNIQUE",
+    "CREATE CONSTRAINT partition_key IF NOT EXISTS FOR (p:Partition) REQUIRE (p.namespace, p.name, p.key) IS UNIQUE",
+    "CREATE CONSTRAINT partition_version_key IF NOT EXISTS "
+    "FOR (v:PartitionVersion) REQUIRE (v.namespace, v.name, v.key, v.runId) IS UNIQUE",
     # Look-ups by name alone (CLI: a dataset or job named without its namespace) and recent or failed runs.
     "CREATE INDEX dataset_name IF NOT EXISTS FOR (d:Dataset) ON (d.name)",
     "CREATE INDEX job_name IF NOT EXISTS FOR (j:Job) ON (j.name)",
@@ -801,15 +917,41 @@ FINGERPRINT_QUERIES: dict[str, str] = {
                   "d.name AS name, s.namespace AS schemaNamespace, s.name AS schemaName, s.hash AS hash",
 }
 
+# Partitions (issue 22): identities, the facts their states are computed from (the writing run's state is Run.state
+# above; marker reports, the required marker, failed/passed assertions), rows and bytes written, and read times (STALE
+# compares them). Kept apart from FINGERPRINT_QUERIES, whose kinds the workload's ground truth mirrors, and hashed
+# only when they have rows: a graph without partitions keeps the fingerprint it had.
+PARTITION_FINGERPRINT_QUERIES: dict[str, str] = {
+    "Partition": "MATCH (p:Partition) RETURN p.namespace AS namespace, p.name AS name, p.key AS key, "
+                 "p.requiredMarker AS requiredMarker, p.markers AS markers",
+    "PartitionVersion": "MATCH (v:PartitionVersion) RETURN v.namespace AS namespace, v.name AS name, v.key AS key, "
+                        "v.runId AS runId",
+    "HAS_PARTITION": "MATCH (d:Dataset)-[:HAS_PARTITION]->(p:Partition) RETURN d.namespace AS datasetNamespace, "
+                     "d.name AS datasetName, p.namespace AS namespace, p.name AS name, p.key AS key",
+    "HAS_VERSION": "MATCH (p:Partition)-[:HAS_VERSION]->(v:PartitionVersion) RETURN p.namespace AS namespace, "
+                   "p.name AS name, p.key AS key, v.namespace AS versionNamespace, v.name AS versionName, "
+                   "v.key AS versionKey, v.runId AS runId",
+    "WROTE_PARTITION": "MATCH (r:Run)-[e:WROTE_PARTITION]->(v:PartitionVersion) RETURN r.runId AS runId, "
+                       "v.namespace AS namespace, v.name AS name, v.key AS key, v.runId AS versionRunId, "
+                       "e.rowCount AS rowCount, e.bytes AS bytes, e.markers AS markers, e.failed AS failed, "
+                       "e.passed AS passed, e.firstSeen AS firstSeen, e.lastSeen AS lastSeen",
+    "READ_PARTITION": "MATCH (r:Run)-[e:READ_PARTITION]->(p:Partition) RETURN r.runId AS runId, "
+                      "p.namespace AS namespace, p.name AS name, p.key AS key, e.failed AS failed, "
+                      "e.passed AS passed, e.firstSeen AS firstSeen, e.lastSeen AS lastSeen",
+}
+
 
 def fingerprint(rows_by_query: Mapping[str, Iterable[Mapping[str, Any] | Sequence[Any]]]) -> str:
-    """Hex SHA-256 over the results of ``FINGERPRINT_QUERIES`` (``record.data()`` dicts or value lists), canonical:
-    rows sorted, query names sorted, a missing query counts as no rows. Unknown query names raise ValueError."""
-    unknown = set(rows_by_query) - set(FINGERPRINT_QUERIES)
+    """Hex SHA-256 over the results of ``FINGERPRINT_QUERIES`` and ``PARTITION_FINGERPRINT_QUERIES``
+    (``record.data()`` dicts or value lists), canonical: rows sorted, query names sorted, a missing query counts as
+    no rows (a partition query without rows is left out). Unknown query names raise ValueError."""
+    unknown = set(rows_by_query) - set(FINGERPRINT_QUERIES) - set(PARTITION_FINGERPRINT_QUERIES)
     if unknown:
         raise ValueError(f"not fingerprint queries: {sorted(unknown)}")
+    rows_by_query = {name: list(rows) for name, rows in rows_by_query.items()}
+    names = set(FINGERPRINT_QUERIES) | {name for name in PARTITION_FINGERPRINT_QUERIES if rows_by_query.get(name)}
     digest = hashlib.sha256()
-    for name in sorted(FINGERPRINT_QUERIES):
+    for name in sorted(names):
         rows = sorted(_json(dict(row) if isinstance(row, Mapping) else list(row))
                       for row in rows_by_query.get(name, ()))
         digest.update(_json([name, len(rows)]).encode())

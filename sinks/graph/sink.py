@@ -35,6 +35,7 @@ from kafka_lineage.sinks.graph.model import (
     BACKFILL,
     CONSTRAINTS,
     FINGERPRINT_QUERIES,
+    PARTITION_FINGERPRINT_QUERIES,
     fingerprint,
     graph_batch,
     statements,
@@ -61,7 +62,8 @@ def ensure_constraints(driver: Driver) -> None:
 def graph_fingerprint(driver: Driver) -> str:
     """Canonical hash of every node and relationship with its identity (``lineage graph fingerprint``)."""
     with driver.session() as session:
-        rows = {name: [record.data() for record in session.run(query)] for name, query in FINGERPRINT_QUERIES.items()}
+        rows = {name: [record.data() for record in session.run(query)]
+                for name, query in {**FINGERPRINT_QUERIES, **PARTITION_FINGERPRINT_QUERIES}.items()}
     return fingerprint(rows)
 
 
