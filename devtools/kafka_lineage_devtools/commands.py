@@ -152,7 +152,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print("\nproving that each service answers:")
     for line in prove_stack(ClientSettings.from_env()):
         print(f"  ok  {line}")
-    run_demo(ClientSettings.from_env(), settings)
+    run_demo(ClientSettings.from_env(), settings, streaming=args.streaming)
     print("\nThe stack stays up for exploration; stop it with: lineage stack down")
     return 0
 
@@ -201,4 +201,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     bench.set_defaults(handler=_failing_as_commands(cmd_bench))
 
     demo = sub.add_parser("demo", help="start the stack and run the end-to-end demo")
+    demo.add_argument("--streaming", action="store_true",
+                      help="then the streaming engines too: a Kafka Connect source → a Flink job → a Spark batch job "
+                           "→ a SQL task, in one graph (needs the flink extra; Flink adds ~1 minute)")
     demo.set_defaults(handler=_failing_as_commands(cmd_demo))

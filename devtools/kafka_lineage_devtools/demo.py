@@ -3,7 +3,9 @@
 A PySpark pipeline (raw → cleaned → aggregated, with a join) emits through the official OpenLineage listener into
 the HTTP collector; a file-load task and a SQL task emit through the hooks and the Kafka transport; a Kafka Connect
 connector is picked up by the Connect hook. The processor, the graph sink and the alert sink run as the real
-commands. Then the Spark job changes a column's type, and the demo shows what an operator sees.
+commands. Then the Spark job changes a column's type, and the demo shows what an operator sees. With ``--streaming``
+the streaming engines follow (``kafka_lineage_devtools.engines``): a Kafka Connect source → a Flink job → a Spark
+batch job → a SQL task in one graph, and a schema change at the connector's source alerts the warehouse's writer.
 """
 
 from __future__ import annotations
@@ -31,13 +33,17 @@ from kafka_lineage.runtime.config import ClientSettings, ServerSettings
 from kafka_lineage.runtime.tail import tail
 from kafka_lineage.sinks.graph.queries import as_rows, traverse
 from kafka_lineage.sinks.graph.sink import driver_for
+from kafka_lineage_devtools import engines
+from kafka_lineage_devtools.engines import EngineScenario
 from kafka_lineage_devtools.processes import (
     alert_sink_process,
     collector_process,
     http_live,
+    lineage_process,
     processor_process,
     sink_process,
     sleep_watching,
+    wait_until,
 )
 from kafka_lineage_devtools.stack.config import StackSettings
 from kafka_lineage_devtools.stack.manager import Stack
@@ -131,6 +137,48 @@ def _event_time(text: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def _streaming_engines(clients: ClientSettings, stack: StackSettings, workdir: Path, collector_url: str
+                       ) -> tuple[EngineScenario, dict[str, Any]]:
+    """The streaming-engines scenario under the running pipeline, with a Connect watcher of its own (the schema
+    change is found by polling); the drift alert of the connector's topic."""
+    scenario = EngineScenario(workdir / "engines", uuid.uuid4().hex[:6], clients.kafka_bootstrap_servers,
+                              stack.registry_port, clients.connect_url, collector_url)
+    _step("streaming engines: a Kafka Connect source (Avro through the registry) → a Flink job → a Spark batch job "
+          "→ a SQL task")
+    with lineage_process(["connect", "watch", "--interval", "1"], lambda _c, _o: True) as watcher, \
+            driver_for(clients) as driver, engines.connectors(scenario), engines.flink_job(scenario) as flink:
+        print(f"    connectors {scenario.source_connector} (file → topic {scenario.orders}) and "
+              f"{scenario.sink_connector} (topic → file)", flush=True)
+        engines.wait_for_streaming(driver, scenario, [watcher, flink])
+        print(f"    Flink job {scenario.flink_job} is RUNNING: {scenario.orders} → {scenario.orders_clean} + "
+              f"{scenario.table_path}", flush=True)
+        engines.run_spark(scenario)
+        print(f"    Spark job {scenario.spark_app}: {scenario.orders_clean} → {scenario.lake_table}", flush=True)
+        client = OpenLineageClient(transport=KafkaAvroTransport(KafkaAvroConfig.from_dict({})))
+        rows = engines.run_sql_task(scenario, client)
+        client.transport.close()
+        print(f"    SQL task {scenario.sql_job}: lake.orders_clean → dw.revenue_by_country ({rows} rows)", flush=True)
+        _step(f"the connector's source gains a field (channel): a new schema version of topic {scenario.orders}")
+        changed_at = datetime.now(UTC)
+        engines.change_source_schema(scenario)
+        alert = _wait_for_alert(clients, scenario.orders, changed_at)
+        engines.cancel_flink(flink)
+        wait_until(lambda: engines.flink_run_states(driver, scenario)[-1:] == ["ABORT"], 60, watch=[watcher])
+        print(f"    Flink job {scenario.flink_job} cancelled: its run is ABORT in the graph", flush=True)
+    return scenario, alert
+
+
+def _show_streaming(clients: ClientSettings, scenario: EngineScenario, alert: dict[str, Any], ui: str) -> None:
+    _step(f"streaming engines: what the operator sees (lineage impact {scenario.kafka} {scenario.orders})")
+    print(format_alert(alert))
+    with driver_for(clients) as driver:
+        graph = traverse(driver, scenario.kafka, scenario.orders, depth=10)
+    for row in as_rows(graph.nodes):
+        print(f"  {row['depth']:>3}  {row['kind']:8} {row['namespace']}  {row['name']}")
+    node = quote(f"dataset:{scenario.kafka}:{scenario.orders}", safe="")
+    print(f"  web UI: {ui}/#/lineage?node={node}&depth=6&dir=down")
+
+
 def _start_server(stack: StackSettings) -> str:
     """`lineage serve`, left running beside the stack (stopped by `lineage stack down`); its URL."""
     url = f"http://127.0.0.1:{ServerSettings.from_env().port}"
@@ -139,7 +187,7 @@ def _start_server(stack: StackSettings) -> str:
     return url
 
 
-def run_demo(clients: ClientSettings, stack: StackSettings) -> None:
+def run_demo(clients: ClientSettings, stack: StackSettings, *, streaming: bool = False) -> None:
     workdir = stack.state_dir / "demo"
     shutil.rmtree(workdir, ignore_errors=True)
     _write_raw_data(workdir)
@@ -169,6 +217,7 @@ def run_demo(clients: ClientSettings, stack: StackSettings) -> None:
         alert = _wait_for_alert(clients, cleaned, changed_at)
         transport.close()
         requests.delete(f"{clients.connect_url}/connectors/{connector}", timeout=30)
+        streamed = _streaming_engines(clients, stack, workdir, collector.url) if streaming else None
 
     _step("what the operator sees on lineage.schema-drift (lineage alerts tail)")
     print(format_alert(alert))
@@ -184,6 +233,8 @@ def run_demo(clients: ClientSettings, stack: StackSettings) -> None:
     picture = workdir / "impact.html"
     picture.write_text(render.to_html(graph, f"downstream of {cleaned}"))
     ui = _start_server(stack)
+    if streamed is not None:
+        _show_streaming(clients, *streamed, ui)
     _step("explore")
     print(f"  web UI (lineage serve): {ui}/#/lineage?node={quote(f'dataset:file:{cleaned}', safe='')}&depth=3"
           "&dir=down")

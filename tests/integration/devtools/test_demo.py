@@ -1,7 +1,10 @@
-"""The README's first command, `lineage demo`, end to end on the real stack (Spark included)."""
+"""The README's first command, `lineage demo`, end to end on the real stack (Spark included), with `--streaming`: the
+streaming engines (Kafka Connect → Flink → Spark → SQL) after the batch demo."""
 
 from __future__ import annotations
 
+import os
+import re
 from typing import Any
 
 import pytest
@@ -14,7 +17,8 @@ pytestmark = pytest.mark.integration
 
 
 def test_demo_shows_the_alert_the_impact_and_a_picture(stack_settings: StackSettings, browser: Any) -> None:
-    demo = lineage("demo")
+    pytest.importorskip("pyflink", reason="the flink extra is not installed (make install installs it)")
+    demo = lineage("demo", "--streaming")
     out = demo.stdout
     assert "[BREAKING] file " in out and "orders_cleaned changed by job demo-spark" in out
     assert "TYPE_CHANGED         amount" in out and "double → string" in out
@@ -23,12 +27,21 @@ def test_demo_shows_the_alert_the_impact_and_a_picture(stack_settings: StackSett
     picture = stack_settings.state_dir / "demo" / "impact.html"
     assert f"picture of the impact:  {picture}" in out and "top_countries" in picture.read_text()
     assert "The stack stays up for exploration" in out
+    # the streaming engines: the connector topic's schema change reaches the SQL task behind Flink and Spark
+    suffix = re.search(r"Flink job orders-clean-(\w+) is RUNNING", out).group(1)
+    assert f"Flink job orders-clean-{suffix} cancelled: its run is ABORT in the graph" in out
+    assert re.search(rf"\[\w+\] kafka://\S+ orders\.{suffix} changed by job", out), out[-3000:]
+    assert re.search(r"ADDED +channel ", out), out[-3000:]
+    assert re.search(rf"impacted jobs: .*warehouse revenue-{suffix} \(depth \d+\)", out), out[-3000:]
+    assert f"dataset  file  {stack_settings.state_dir / 'demo' / 'engines' / 'lake' / 'lake.db' / 'orders_clean'}" \
+        in out  # Spark's table, on the path from the topic
     # the lineage server stays up beside the stack, its UI showing the impact
+    server = f"http://127.0.0.1:{os.environ['LINEAGE_SERVER_PORT']}"  # the test stack's (conftest)
     ui = next(line.split(": ", 1)[1].strip() for line in out.splitlines() if "web UI (lineage serve)" in line)
-    assert ui.startswith("http://127.0.0.1:25050/#/lineage?node=dataset%3Afile%3A")
-    assert requests.get("http://127.0.0.1:25050/", timeout=10).status_code == 200
+    assert ui.startswith(f"{server}/#/lineage?node=dataset%3Afile%3A")
+    assert requests.get(f"{server}/", timeout=10).status_code == 200
     cleaned = stack_settings.state_dir / "demo" / "lake" / "orders_cleaned"
-    graph = requests.get("http://127.0.0.1:25050/api/v1/lineage", timeout=30,
+    graph = requests.get(f"{server}/api/v1/lineage", timeout=30,
                          params={"nodeId": f"dataset:file:{cleaned}", "depth": 3}).json()["graph"]
     assert any(node["id"].endswith("top_countries") for node in graph)
     page = browser.new_page(viewport={"width": 1280, "height": 800})  # the link as the operator opens it
