@@ -49,6 +49,7 @@ from kafka_lineage.schemas.openlineage import (
     record_to_event,
     validate_event,
 )
+from kafka_lineage.schemas.partitions import DEFAULT_PATTERNS, PathPatterns
 from kafka_lineage.schemas.schema_diff import FieldChange, detect_drift, schema_fields, schema_version, should_store
 from kafka_lineage.schemas.wire import AvroCodec, FrozenRecord, WireFormatError
 
@@ -112,7 +113,8 @@ class ProcessorCore:
                  dedupe: MutableMapping[str, Any] | None = None, window_seconds: float = 2.0,
                  dedupe_ttl_seconds: float = 86_400.0, aliases: dict[str, str] | None = None,
                  facets: FacetCache | None = None,
-                 max_event_time_ahead_seconds: float = MAX_EVENT_TIME_AHEAD_SECONDS) -> None:
+                 max_event_time_ahead_seconds: float = MAX_EVENT_TIME_AHEAD_SECONDS,
+                 partition_patterns: PathPatterns = DEFAULT_PATTERNS) -> None:
         self.codec = codec
         # The tables are read here and written by the shell (from the Output's staged writes).
         self.runs = runs
@@ -134,7 +136,7 @@ class ProcessorCore:
         # A stream repeats its facets, jobs and datasets: each distinct one is decoded, hashed into dedupe ids,
         # normalized and encoded once. Events then share those objects, which is safe: nothing here modifies one.
         self.facets = facets if facets is not None else FacetCache()
-        self._normalizer = NormalizeCache(self.facets, self.aliases)
+        self._normalizer = NormalizeCache(self.facets, self.aliases, patterns=partition_patterns)
         self._renames: dict[Rename, FrozenRecord] = {}  # the same renames recur with their datasets
 
     # --- batches -------------------------------------------------------------------------------------------------

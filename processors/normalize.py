@@ -5,7 +5,16 @@ identifiers and the ``columnLineage`` facet's references (``fields.*.inputFields
 ``dataset`` list). Steps per identity, each recorded in a ``Rename``:
 
 1. canonical form via ``schemas.naming.canonical_dataset`` (the hooks' own naming, so both stages agree);
-2. the alias map: canonical namespace → the namespace the user wants (several broker lists → ``kafka://prod``).
+2. the alias map: canonical namespace → the namespace the user wants (several broker lists → ``kafka://prod``);
+3. partitions (``schemas.partitions``, issue 22): a name under a storage namespace that ends in partition segments
+   (``events/date=2025-12-24/region=eu``, date directories, the configured patterns) becomes its table root; a
+   partition is never a dataset of its own.
+
+A dataset of ``inputs``/``outputs`` (or a DatasetEvent's ``dataset``) whose partition is known gets the
+``kafkaLineage_partition`` facet in its ``inputFacets``/``outputFacets`` (``facets``): the producer's own facet wins
+and is kept as sent, else the keys of OpenLineage's ``subset`` facet when it names one partition (source
+``facet``), else the keys from the name (source ``path``; a DatasetEvent naming a ``_SUCCESS``-style file under a
+partition reports that marker). References in facets (column lineage, symlinks) only lose the partition segments.
 
 A dataset keeps its own identity: a ``symlinks`` identifier (a table name of a path, a catalog name of a topic) is
 another name of the same data, which the graph sink records as a ``SAME_AS`` relationship that every lineage query
@@ -28,10 +37,23 @@ from typing import Any
 
 from kafka_lineage.schemas.naming import canonical_dataset
 from kafka_lineage.schemas.openlineage import FacetCache
+from kafka_lineage.schemas.partitions import (
+    DEFAULT_PATTERNS,
+    FACET_KEY,
+    PartitionKeys,
+    PathPartition,
+    PathPatterns,
+    partition_facet,
+    split_partition,
+    subset_keys,
+)
 
 __all__ = ["NormalizeCache", "Rename", "canonical_identity", "normalize_event", "parse_aliases"]
 
 Identity = tuple[str, str]
+PRODUCER = "https://github.com/kafka-lineage/kafka-lineage/tree/main/processors/normalize.py"
+# The facet map a dataset's partition goes in, per place of the event: what a run read, wrote; a DatasetEvent's.
+_PARTITION_MAPS = {"inputs": "inputFacets", "outputs": "outputFacets", "dataset": "facets"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,20 +155,38 @@ def _warehouse_table(ident: Any) -> bool:
     return isinstance(namespace, str) and namespace.partition(":")[0].strip().lower() in _LOCATION_SCHEMES
 
 
+@lru_cache(maxsize=4096)
+def _partition_facet(keys: PartitionKeys, source: str, marker: str | None) -> dict[str, Any]:
+    # One object per partition: plans and events share it (read-only), so its JSON is computed once.
+    return partition_facet(keys, source, marker, producer=PRODUCER)
+
+
 class _Normalizer:
     """State of one ``normalize_event`` call: the renames found so far."""
 
-    def __init__(self, aliases: Mapping[str, str] | None) -> None:
+    def __init__(self, aliases: Mapping[str, str] | None, patterns: PathPatterns = DEFAULT_PATTERNS) -> None:
         self.aliases = aliases
+        self.patterns = patterns
         self.renames: dict[tuple[str, str, str, str], Rename] = {}
 
     def identity(self, obj: Mapping[str, Any]) -> Identity:
         """The final identity of a dataset or a reference to one (renames recorded)."""
+        return self.split(obj)[0]
+
+    def split(self, obj: Mapping[str, Any]) -> tuple[Identity, PathPartition | None]:
+        """The final identity and, when the name carried partition segments, what they were."""
         original = (obj.get("namespace"), obj.get("name"))
         ns, nm, rule = canonical_identity(*original, self.aliases)
+        found = None
+        if self.patterns and type(nm) is str:
+            # Classified by the canonical namespace before any alias (an alias may name a storage bucket `lake`).
+            kind = ns if ns == original[0] else _canonical(*original)[0]
+            found = split_partition(kind, nm, self.patterns)
+            if found is not None:
+                nm, rule = found.root, f"{rule}+partition" if rule else "partition"
         if (ns, nm) != original and (key := (*original, ns, nm)) not in self.renames:
             self.renames[key] = Rename(original[0], original[1], ns, nm, rule)
-        return ns, nm
+        return (ns, nm), found
 
     def ref(self, obj: Any) -> Any:
         """A facet's reference to a dataset (a dict with namespace and name) → the same or a rewritten copy."""
@@ -193,22 +233,40 @@ class _Normalizer:
             return facet
         return {**facet, "identifiers": new}
 
-    def changes(self, dataset: Any, final: Identity | None) -> _Changes | None:
-        """Pass 2 for a dataset: its final identity and rewritten facets (None: not a dataset, left as it is)."""
+    def changes(self, dataset: Any, final: Identity | None, found: PathPartition | None = None,
+                place: str = "dataset") -> _Changes | None:
+        """Pass 2 for a dataset: its final identity and rewritten or added facets (None: not a dataset, left as it
+        is); ``found``: the partition its name carried, ``place``: ``inputs``, ``outputs`` or ``dataset``."""
         if not isinstance(dataset, dict) or final is None:
             return None
-        changed = {}
+        changed: dict[str, dict[str, Any]] = {}
         facets = dataset.get("facets")
         if isinstance(facets, dict):
             symlinks, lineage = facets.get("symlinks"), facets.get("columnLineage")
             if symlinks is not None and (new := self.symlinks(symlinks)) is not symlinks:
-                changed["symlinks"] = new
+                changed.setdefault("facets", {})["symlinks"] = new
             if lineage is not None and (new := self.column_lineage(lineage)) is not lineage:
-                changed["columnLineage"] = new
+                changed.setdefault("facets", {})["columnLineage"] = new
+        map_key = _PARTITION_MAPS[place]
+        if (partition := _partition(dataset.get(map_key), found, map_key)) is not None:
+            changed.setdefault(map_key, {})[FACET_KEY] = partition
         return final, changed
 
 
-_Changes = tuple[Identity, dict[str, Any]]  # a dataset's final identity, and those of its facets that were rewritten
+def _partition(io: Any, found: PathPartition | None, map_key: str) -> dict[str, Any] | None:
+    """The partition facet to add to a dataset's ``map_key`` facets (None: none, or the producer sent its own)."""
+    if isinstance(io, dict) and FACET_KEY in io:
+        return None  # the producer's own facet wins, as sent
+    if map_key != "facets" and isinstance(io, dict) and (keys := subset_keys(io.get("subset"))) is not None:
+        return _partition_facet(keys, "facet", None)
+    if found is None:
+        return None
+    return _partition_facet(found.keys, "path", found.marker if map_key == "facets" else None)
+
+
+# A dataset's final identity, and per facet map (``facets``, ``inputFacets``, ``outputFacets``) the facets rewritten
+# or added.
+_Changes = tuple[Identity, dict[str, dict[str, Any]]]
 
 
 def _changed(dataset: Any, changes: _Changes | None) -> Any:
@@ -221,7 +279,9 @@ def _changed(dataset: Any, changes: _Changes | None) -> Any:
         out = {**dataset, "namespace": ns, "name": nm}
     if changed:
         out = out if out is not None else dict(dataset)
-        out["facets"] = {**dataset["facets"], **changed}
+        for map_key, entries in changed.items():
+            current = dataset.get(map_key)
+            out[map_key] = {**current, **entries} if isinstance(current, dict) else dict(entries)
     return dataset if out is None else out
 
 
@@ -235,16 +295,18 @@ class _Plan:
     renames: tuple[Rename, ...]
 
 
-def _plan(event: dict[str, Any], aliases: Mapping[str, str] | None) -> _Plan:
-    norm = _Normalizer(aliases)
+def _plan(event: dict[str, Any], aliases: Mapping[str, str] | None, patterns: PathPatterns = DEFAULT_PATTERNS
+          ) -> _Plan:
+    norm = _Normalizer(aliases, patterns)
     lists = {key: event[key] for key in ("inputs", "outputs") if isinstance(event.get(key), list)}
     single = event.get("dataset") if isinstance(event.get("dataset"), dict) else None
     # Pass 1: every dataset's identity first, so column lineage references reuse the renames found for them.
-    identities: dict[int, Identity] = {}
+    identities: dict[int, tuple[Identity, PathPartition | None]] = {}
     for item in _datasets(lists.values(), single):
-        identities[id(item)] = norm.identity(item)
-    changes = {key: [norm.changes(item, identities.get(id(item))) for item in items] for key, items in lists.items()}
-    single_changes = norm.changes(single, identities.get(id(single))) if single is not None else None
+        identities[id(item)] = norm.split(item)
+    changes = {key: [norm.changes(item, *identities.get(id(item), (None, None)), key) for item in items]
+               for key, items in lists.items()}
+    single_changes = norm.changes(single, *identities.get(id(single), (None, None))) if single is not None else None
     return _Plan(changes, single_changes, tuple(norm.renames.values()))
 
 
@@ -261,16 +323,17 @@ def _apply(event: dict[str, Any], plan: _Plan, changed: Callable[[Any, _Changes 
     return out
 
 
-def normalize_event(event: dict[str, Any], aliases: Mapping[str, str] | None = None) -> tuple[dict[str, Any],
-                                                                                              list[Rename]]:
+def normalize_event(event: dict[str, Any], aliases: Mapping[str, str] | None = None,
+                    patterns: PathPatterns = DEFAULT_PATTERNS) -> tuple[dict[str, Any], list[Rename]]:
     """A new event with canonical dataset identities, and the renames applied (one per identity changed).
 
-    ``aliases`` maps canonical namespaces to the namespace to use instead (``parse_aliases`` builds it). The input
-    is not modified; unchanged parts are shared with it.
+    ``aliases`` maps canonical namespaces to the namespace to use instead (``parse_aliases`` builds it);
+    ``patterns``: the partition path patterns (``schemas.partitions.parse_patterns``). The input is not modified;
+    unchanged parts are shared with it.
     """
     if not isinstance(event, dict):
         return event, []
-    plan = _plan(event, aliases)
+    plan = _plan(event, aliases, patterns)
     return _apply(event, plan), list(plan.renames)
 
 
@@ -285,16 +348,19 @@ class NormalizeCache:
     """``normalize_event`` for a stream: each combination of dataset identities is worked out once.
 
     What normalizing changes depends only on the datasets' namespaces and names, their ``symlinks`` and
-    ``columnLineage`` facets, and the alias map. When those facets are objects of ``facets`` (decoded once per
+    ``columnLineage`` facets, whether their input/output facets hold a partition facet and their ``subset`` facet,
+    the alias map and the partition patterns. When those facets are objects of ``facets`` (decoded once per
     distinct text and shared by every event carrying it), a combination seen before is answered from memory, and
     its rewritten facets and datasets are the same objects again, so their JSON and records are computed once too.
     Exact: an entry keeps the facet objects it is keyed on (by id) alive, so no other object can take their ids;
     facets are read-only. Bounded to ``maxsize`` combinations, least recently used first out.
     """
 
-    def __init__(self, facets: FacetCache, aliases: Mapping[str, str] | None = None, maxsize: int = 512) -> None:
+    def __init__(self, facets: FacetCache, aliases: Mapping[str, str] | None = None, maxsize: int = 512,
+                 patterns: PathPatterns = DEFAULT_PATTERNS) -> None:
         self.facets = facets
         self.aliases = aliases
+        self.patterns = patterns
         self.maxsize = maxsize
         self._plans: OrderedDict[tuple[Any, ...], tuple[_Plan, list[Any]]] = OrderedDict()  # key → (plan, its ids)
 
@@ -302,17 +368,18 @@ class NormalizeCache:
         return len(self._plans)
 
     def normalize(self, event: dict[str, Any]) -> tuple[dict[str, Any], list[Rename]]:
-        """Exactly ``normalize_event(event, aliases)``."""
+        """Exactly ``normalize_event(event, aliases, patterns)``."""
         kept: list[Any] = []
         key = self._key(event, kept) if isinstance(event, dict) else None
         if key is None:
-            return normalize_event(event, self.aliases)
+            return normalize_event(event, self.aliases, self.patterns)
         hit = self._plans.get(key)
         if hit is None:
-            plan = _plan(event, self.aliases)
+            plan = _plan(event, self.aliases, self.patterns)
             for changes in (*(c for items in plan.lists.values() for c in items), plan.single):
-                for facet in changes[1].values() if changes is not None else ():
-                    self.facets.adopt(facet)  # a rewritten facet recurs with its plan: cache its JSON as well
+                for entries in changes[1].values() if changes is not None else ():
+                    for facet in entries.values():
+                        self.facets.adopt(facet)  # a rewritten facet recurs with its plan: cache its JSON as well
             self._plans[key] = (plan, kept)
             if len(self._plans) > self.maxsize:
                 self._plans.popitem(last=False)
@@ -345,25 +412,38 @@ class NormalizeCache:
                 continue
             part = []
             for item in items:
-                item_key = self._dataset_key(item, kept) if isinstance(item, dict) else ()  # (): left as it is
+                item_key = self._dataset_key(item, kept, _PARTITION_MAPS[key]) if isinstance(item, dict) else ()
                 if item_key is None:
                     return None
                 part.append(item_key)
             parts.append(tuple(part))
         single = event.get("dataset")
-        single_key = self._dataset_key(single, kept) if isinstance(single, dict) else ()
+        single_key = self._dataset_key(single, kept, "facets") if isinstance(single, dict) else ()  # (): left as is
         if single_key is None:
             return None
         parts.append(single_key)
         return tuple(parts)
 
-    def _dataset_key(self, dataset: dict[str, Any], kept: list[Any]) -> tuple[Any, ...] | None:
+    def _dataset_key(self, dataset: dict[str, Any], kept: list[Any], map_key: str) -> tuple[Any, ...] | None:
         namespace, name, facets = dataset.get("namespace"), dataset.get("name"), dataset.get("facets")
         if type(namespace) is not str or type(name) is not str:
             return None
+        # The partition facet's presence (its content is kept as sent, not read) and the subset facet (read).
+        partition: Any = None
+        io = dataset.get(map_key)
+        if io:
+            if type(io) is not dict:
+                return None
+            if FACET_KEY in io:
+                partition = FACET_KEY
+            elif map_key != "facets" and (subset := io.get("subset")) is not None:
+                if not self.facets.holds(subset):
+                    return None
+                kept.append(subset)
+                partition = id(subset)
         if not isinstance(facets, dict):
-            return namespace, name
-        ids: list[int | None] = []
+            return namespace, name, partition
+        ids: list[Any] = [partition]
         for facet in (facets.get("symlinks"), facets.get("columnLineage")):
             if facet is None:
                 ids.append(None)

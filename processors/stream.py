@@ -45,6 +45,7 @@ from kafka_lineage.runtime.logs import bootstrap_logging
 from kafka_lineage.runtime.metrics import Metrics, pipeline_checks, start_endpoint
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.dead_letters import dead_letter
+from kafka_lineage.schemas.partitions import parse_patterns
 from kafka_lineage.schemas.wire import AvroCodec
 
 log = logging.getLogger(__name__)
@@ -148,7 +149,8 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
     core = ProcessorCore(AvroCodec("openlineage_event", fetch), runs, schemas, dedupe=dedupe,
                          window_seconds=settings.window_seconds, dedupe_ttl_seconds=settings.dedupe_ttl_seconds,
                          max_event_time_ahead_seconds=settings.max_event_time_ahead_seconds,
-                         aliases=parse_aliases(settings.aliases) if settings.aliases else None)
+                         aliases=parse_aliases(settings.aliases) if settings.aliases else None,
+                         partition_patterns=parse_patterns(settings.partition_patterns))
     normalized_codec = AvroCodec("normalized_event", fetch)
     dead_letter_codec = AvroCodec("dead_letter", fetch)
     stats = {"in": 0, "out": 0, "dead": 0, "duplicates": 0, "late": 0, "drift": 0}

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import yaml
 
+from kafka_lineage.schemas.partitions import parse_patterns
+
 REGISTRY_TIMEOUT_SECONDS = 10
 LOG_LEVEL_NAMES = ("crit", "error", "warn", "info", "debug")  # LINEAGE_LOG_LEVEL's values (Faust's names)
 
@@ -417,6 +419,9 @@ class ProcessorSettings:
     dedupe_ttl_seconds: float = 86_400.0
     max_event_time_ahead_seconds: float = 3600.0
     aliases: str = ""
+    # Where partition keys are read from dataset paths (schemas.partitions.parse_patterns: `default` = `hive;date`,
+    # `none`, or `;`-separated templates such as `<date:\d{8}>`); checked by the processor when it starts.
+    partition_patterns: str = "default"
     batch_size: int = 1000
     batch_seconds: float = 0.05
     data_dir: Path = Path(".lineage/processor")
@@ -436,12 +441,23 @@ class ProcessorSettings:
             dedupe_ttl_seconds=_positive(values, "LINEAGE_DEDUPE_TTL", 86_400.0),
             max_event_time_ahead_seconds=_positive(values, "LINEAGE_MAX_EVENT_TIME_AHEAD", 3600.0),
             aliases=values.get("LINEAGE_NAMESPACE_ALIASES", ""),
+            partition_patterns=_partition_patterns(values),
             batch_size=_count(values, "LINEAGE_PROCESSOR_BATCH", 1000),
             batch_seconds=_positive(values, "LINEAGE_PROCESSOR_BATCH_SECONDS", 0.05),
             data_dir=path_setting(values, "LINEAGE_PROCESSOR_DATA_DIR", state_dir(values) / "processor"),
             log_level=level,
             report_seconds=_positive(values, "LINEAGE_REPORT_SECONDS", 30.0),
         )
+
+
+def _partition_patterns(values: Mapping[str, str]) -> str:
+    """``LINEAGE_PARTITION_PATTERNS`` as given, refused at start (not per event) when it does not parse."""
+    text = values.get("LINEAGE_PARTITION_PATTERNS", "").strip() or "default"
+    try:
+        parse_patterns(text)
+    except ValueError as exc:
+        raise ConfigError(f"LINEAGE_PARTITION_PATTERNS: {exc}") from None
+    return text
 
 
 @dataclass(frozen=True)

@@ -191,9 +191,10 @@ class _Template:
     names: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class PathPatterns:
-    """Parsed ``LINEAGE_PARTITION_PATTERNS`` (hashable: it keys caches). Empty ``entries``: paths give no keys."""
+    """Parsed ``LINEAGE_PARTITION_PATTERNS``. Empty ``entries``: paths give no keys. Compared and hashed by identity
+    (it keys caches on every name, so hashing must cost nothing): parse once per process."""
 
     entries: tuple[str | _Template, ...] = ("hive", "date")
     text: str = "default"
@@ -313,10 +314,9 @@ def _partition_tail(segments: list[str], end: int, patterns: PathPatterns) -> tu
                 names = {name for name, _ in keys}
                 if len(keys) + len(new) > MAX_KEYS or any(name in names or not _valid_key(name, value)
                                                           for name, value in new):
-                    found = None
-                if found:
-                    keys, end = (*new, *keys), end - width
-                    break
+                    return -1, ()  # a repeated key (`t/date=1/date=2`) or too many: ambiguous, strip nothing
+                keys, end = (*new, *keys), end - width
+                break
         else:
             break
     return end, keys
@@ -371,6 +371,6 @@ def split_partition(namespace: str, name: str, patterns: PathPatterns = DEFAULT_
     if not keys and len(segments) > 2 and _looks_like_file(segments[-1]):
         end, keys = _partition_tail(segments, len(segments) - 1, patterns)
         file = segments[-1]
-    if not keys or end == 0:
-        return None  # no partition, or nothing but partitions: no table root to name
+    if not keys or end <= 0:
+        return None  # no partition, nothing but partitions (no table root to name), or ambiguous
     return PathPartition(leading + "/".join(segments[:end]), keys, file)
