@@ -268,6 +268,112 @@ def _column_lineage(args: argparse.Namespace, direction: str) -> int:
     return 0
 
 
+# `lineage ready` exit codes, for schedulers: ready, not ready (what is missing is named), the question itself is
+# wrong (bad key, unknown dataset: retrying will not help), the graph could not answer (retry later).
+READY, NOT_READY, BAD_QUESTION, NO_ANSWER = 0, 1, 2, 3
+
+
+def _bad_question(message: str, hints: list[str] | None = None) -> int:
+    print(f"lineage: {shown(message)}", file=sys.stderr)
+    if hints:
+        print("  closest existing: " + "; ".join(shown(hint) for hint in hints), file=sys.stderr)
+    return BAD_QUESTION
+
+
+def _unknown_dataset(driver: Any, namespace: str, name: str) -> int:
+    from kafka_lineage.sinks.graph.queries import closest_datasets
+
+    return _bad_question(f"not found in the graph: dataset {namespace} {name}",
+                         [f"{ns} {nm}" for ns, nm in closest_datasets(driver, namespace, name)])
+
+
+def cmd_ready(args: argparse.Namespace) -> int:
+    from kafka_lineage.sinks.graph.partitions import UnknownDataset, ready
+    from kafka_lineage.sinks.graph.sink import driver_for
+
+    try:
+        with driver_for(ClientSettings.from_env()) as driver:
+            try:
+                ok, missing, _ = ready(driver, args.namespace, args.name, args.key)
+            except UnknownDataset:
+                return _unknown_dataset(driver, args.namespace, args.name)
+    except ValueError as exc:
+        return _bad_question(f"--key: {exc}")
+    except Exception as exc:  # Neo4j unreachable or too slow: not an answer, the caller retries
+        if not _is_neo4j_error(exc):
+            raise
+        print(f"lineage: Neo4j could not answer: {shown(getattr(exc, 'message', None) or exc)}", file=sys.stderr)
+        return NO_ANSWER
+    if args.json:
+        print(json.dumps({"ready": ok, "missing": missing}, indent=2))
+    elif ok:
+        print(f"ready: {shown(args.namespace)} {shown(args.name)} {shown(args.key)}")
+    else:
+        print(f"not ready: {shown(args.namespace)} {shown(args.name)} {shown(args.key)}")
+        for item in missing:
+            print(f"  {item['role']:9} {shown(item['namespace'])} {shown(item['name'])} {shown(item['key'])}: "
+                  f"{item['state'] or 'UNKNOWN'}{' — ' + shown(item['reason']) if item['reason'] else ''}")
+    return READY if ok else NOT_READY
+
+
+def cmd_partitions(args: argparse.Namespace) -> int:
+    from kafka_lineage.sinks.graph.partitions import UnknownDataset, dataset_partitions
+    from kafka_lineage.sinks.graph.sink import driver_for
+
+    try:
+        with driver_for(ClientSettings.from_env()) as driver:
+            try:
+                found = dataset_partitions(driver, args.namespace, args.name, args.key, args.state, args.limit)
+            except UnknownDataset:
+                return _unknown_dataset(driver, args.namespace, args.name)
+    except ValueError as exc:
+        return _bad_question(f"--key: {exc}")
+    if args.json:
+        print(json.dumps([status.as_dict(versions=args.runs) for status in found], indent=2))
+        return 0
+    print(f"{len(found)} partitions of {shown(args.namespace)} {shown(args.name)}")
+    for status in found:
+        latest = status.latest
+        rows = "" if latest is None or latest.version.row_count is None else f"  rows {latest.version.row_count}"
+        run = "" if latest is None else f"  v{latest.number}/{status.facts.version_count} run {latest.version.run_id}"
+        job = "" if latest is None or latest.version.job is None else f" ({shown(latest.version.job[1])})"
+        reason = f"  — {shown(status.reason)}" if status.reason and status.state != "SUCCESS" else ""
+        print(f"  {shown(status.facts.key):32} {status.state or 'UNKNOWN':8}{run}{job}{rows}{reason}")
+        if args.runs:
+            for version in reversed(status.versions):
+                v = version.version
+                print(f"      v{version.number} {version.state:8} run {v.run_id} {v.run_state or '-'} "
+                      f"{v.start or '-'} → {v.end or '-'}"
+                      + (f" rows {v.row_count}" if v.row_count is not None else "")
+                      + (f" failed: {', '.join(v.failed)}" if v.failed else ""))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from kafka_lineage.sinks.graph.partitions import run_partitions
+    from kafka_lineage.sinks.graph.sink import driver_for
+
+    with driver_for(ClientSettings.from_env()) as driver:
+        found = run_partitions(driver, args.run_id)
+    if not found.found:
+        return _bad_question(f"not found in the graph: run {args.run_id}")
+    if args.json:
+        print(json.dumps({"runId": args.run_id, "state": found.state,
+                          "job": {"namespace": found.job[0], "name": found.job[1]} if found.job else None,
+                          "wrote": found.wrote, "read": found.read}, indent=2))
+        return 0
+    job = f" of job {shown(found.job[0])} {shown(found.job[1])}" if found.job else ""
+    print(f"run {args.run_id}{job}: {found.state or '-'}")
+    print(f"  wrote {len(found.wrote)} partitions")
+    for w in found.wrote:
+        print(f"    {shown(w['namespace'])} {shown(w['name'])} {shown(w['key'])}: v{w.get('version', '?')} "
+              f"{w.get('state', '-')}" + (f" rows {w['rowCount']}" if w.get("rowCount") is not None else ""))
+    print(f"  read {len(found.read)} partitions")
+    for r in found.read:
+        print(f"    {shown(r['namespace'])} {shown(r['name'])} {shown(r['key'])}: {r['state'] or 'UNKNOWN'}")
+    return 0
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from kafka_lineage.replay.local import progress_bar, replay
 
@@ -447,6 +553,29 @@ def build_parser() -> argparse.ArgumentParser:
                            help="svg/html: a picture written to --output (default .lineage/pictures/)")
         query.add_argument("--output", help="where the svg/html picture goes")
         query.set_defaults(handler=cmd_impact)
+
+    partitions = sub.add_parser("partitions", help="a dataset's partitions: state, versions, rows, quality, writer")
+    partitions.add_argument("namespace", help="dataset namespace (the table root's), e.g. s3://lake")
+    partitions.add_argument("name", help="dataset name (the table root), e.g. events")
+    partitions.add_argument("--key", help="only partitions holding these keys, e.g. date=2025-12-24")
+    partitions.add_argument("--state", choices=["RUNNING", "SUCCESS", "FAILED", "STALE"], help="only in this state")
+    partitions.add_argument("--runs", action="store_true", help="every version: the runs that wrote the partition")
+    partitions.add_argument("--limit", type=int, default=1000, help="at most this many partitions (default 1000)")
+    partitions.add_argument("--json", action="store_true", help="machine-readable output")
+    partitions.set_defaults(handler=cmd_partitions)
+
+    ready = sub.add_parser("ready", help="is a partition complete and good, and what it was built from? exit 0 "
+                                         "ready, 1 not ready, 2 bad key or unknown dataset, 3 no answer (retry)")
+    ready.add_argument("namespace", help="dataset namespace, e.g. s3://lake")
+    ready.add_argument("name", help="dataset name (the table root), e.g. events")
+    ready.add_argument("--key", required=True, help="the partition, e.g. date=2025-12-24 or date=2025-12-24/region=eu")
+    ready.add_argument("--json", action="store_true", help='{"ready": …, "missing": […]}')
+    ready.set_defaults(handler=cmd_ready)
+
+    run = sub.add_parser("run", help="the partitions a run wrote (its versions, their states) and read")
+    run.add_argument("run_id")
+    run.add_argument("--json", action="store_true", help="machine-readable output")
+    run.set_defaults(handler=cmd_run)
 
     replay = sub.add_parser("replay", help="rebuild the graph (or repair a time window) from openlineage.events")
     replay.add_argument("--from", dest="from_", default="earliest", help="earliest (default) or an ISO time")
