@@ -1,9 +1,12 @@
 """``lineage replay``: rebuild (``--fresh``) or repair a time window of the graph from ``openlineage.events``.
 
 The raw topic is the source of truth. Replay reads it with a consumer of its own (no group offsets are touched),
-between the offsets of ``--from`` and ``--to`` (by record timestamp; default: the end offsets when replay starts),
 decodes, validates and normalizes every record with the same processor core as ``lineage processor`` and writes
-the result with the graph sink's statements. Because those statements are idempotent and order independent, a
+the events whose **eventTime** lies in ``--from``..``--to`` with the graph sink's statements. Kafka time is only the
+coarse index to seek by: no accepted event is stamped more than the processor's future bound
+(``LINEAGE_MAX_EVENT_TIME_AHEAD``) ahead of its record, so reading starts at the first record at or after ``--from``
+minus that bound; a late event (an old eventTime published later) can sit anywhere after, so reading goes on to the
+topic's end offsets when replay starts. Because those statements are idempotent and order independent, a
 rebuilt graph has the same fingerprint as the live one, and a window replayed onto the live graph repairs what is
 missing without duplicating anything. For the same reason replay skips the processor's dedupe, hold-back window and
 drift state (``ProcessorCore.normalize``): they would not change the graph, only cost time. Schema-drift alerts are
@@ -30,16 +33,53 @@ from kafka_lineage.runtime.config import ClientSettings, ProcessorSettings
 from kafka_lineage.runtime.kafka_io import end_offsets, reading_consumer
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.wire import AvroCodec
-from kafka_lineage.sinks.graph.model import graph_batch, statements
+from kafka_lineage.sinks.graph.model import graph_batch, statements, utc_time
 from kafka_lineage.sinks.graph.sink import driver_for, ensure_constraints, write_statements
+
+# Replay without the processor's settings: no namespace aliases, the default future-eventTime bound.
+DEFAULT_PROCESSING = ProcessorSettings()
+DEFAULT_AHEAD_SECONDS = DEFAULT_PROCESSING.max_event_time_ahead_seconds
 
 
 @dataclass
 class ReplayReport:
-    records: int = 0
+    records: int = 0  # records replayed: in the window, or without a readable eventTime (dead letters)
     written: int = 0
     dead_letters: int = 0
     seconds: float = 0.0
+    scanned: int = 0  # records read, the window's and the others
+
+
+@dataclass(frozen=True)
+class EventWindow:
+    """``--from``..``--to`` by eventTime, both ends included; None: open on that side."""
+
+    start: str | None = None  # UTC, as sinks.graph.model.utc_time spells it (sortable as text)
+    end: str | None = None
+
+    @classmethod
+    def parse(cls, start: str | None, end: str | None) -> EventWindow:
+        return cls(*(_utc_bound(text, option) for text, option in ((start, "--from"), (end, "--to"))))
+
+    @property
+    def whole(self) -> bool:
+        return self.start is None and self.end is None
+
+    def holds(self, event: dict[str, Any]) -> bool:
+        moment = utc_time(event.get("eventTime"))
+        if moment is None:  # validation makes this rare; such an event is replayed rather than lost
+            return True
+        return (self.start is None or moment >= self.start) and (self.end is None or moment <= self.end)
+
+
+ALL_TIME = EventWindow()
+
+
+def _utc_bound(text: str | None, option: str) -> str | None:
+    if text is None or text == "earliest":
+        return None
+    parse_moment(text, option)  # the same check and message as the offsets' moment
+    return utc_time(text.replace("Z", "+00:00"))
 
 
 def parse_moment(text: str | None, option: str) -> int | None:
@@ -80,25 +120,26 @@ def _offsets(consumer: Consumer, topic: str, moment: int | None, default: Callab
     return {tp.partition: (tp.offset if tp.offset >= 0 else high[tp.partition]) for tp in found}
 
 
-def offset_range(clients: ClientSettings, start: str | None, end: str | None) -> tuple[dict[int, int], dict[int, int]]:
-    """(first offset, end offset) per partition of the events topic for ``--from``/``--to`` (by record timestamp;
-    ``--to`` defaults to the end offsets now). A first offset may be ``OFFSET_BEGINNING``; partitions with nothing in
-    range are left out."""
-    from_ms, to_ms = parse_moment(start, "--from"), parse_moment(end, "--to")
+def offset_range(clients: ClientSettings, start: str | None, end: str | None,
+                 ahead_seconds: float = DEFAULT_AHEAD_SECONDS) -> tuple[dict[int, int], dict[int, int]]:
+    """(first offset, end offset) per partition of the events topic that can hold events with an eventTime in
+    ``--from``..``--to``: from the first record at or after ``--from`` minus ``ahead_seconds`` (by record timestamp)
+    to the end offsets now. A first offset may be ``OFFSET_BEGINNING``; partitions with nothing to read are left
+    out."""
+    from_ms = parse_moment(start, "--from")
+    parse_moment(end, "--to")  # checked here too: a bad --to fails before anything is read
+    if from_ms is not None:
+        from_ms = max(from_ms - int(ahead_seconds * 1000), 0)
     topic = clients.events_topic
     consumer = reading_consumer(clients, "lineage-replay")
     try:
         high = end_offsets(consumer, topic)
-        ends = _offsets(consumer, topic, to_ms, lambda p: high[p], high)
+        ends = dict(high)
         begins = _offsets(consumer, topic, from_ms, lambda _p: OFFSET_BEGINNING, high)
     finally:
         consumer.close()
     wanted = {p for p in ends if ends[p] > max(begins[p], 0)}
     return {p: begins[p] for p in wanted}, {p: ends[p] for p in wanted}
-
-
-# Replay without the processor's settings: no namespace aliases, the default future-eventTime bound.
-DEFAULT_PROCESSING = ProcessorSettings()
 
 
 def replay_core(clients: ClientSettings, settings: ProcessorSettings) -> ProcessorCore:
@@ -133,17 +174,23 @@ def _batches(consumer: Consumer, topic: str, begins: dict[int, int], ends: dict[
 
 def replay_ranges(clients: ClientSettings, driver: Driver, begins: dict[int, int], ends: dict[int, int], *,
                   batch_size: int, report: ReplayReport, processing: ProcessorSettings = DEFAULT_PROCESSING,
-                  progress: Callable[[ReplayReport, int], None] | None = None) -> None:
-    """Partitions' offset ranges → processor core → graph. Partitions are independent (a run's events share a key),
-    so any split of them over processes (Spark tasks) builds the same graph as one pass over all."""
+                  progress: Callable[[ReplayReport, int], None] | None = None,
+                  window: EventWindow = ALL_TIME) -> None:
+    """Partitions' offset ranges → processor core → the events in ``window`` → graph. Partitions are independent (a
+    run's events share a key), so any split of them over processes (Spark tasks) builds the same graph as one pass
+    over all."""
     core = replay_core(clients, processing)
     total = sum(ends[p] - max(begins[p], 0) for p in ends)
     consumer = reading_consumer(clients, "lineage-replay")
     try:
         with PipelinedWriter(driver) as writer:
             for batch in _batches(consumer, clients.events_topic, begins, ends, batch_size):
-                report.records += len(batch)
-                writer.write(*core.normalize(batch), report)
+                report.scanned += len(batch)
+                events, output = core.normalize(batch)
+                if not window.whole:
+                    events = [event for event in events if window.holds(event)]
+                report.records += len(events) + len(output.dead_letters)
+                writer.write(events, output, report)
                 if progress:
                     progress(report, total)
     finally:
@@ -173,11 +220,12 @@ def first_offsets(clients: ClientSettings, begins: dict[int, int]) -> dict[int, 
 
 
 def prepare_replay(clients: ClientSettings, start: str | None, end: str | None, fresh: bool,
-                   allow_partial_history: bool = False) -> tuple[dict[int, int], dict[int, int]]:
+                   allow_partial_history: bool = False, ahead_seconds: float = DEFAULT_AHEAD_SECONDS
+                   ) -> tuple[dict[int, int], dict[int, int]]:
     """The offset range to replay (``offset_range``), after emptying the graph (``fresh``) and ensuring its
     constraints: what both engines do before reading. A fresh rebuild that would not start at offset 0 of every
     partition raises ``PartialHistory`` before touching the graph, unless ``allow_partial_history``."""
-    begins, ends = offset_range(clients, start, end)
+    begins, ends = offset_range(clients, start, end, ahead_seconds)
     if fresh and not allow_partial_history:
         missing = missing_history(first_offsets(clients, begins))
         if missing:
@@ -199,10 +247,11 @@ def replay(clients: ClientSettings, *, start: str | None = "earliest", end: str 
            processing: ProcessorSettings = DEFAULT_PROCESSING) -> ReplayReport:
     report = ReplayReport()
     started = time.monotonic()
-    begins, ends = prepare_replay(clients, start, end, fresh, allow_partial_history)
+    begins, ends = prepare_replay(clients, start, end, fresh, allow_partial_history,
+                                  processing.max_event_time_ahead_seconds)
     with driver_for(clients) as driver:
         replay_ranges(clients, driver, begins, ends, batch_size=batch_size, report=report,
-                      processing=processing, progress=progress)
+                      processing=processing, progress=progress, window=EventWindow.parse(start, end))
     report.seconds = time.monotonic() - started
     return report
 

@@ -1,9 +1,9 @@
 """``lineage replay --engine spark``: the rebuild of ``lineage replay`` as a PySpark batch job, for topics one machine
 cannot replay fast enough.
 
-The driver computes the offset range of every partition of the events topic (``--from``/``--to``, as the local
-replay does) and makes each partition's range one Spark task. A task reads its range with confluent-kafka, runs the
-same pure processing as the local replay — a fresh ``ProcessorCore``: decode the Confluent-framed Avro through the
+The driver computes the offset range of every partition of the events topic (for the eventTime window
+``--from``/``--to``, as the local replay does; tasks keep the window's events) and makes each partition's range one
+Spark task. A task reads its range with confluent-kafka, runs the same pure processing as the local replay — a fresh ``ProcessorCore``: decode the Confluent-framed Avro through the
 registry, validate, dedupe, reorder, normalize — and writes with the graph sink's idempotent, order-independent
 statements. Processor state is per run and a run's events share a key, hence a partition: partitions are
 independent, so the graph is the one the local replay builds (same fingerprint) whichever executor runs which task.
@@ -22,7 +22,14 @@ import sys
 import time
 from collections.abc import Iterable, Iterator
 
-from kafka_lineage.replay.local import DEFAULT_PROCESSING, ReplayReport, prepare_replay, replay_ranges
+from kafka_lineage.replay.local import (
+    ALL_TIME,
+    DEFAULT_PROCESSING,
+    EventWindow,
+    ReplayReport,
+    prepare_replay,
+    replay_ranges,
+)
 from kafka_lineage.runtime.config import ClientSettings, ProcessorSettings
 from kafka_lineage.runtime.gc_tuning import tune_gc
 from kafka_lineage.sinks.graph.sink import driver_for
@@ -31,7 +38,7 @@ Counts = tuple[int, int, int]  # records, written, dead letters
 
 
 def replay_task(clients: ClientSettings, processing: ProcessorSettings, batch_size: int,
-                ranges: Iterable[tuple[int, int, int]]) -> Iterator[Counts]:
+                ranges: Iterable[tuple[int, int, int]], window: EventWindow = ALL_TIME) -> Iterator[Counts]:
     """One Spark task: its partitions' ``(partition, first offset, end offset)`` ranges → the graph; yields counts."""
     ranges = list(ranges)
     report = ReplayReport()
@@ -39,7 +46,7 @@ def replay_task(clients: ClientSettings, processing: ProcessorSettings, batch_si
         tune_gc()  # an executor's Python worker runs the replay loop like the local engine's process
         with driver_for(clients) as driver:
             replay_ranges(clients, driver, {p: first for p, first, _ in ranges}, {p: end for p, _, end in ranges},
-                          batch_size=batch_size, report=report, processing=processing)
+                          batch_size=batch_size, report=report, processing=processing, window=window)
     yield report.records, report.written, report.dead_letters
 
 
@@ -50,7 +57,9 @@ def replay_on_spark(clients: ClientSettings, *, start: str | None = "earliest", 
     from pyspark.sql import SparkSession
 
     started = time.monotonic()
-    begins, ends = prepare_replay(clients, start, end, fresh, allow_partial_history)
+    begins, ends = prepare_replay(clients, start, end, fresh, allow_partial_history,
+                                  processing.max_event_time_ahead_seconds)
+    window = EventWindow.parse(start, end)
     report = ReplayReport()
     if ends:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # local executors must import this package too
@@ -61,7 +70,7 @@ def replay_on_spark(clients: ClientSettings, *, start: str | None = "earliest", 
             ranges = [(p, begins[p], ends[p]) for p in sorted(ends)]
 
             def task(partition_ranges: Iterable[tuple[int, int, int]]) -> Iterator[Counts]:
-                return replay_task(clients, processing, batch_size, partition_ranges)
+                return replay_task(clients, processing, batch_size, partition_ranges, window)
 
             counts = spark.sparkContext.parallelize(ranges, len(ranges)).mapPartitions(task).collect()
         finally:

@@ -6,9 +6,7 @@ import os
 import random
 import subprocess
 import sys
-import time
 import uuid
-from datetime import UTC, datetime
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -38,16 +36,16 @@ def _dataset(name: str, fields: list[str], sources: list[str] = ()) -> dict:
     return {"namespace": "s3a://lake", "name": name, "facets": facets}
 
 
-def _runs(namespace: str, count: int, first: int) -> list[dict]:
+def _runs(namespace: str, count: int, first: int, hour: int = 12) -> list[dict]:
     """``count`` runs of a chain of jobs (t{i} → job-{i} → t{i+1}), with column lineage, a repeated START and
-    a COMPLETE published before its START."""
+    a COMPLETE published before its START; event times in ``hour`` of 2024-05-01."""
     events = []
     for i in range(first, first + count):
         run = {"runId": str(uuid.uuid4())}
         inputs = [_dataset(f"{namespace}/t{i}", ["id", "amount"])]
         outputs = [_dataset(f"{namespace}/t{i + 1}", ["id", "amount"], [f"{namespace}/t{i}"])]
         job = {"namespace": namespace, "name": f"job-{i}"}
-        start, complete = ({"eventType": kind, "eventTime": f"2024-05-01T12:00:{i % 50 + second:02d}Z",
+        start, complete = ({"eventType": kind, "eventTime": f"2024-05-01T{hour:02d}:00:{i % 50 + second:02d}Z",
                             "producer": PRODUCER, "schemaURL": RUN_EVENT, "run": run, "job": job,
                             "inputs": inputs, "outputs": outputs} for kind, second in (("START", 0), ("COMPLETE", 5)))
         events += [complete, start, start] if i % 3 == 0 else [start, complete]
@@ -69,21 +67,14 @@ def _publish(settings: ClientSettings, events: list[dict]) -> None:
         publisher.close()
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
-def test_a_replayed_time_window_repairs_exactly_that_window(clients: ClientSettings, replay_topic: dict) -> None:
+def test_a_replayed_event_time_window_repairs_exactly_that_window(clients: ClientSettings,
+                                                                    replay_topic: dict) -> None:
     settings = ClientSettings.from_env({**os.environ, **replay_topic})
     namespace = f"replay-{uuid.uuid4().hex[:6]}"
-    before, window, after = _runs(namespace, 4, 0), _runs(namespace, 4, 4), _runs(namespace, 4, 8)
-    _publish(settings, before)
-    time.sleep(1.5)
-    window_start = _now()
+    before, window, after = _runs(namespace, 4, 0, 10), _runs(namespace, 4, 4, 12), _runs(namespace, 4, 8, 14)
+    # The window's events arrive last, after later ones: replay selects by eventTime, not by Kafka time.
+    _publish(settings, before + after)
     _publish(settings, window)
-    time.sleep(1.5)
-    window_end = _now()
-    _publish(settings, after)
     full = lineage("replay", "--fresh", "--yes", env=replay_topic)
     assert "replayed 28 records" in full.stdout and "28 events written" in full.stdout, full.stdout
     with driver_for(settings) as driver:
@@ -92,8 +83,9 @@ def test_a_replayed_time_window_repairs_exactly_that_window(clients: ClientSetti
             session.run("MATCH (j:Job {namespace: $ns}) WHERE j.name IN ['job-4', 'job-5', 'job-6', 'job-7'] "
                         "OPTIONAL MATCH (r:Run)-[:OF_JOB]->(j) DETACH DELETE r, j", ns=namespace).consume()
         assert graph_fingerprint(driver) != complete
-    repair = lineage("replay", "--from", window_start, "--to", window_end, env=replay_topic)
-    assert "replayed 9 records" in repair.stdout, repair.stdout  # the window's records only
+    repair = lineage("replay", "--from", "2024-05-01T11:00:00Z", "--to", "2024-05-01T13:00:00+00:00",
+                     env=replay_topic)
+    assert "replayed 9 records" in repair.stdout, repair.stdout  # the window's events only
     with driver_for(settings) as driver:
         assert graph_fingerprint(driver) == complete
 
