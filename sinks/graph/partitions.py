@@ -17,8 +17,12 @@ event or a repeat can only give the state the whole set of events gives (pure fu
   reported on that output and those of any run that read the partition while this version was the latest (a check
   task). A failure is kept (sets union), so a version once FAILED stays FAILED, and SUCCESS only moves to FAILED.
 - **Markers** count for a version when its writing run reported it on the output, or a marker report's time falls
-  between the version's start and the next version's start (a rewrite replaces the files). A partition no run
-  wrote is SUCCESS once a marker was reported (data landed by a process that sends no lineage), else unknown.
+  between the version's start and the next version's start (a rewrite replaces the files). The dataset's
+  ``requiredMarker`` is its producer's rule, sent on every report of its partitions (a COMPLETE read before any
+  report carried it counts as not requiring one).
+- A partition no run wrote has no state; with a marker reported it is ``landed`` (written by a process that sends
+  no lineage), which satisfies ``ready`` as an upstream partition but never as the partition asked about: a marker
+  report may arrive before the writing run's events, and ready must not answer yes on that.
 - **STALE**: the latest version is SUCCESS but an upstream partition its run READ got a version after the read (a
   writing run other than the reader that ended — or, still running, started — after the reader's start).
 - **ready**: the partition's latest version is SUCCESS and not STALE, and so is every partition its run read.
@@ -115,10 +119,11 @@ class VersionStatus:
 @dataclass(frozen=True)
 class PartitionStatus:
     facts: PartitionFacts
-    state: str | None  # None: no run wrote it and no marker was reported
+    state: str | None  # None: no run wrote it
     reason: str | None
     stale: tuple[str, ...]  # why it is stale (upstream partitions rewritten after the read)
     versions: tuple[VersionStatus, ...]
+    landed: bool = False  # no run wrote it, but its marker was reported
 
     @property
     def latest(self) -> VersionStatus | None:
@@ -128,7 +133,8 @@ class PartitionStatus:
         f = self.facts
         body: dict[str, Any] = {
             "namespace": f.namespace, "name": f.name, "key": f.key,
-            "state": self.state, "reason": self.reason, "stale": bool(self.stale), "staleBecause": list(self.stale),
+            "state": self.state, "reason": self.reason, "landed": self.landed, "stale": bool(self.stale),
+            "staleBecause": list(self.stale),
             "versionCount": f.version_count, "requiredMarker": f.required_marker,
             "latest": self.latest.as_dict() if self.latest else None,
             "upstream": [{"namespace": u.namespace, "name": u.name, "key": u.key, "readAt": at}
@@ -199,7 +205,7 @@ def partition_status(facts: PartitionFacts) -> PartitionStatus:
     if not statuses:
         wanted = facts.required_marker
         if any(wanted is None or name == wanted for _, name in facts.markers):
-            return PartitionStatus(facts, "SUCCESS", "marker reported; no run wrote it", (), ())
+            return PartitionStatus(facts, None, "no run wrote it; its marker was reported", (), (), landed=True)
         return PartitionStatus(facts, None, "no run wrote it and no marker was reported", (), ())
     latest = statuses[-1]
     stale = _stale(facts, latest.version) if latest.state == "SUCCESS" else ()
@@ -216,7 +222,8 @@ def _missing(status: PartitionStatus, role: str) -> dict[str, Any]:
 
 def readiness(partitions: Sequence[PartitionFacts]) -> tuple[bool, list[dict[str, Any]]]:
     """Ready when there is a partition, each is SUCCESS (not STALE) and so is every upstream partition its latest
-    version's run read; otherwise the list of what is missing or failed (``role``: partition or upstream)."""
+    version's run read (or that upstream partition is ``landed``); otherwise the list of what is missing or failed
+    (``role``: partition or upstream)."""
     missing: list[dict[str, Any]] = []
     for facts in partitions:
         status = partition_status(facts)
@@ -224,7 +231,7 @@ def readiness(partitions: Sequence[PartitionFacts]) -> tuple[bool, list[dict[str
             missing.append(_missing(status, "partition"))
         for _, upstream in facts.reads:
             up = partition_status(upstream)
-            if up.state != "SUCCESS":
+            if up.state != "SUCCESS" and not up.landed:
                 missing.append(_missing(up, "upstream"))
     return bool(partitions) and not missing, missing
 
