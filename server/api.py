@@ -13,7 +13,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import unquote
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
@@ -46,6 +46,9 @@ SearchText = Annotated[str, Query(min_length=1, max_length=1024, description="co
                                   "run of characters, _ one character")]
 Depth = Annotated[int, Query(ge=1, description="jobs deep (capped at LINEAGE_SERVER_MAX_DEPTH, and then the answer "
                                                "is flagged truncated)")]
+PartitionKey = Annotated[str | None, Query(max_length=40_000, description="name=value pairs a partition holds, "
+                                                                        "e.g. date=2025-12-24 or date=…/region=eu")]
+PartitionState = Annotated[Literal["RUNNING", "SUCCESS", "FAILED", "STALE"] | None, Query()]
 AsOf = Annotated[str | None, Query(description="ISO-8601 time: the lineage as it was then (edges an event had "
                                                "carried by that time)")]
 
@@ -353,6 +356,44 @@ def create_app(store: GraphStore, settings: ServerSettings, metrics: Metrics | N
         for item in runs["quality"]:
             _decode_quality(item)
         return runs
+
+    @app.get("/api/v2/datasets/{namespace}/{dataset}/partitions", dependencies=api, tags=["Partitions"])
+    def partitions(namespace: str, dataset: str, key: PartitionKey = None, state: PartitionState = None,
+                   versions: bool = False, limit: Limit = 1000) -> JSONResponse:
+        """The dataset's partitions by key (those holding every ``name=value`` pair of ``key``; in ``state``), each
+        with its state (RUNNING, SUCCESS, FAILED, STALE; null when no run wrote it), the reason, version count, the
+        latest version (writing run and job, times, rows, bytes, marker, assertions, data-quality metrics) and the
+        upstream partitions that version's run read; ``versions=true`` adds every version (the runs that wrote it)."""
+        ns, name = _segment(namespace), _segment(dataset)
+        try:
+            found = store.partitions(ns, name, key, state, capped(limit, settings.max_results))
+        except ValueError as exc:
+            raise HTTPException(400, f"key: {exc}") from None
+        return JSONResponse({"dataset": {"namespace": ns, "name": name},
+                             "partitions": [status.as_dict(versions) for status in found]})
+
+    @app.get("/api/v2/datasets/{namespace}/{dataset}/partitions/ready", dependencies=api, tags=["Partitions"])
+    def partition_ready(namespace: str, dataset: str, key: Annotated[str, Query(
+            min_length=1, max_length=40_000, description="the partition, e.g. date=2025-12-24; pairs a partition "
+                                                         "holds name all such partitions")]) -> JSONResponse:
+        """What `lineage ready` answers, always 200 for a known dataset: ``{"ready": bool, "missing": [{"role":
+        "partition"|"upstream", "namespace", "name", "key", "state", "reason"}]}``. Ready when the partition's
+        latest version is SUCCESS and not STALE and so is every upstream partition it was built from. 400: a
+        malformed key; 404: an unknown dataset."""
+        ns, name = _segment(namespace), _segment(dataset)
+        try:
+            ok, missing = store.ready(ns, name, key)
+        except ValueError as exc:
+            raise HTTPException(400, f"key: {exc}") from None
+        return JSONResponse({"dataset": {"namespace": ns, "name": name}, "key": key, "ready": ok, "missing": missing})
+
+    @app.get("/api/v2/runs/{run_id}/partitions", dependencies=api, tags=["Runs"])
+    def run_partitions(run_id: str) -> JSONResponse:
+        """The partitions a run wrote (its version of each, with that version's state) and read (their state)."""
+        found = store.run_partitions(_segment(run_id))
+        return JSONResponse({"runId": _segment(run_id), "state": found.state,
+                             "job": {"namespace": found.job[0], "name": found.job[1]} if found.job else None,
+                             "wrote": found.wrote, "read": found.read})
 
     @app.get("/api/v2/runs/{run_id}", dependencies=api, tags=["Runs"])
     def run_detail(run_id: str) -> dict[str, Any]:

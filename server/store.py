@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +17,7 @@ from neo4j import Driver, Query, RoutingControl
 from neo4j.exceptions import ClientError
 
 from kafka_lineage.server.node_ids import NodeId
+from kafka_lineage.sinks.graph import partitions as partition_reads
 from kafka_lineage.sinks.graph.model import stored_key
 from kafka_lineage.sinks.graph.queries import MAX_ALIAS_LINKS, aliases_of, field_aliases_of, known
 
@@ -378,6 +379,33 @@ class GraphStore:
         for key, fields_json in self._read(_FIELD_TYPES, datasets=keys):
             types[(key[0], key[1])] = dict(_typed_paths(schema_fields(fields_json)))
         return types
+
+    # --- partitions (sinks/graph/partitions.py computes the states) -----------------------------------------------
+    def _partitions(self, question: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return question(self.driver, *args, timeout=self.timeout, **kwargs)
+        except partition_reads.UnknownDataset as exc:
+            raise NotFound(str(exc)) from None
+        except ClientError as exc:
+            if "TransactionTimedOut" in (exc.code or ""):
+                raise QueryTimeout(f"the question took longer than {self.timeout:g} s") from exc
+            raise
+
+    def partitions(self, namespace: str, name: str, key: str | None, state: str | None, limit: int
+                   ) -> list[partition_reads.PartitionStatus]:
+        """The dataset's partitions (holding every pair of ``key``; in ``state``) by key; ValueError: bad key."""
+        return self._partitions(partition_reads.dataset_partitions, namespace, name, key, state, limit)
+
+    def ready(self, namespace: str, name: str, key: str) -> tuple[bool, list[dict[str, Any]]]:
+        """(ready, what is missing) of the partition ``key``; ValueError: a malformed key."""
+        ok, missing, _ = self._partitions(partition_reads.ready, namespace, name, key)
+        return ok, missing
+
+    def run_partitions(self, run_id: str) -> partition_reads.RunPartitions:
+        found = self._partitions(partition_reads.run_partitions, run_id)
+        if not found.found:
+            raise NotFound(f"run {run_id} is not in the graph")
+        return found
 
     # --- graphs -------------------------------------------------------------------------------------------------
     def neighbourhood(self, kind: str, namespace: str, name: str, depth: int, limit: int,
