@@ -15,7 +15,7 @@ import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from kafka_lineage.runtime.kafka_io import AckingProducer, end_offsets, prepare_
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import event_to_record
 from kafka_lineage.schemas.wire import AvroCodec
+from kafka_lineage.sinks.graph import partitions as partition_reads
 from kafka_lineage.sinks.graph.queries import field_lineage, impact, traverse, upstream
 from kafka_lineage.sinks.graph.sink import driver_for, ensure_constraints
 from kafka_lineage_devtools.processes import (
@@ -538,6 +539,149 @@ def bench_replay(settings: ClientSettings, count: int) -> dict[str, Any]:
         results[engine] = {"events": count, "events_per_s": report.records / report.seconds,
                            "seconds": report.seconds, "written": report.written}
     return results
+
+
+# --- partitions (issue 22): `lineage ready` on a graph of ~1 M partitions ------------------------------------------
+PARTITION_DAYS = 365
+PARTITION_LAYERS = 10
+
+
+def _partition_datasets(datasets: int) -> list[list[Any]]:
+    """[dataset, layer, [upstream datasets]]: ``PARTITION_LAYERS`` layers, each dataset below the first reading two
+    datasets of the layer above (the same day's partitions)."""
+    width = max(2, datasets // PARTITION_LAYERS)
+    rows = []
+    for index in range(datasets):
+        layer, slot = divmod(index, width)
+        above = (layer - 1) * width
+        upstream = [] if layer == 0 else sorted({above + slot, above + (slot * 7 + 1) % width})
+        rows.append([index, layer, upstream])
+    return rows
+
+
+# One writing run per (dataset, day) — its Run, Partition, PartitionVersion and edges as the sink writes them; a run
+# in 97 fails. Times: day k at the dataset's layer hour, so downstream runs start after their upstream ones ended.
+_DAY_TIME = "toString(date('2024-01-01') + duration({days: k}))"
+_BUILD_PARTITIONS = (
+    "UNWIND $rows AS row MERGE (d:Dataset {namespace: $ns, name: 'd-' + toString(row[0])}) "
+    "MERGE (j:Job {namespace: $ns, name: 'job-' + toString(row[0])}) WITH d, j, row "
+    "UNWIND range(0, $days - 1) AS k WITH d, j, row, k, " + _DAY_TIME + " AS day, "
+    "right('0' + toString(row[1]), 2) AS hour "
+    "CREATE (p:Partition {namespace: $ns, name: d.name, key: 'date=' + day}) "
+    "CREATE (v:PartitionVersion {namespace: $ns, name: d.name, key: 'date=' + day, "
+    "runId: $ns + '-' + toString(row[0]) + '-' + toString(k)}) "
+    "CREATE (r:Run {runId: v.runId, state: CASE WHEN (row[0] * 31 + k) % 97 = 0 THEN 'FAIL' ELSE 'COMPLETE' END, "
+    "startTime: day + 'T' + hour + ':00:00.000000Z', endTime: day + 'T' + hour + ':30:00.000000Z'}) "
+    "CREATE (d)-[:HAS_PARTITION]->(p), (p)-[:HAS_VERSION]->(v), (r)-[:OF_JOB]->(j), "
+    "(r)-[:WROTE_PARTITION {firstSeen: r.startTime, lastSeen: r.endTime, rowCount: 1000 + k}]->(v)")
+_BUILD_READS = (
+    "UNWIND $rows AS row UNWIND range(0, $days - 1) AS k WITH row, k, 'date=' + " + _DAY_TIME + " AS key "
+    "MATCH (r:Run {runId: $ns + '-' + toString(row[0]) + '-' + toString(k)}) UNWIND row[2] AS up "
+    "MATCH (u:Partition {namespace: $ns, name: 'd-' + toString(up), key: key}) "
+    "CREATE (r)-[:READ_PARTITION {firstSeen: r.startTime, lastSeen: r.startTime}]->(u)")
+# A rewrite (a second version, two days later) of one first-layer partition in 101: their readers become STALE.
+_BUILD_REWRITES = (
+    "UNWIND $rows AS row UNWIND range(0, $days - 1) AS k WITH row, k WHERE (row[0] * 17 + k) % 101 = 0 "
+    "WITH row, k, 'date=' + " + _DAY_TIME + " AS key, toString(date('2024-01-01') + duration({days: k + 2})) AS later "
+    "MATCH (p:Partition {namespace: $ns, name: 'd-' + toString(row[0]), key: key}) "
+    "CREATE (v:PartitionVersion {namespace: $ns, name: p.name, key: key, runId: $ns + '-rewrite-' + toString(row[0]) "
+    "+ '-' + toString(k)}) CREATE (r:Run {runId: v.runId, state: 'COMPLETE', startTime: later + 'T00:00:00.000000Z', "
+    "endTime: later + 'T00:30:00.000000Z'}) "
+    "CREATE (p)-[:HAS_VERSION]->(v), (r)-[:WROTE_PARTITION {firstSeen: r.startTime, lastSeen: r.endTime}]->(v)")
+
+
+def write_partitions(driver: Any, namespace: str, datasets: int, days: int = PARTITION_DAYS,
+                     progress: Any = None) -> dict[str, Any]:
+    """The partition graph of ``_partition_datasets`` in ``namespace``, in UNWIND batches: its size and build time."""
+    rows = _partition_datasets(datasets)
+    per_batch = max(1, 4000 // days)
+    started = time.perf_counter()
+    with driver.session() as session:
+        for statement in (_BUILD_PARTITIONS, _BUILD_READS):
+            for start in range(0, len(rows), per_batch):
+                batch = [row for row in rows[start:start + per_batch] if statement is _BUILD_PARTITIONS or row[2]]
+                if batch:
+                    session.run(statement, rows=batch, ns=namespace, days=days).consume()
+                if progress:
+                    progress(statement is _BUILD_READS, start + per_batch, len(rows))
+        first_layer = [row for row in rows if row[1] == 0]
+        session.run(_BUILD_REWRITES, rows=first_layer, ns=namespace, days=days).consume()
+        counts = session.run("MATCH (p:Partition {namespace: $ns}) WITH count(p) AS partitions "
+                             "MATCH (v:PartitionVersion {namespace: $ns}) RETURN partitions, count(v)",
+                             ns=namespace).single()
+    return {"datasets": datasets, "days": days, "layers": PARTITION_LAYERS, "partitions": counts[0],
+            "versions": counts[1], "build_seconds": time.perf_counter() - started}
+
+
+def bench_partitions(settings: ClientSettings, partitions: int, queries: int = 2000, seed: int = 22
+                     ) -> dict[str, Any]:
+    """``lineage ready`` over random (dataset, day) questions on a graph of about ``partitions`` partitions (365
+    days per dataset, 10 layers, two upstream partitions each): p50/p99 of Neo4j's own time for the readiness query
+    (server side: result available + consumed) and of the whole ``ready()`` call the CLI and the lineage server
+    make (driver round trip and the state computation included)."""
+    import random
+
+    namespace = f"bench-partitions-{uuid.uuid4().hex[:6]}"
+    datasets = max(PARTITION_LAYERS * 2, partitions // PARTITION_DAYS)
+
+    def progress(reads: bool, done: int, total: int) -> None:
+        if done % max(1, total // 10) < max(1, 4000 // PARTITION_DAYS):
+            print(f"  {'reads' if reads else 'partitions'}: {min(done, total)}/{total} datasets", flush=True)
+
+    with driver_for(settings) as driver:
+        ensure_constraints(driver)
+        size = write_partitions(driver, namespace, datasets, progress=progress)
+        rng = random.Random(seed)
+        questions = [(f"d-{rng.randrange(datasets)}", rng.randrange(PARTITION_DAYS)) for _ in range(queries)]
+        keys = {day: f"date={(datetime(2024, 1, 1) + timedelta(days=day)).date()}"
+                for day in range(PARTITION_DAYS)}
+        server, call, answers = [], [], {"ready": 0, "not_ready": 0}
+        with driver.session() as session:
+            for index, (name, day) in enumerate(questions):
+                result = session.run(partition_reads._READY, namespace=namespace, name=name, keys=[keys[day]],
+                                     maxVersions=partition_reads.MAX_VERSIONS)
+                result.single()
+                summary = result.consume()
+                if index >= 20:  # the first questions warm the plan cache and pages
+                    server.append(float(summary.result_available_after + summary.result_consumed_after))
+        for index, (name, day) in enumerate(questions):
+            started = time.perf_counter()
+            ok, _, _ = partition_reads.ready(driver, namespace, name, keys[day])
+            if index >= 20:
+                call.append((time.perf_counter() - started) * 1000)
+            answers["ready" if ok else "not_ready"] += 1
+        with driver.session() as session:
+            elements = session.run("MATCH (n) RETURN count(n)").single()[0], \
+                session.run("MATCH ()-[r]->() RETURN count(r)").single()[0]
+    return {**size, "nodes_in_database": elements[0], "relationships_in_database": elements[1],
+            "queries": queries, "answers": answers,
+            "ready_neo4j_ms": {"p50": _percentile(server, 0.5), "p99": _percentile(server, 0.99),
+                               "max": max(server)},
+            "ready_call_ms": {"p50": _percentile(call, 0.5), "p99": _percentile(call, 0.99), "max": max(call)}}
+
+
+def format_partitions(result: dict[str, Any]) -> str:
+    part = result["partitions"]
+    neo4j, call = part["ready_neo4j_ms"], part["ready_call_ms"]
+    return (f"partition graph: {part['partitions']:,} partitions, {part['versions']:,} versions of "
+            f"{part['datasets']:,} datasets x {part['days']} days ({part['nodes_in_database']:,} nodes, "
+            f"{part['relationships_in_database']:,} relationships in the database), built in "
+            f"{part['build_seconds']:.0f} s\n"
+            f"lineage ready over {part['queries']} random (dataset, day) questions ({part['answers']['ready']} ready, "
+            f"{part['answers']['not_ready']} not):\n"
+            f"  Neo4j (server side): p50 {neo4j['p50']:.1f} ms / p99 {neo4j['p99']:.1f} ms / "
+            f"max {neo4j['max']:.0f} ms\n"
+            f"  ready() call (what the CLI and the lineage server spend): p50 {call['p50']:.1f} ms / "
+            f"p99 {call['p99']:.1f} ms / max {call['max']:.0f} ms")
+
+
+def run_partition_bench(partitions: int, output: Path) -> dict[str, Any]:
+    result: dict[str, Any] = {"bench": "partitions", "at": datetime.now(UTC).isoformat(),
+                              "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+                              "partitions": bench_partitions(ClientSettings.from_env(), partitions)}
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(result, indent=2) + "\n")
+    return result
 
 
 def run_graph_bench(stage: str, count: int, jobs: int, output: Path) -> dict[str, Any]:

@@ -124,8 +124,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from kafka_lineage_devtools import bench
 
     output = Path(args.output or f".lineage/bench/{args.stage}.json")
-    if args.events < 2 or args.graph_jobs < 1:
-        raise ConfigError("--events must be at least 2 and --graph-jobs at least 1")
+    if args.events < 2 or args.graph_jobs < 1 or args.partitions < 1:
+        raise ConfigError("--events must be at least 2, --graph-jobs and --partitions at least 1")
     if not (math.isfinite(args.dedupe_ttl) and args.dedupe_ttl > 0):
         raise ConfigError(f"--dedupe-ttl: a positive number of seconds, got {args.dedupe_ttl}")
     if args.stage == "emit":
@@ -137,6 +137,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(bench.format_processor(bench.run_processor_bench(args.events, output)))
     elif args.stage == "memory":
         print(bench.format_memory(bench.run_memory_bench(args.events, output, args.dedupe_ttl)))
+    elif args.stage == "partitions":
+        print(bench.format_partitions(bench.run_partition_bench(args.partitions, output)))
     else:
         print(bench.format_graph(bench.run_graph_bench(args.stage, args.events, args.graph_jobs, output)))
     print(f"results: {output}")
@@ -185,16 +187,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     workload.set_defaults(handler=_failing_as_commands(cmd_faults), inject=False, neo4j_outage=0.0)
 
     bench = sub.add_parser("bench", help="measure throughput/latency side by side (writes a JSON result file)")
-    bench.add_argument("stage", choices=["all", "emit", "processor", "memory", "sink", "query", "graph", "api"],
+    bench.add_argument("stage", choices=["all", "emit", "processor", "memory", "sink", "query", "graph", "api",
+                                        "partitions"],
                        help="all: every bench below (but memory) plus the whole pipeline end to end, in one JSON "
                             "file; memory: one processor worker's memory over --events (e.g. 1000000) with the "
                             "dedupe TTL --dedupe-ttl; sink: "
                             "graph sink backlog and replay events/s; query: impact/upstream latency on a generated "
                             "DAG; graph: both; api: the lineage server (lineage, column lineage, search over HTTP, "
-                            "the web UI's first render in Chromium) on a DAG of --graph-jobs jobs")
+                            "the web UI's first render in Chromium) on a DAG of --graph-jobs jobs; partitions: "
+                            "`lineage ready` p50/p99 on a graph of --partitions partitions")
     bench.add_argument("--events", type=int, default=20_000, help="events per measurement (default 20000)")
     bench.add_argument("--graph-jobs", type=int, default=100_000,
                        help="query/graph: jobs in the generated DAG (3 relationships each; default 100000)")
+    bench.add_argument("--partitions", type=int, default=1_095_000,
+                       help="partitions: partitions in the generated graph (365 days per dataset; default 1095000 = "
+                            "3000 datasets)")
     bench.add_argument("--dedupe-ttl", type=float, default=60.0,
                        help="memory: the processor's LINEAGE_DEDUPE_TTL in seconds (default 60)")
     bench.add_argument("--output", help="JSON result file (default .lineage/bench/<stage>.json)")
