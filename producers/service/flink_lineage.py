@@ -118,8 +118,18 @@ def root_exception(payload: Any) -> tuple[str, str | None] | None:
     name = first.get("exceptionName")
     if not isinstance(trace, str) or not trace.strip():
         return None
-    message = name if isinstance(name, str) and name else trace.strip().splitlines()[0]
-    return message, trace
+    lines = trace.strip().splitlines()
+    message = name if isinstance(name, str) and name else lines[0]
+    # Flink's top exception is mostly the scheduler's ("JobException: Recovery is suppressed by …"); the innermost
+    # cause is what the operator needs to read first.
+    causes = [line.strip().removeprefix(_CAUSED_BY) for line in lines if line.strip().startswith(_CAUSED_BY)]
+    if causes:
+        message = f"{message} (root cause: {causes[-1]})"
+    return message[:MAX_ERROR_MESSAGE], trace
+
+
+_CAUSED_BY = "Caused by: "
+MAX_ERROR_MESSAGE = 2000  # the stack trace carries the rest
 
 
 def wants_exception(tracked: Mapping[str, Tracked], overview: Mapping[str, JobState]) -> list[str]:

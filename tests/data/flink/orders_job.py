@@ -4,7 +4,9 @@ Kafka topic + a partitioned filesystem table, in one job. Run by the Flink integ
     python orders_job.py MODE BOOTSTRAP SOURCE_TOPIC SINK_TOPIC TABLE_PATH COLLECTOR_URL REST_PORT JOB_NAME
 
 MODE: ``bounded`` (reads the topic up to its end offsets, then finishes), ``streaming`` (unbounded: runs until
-SIGTERM, then cancels the job) or ``failing`` (a record that is not JSON fails the job). After the job's end the
+SIGTERM, then cancels the job), ``failing`` (a record that is not JSON fails the job) or ``detached`` (unbounded,
+submitted to the session cluster at ``FLINK_REMOTE``=host:port; the script ends once the job runs, as a detached
+submission's client does, and the job runs on; a record that is not JSON fails it later). After the job's end the
 script stays up ``LINGER`` seconds (env, default 8) so the listener's REST tracking (and ``lineage flink watch``)
 can still send the job's end (SIGTERM ends that wait). Prints ``JOB_ID <id>``
 when submitted and ``JOB_STATE <state>`` at the end.
@@ -35,6 +37,11 @@ def main() -> int:
     config.set_string("parallelism.default", "1")
     config.set_string("execution.checkpointing.interval", "2 s")
     config.set_string("restart-strategy.type", "none")
+    if remote := os.environ.get("FLINK_REMOTE"):
+        host, _, port = remote.rpartition(":")
+        config.set_string("execution.target", "remote")
+        config.set_string("rest.address", host)
+        config.set_string("rest.port", port)
     env = TableEnvironment.create(EnvironmentSettings.new_instance().in_streaming_mode()
                                   .with_configuration(config).build())
     bounded = "'scan.bounded.mode' = 'latest-offset'," if mode in ("bounded", "failing") else ""
@@ -57,6 +64,11 @@ def main() -> int:
     result = statements.execute()
     client = result.get_job_client()
     print(f"JOB_ID {client.get_job_id()}", flush=True)
+    if mode == "detached":
+        while str(client.get_job_status().result()).rpartition(".")[2] != "RUNNING":
+            time.sleep(0.5)
+        print("DETACHED", flush=True)
+        return 0
     state = "RUNNING"
     while not stop:  # the job's end, or SIGTERM (then the job is cancelled)
         try:

@@ -3,13 +3,15 @@ Neo4j: the job, its runs' states and the datasets' identities in the graph.
 
 The job (tests/data/flink/orders_job.py) runs on a local mini-cluster in a child process (Kafka topic → Kafka topic
 + a partitioned filesystem table); a bounded run ends COMPLETE, a streaming run is RUNNING with checkpoint
-heartbeats and ends ABORT when cancelled.
+heartbeats and ends ABORT when cancelled. On a standing session cluster, a job whose submitting client (and with it
+the listener) has gone fails later: `lineage flink watch` ends its run FAIL with Flink's root exception.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -19,9 +21,11 @@ from confluent_kafka import Producer
 
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.sinks.graph.sink import driver_for
+from kafka_lineage_devtools.flink_cluster import flink_session_cluster
 from kafka_lineage_devtools.processes import (
     child_process,
     free_port,
+    lineage_process,
     pipeline_env,
     processor_process,
     sink_process,
@@ -112,3 +116,42 @@ def test_flink_jobs_reach_the_graph_with_run_states_and_spec_identities(clients:
                 "MATCH (:Dataset {namespace: $ns, name: $name})-[:SAME_AS]-(a:Dataset) RETURN a.name",
                 ns=kafka_ns, name=source).records
             assert aliases == []
+
+
+def _run_errors(driver, namespace: str, name: str) -> list[tuple[str, str | None]]:
+    records = driver.execute_query("MATCH (r:Run)-[:OF_JOB]->(:Job {namespace: $ns, name: $name}) "
+                                   "RETURN r.state, r.errorMessage", ns=namespace, name=name).records
+    return [(r[0], r[1]) for r in records]
+
+
+def test_a_job_that_fails_after_its_client_left_ends_fail_with_flinks_error(clients: ClientSettings,
+                                                                             tmp_path: Path) -> None:
+    prefix = f"test.flink.{uuid.uuid4().hex[:8]}"
+    env = {**pipeline_env(prefix, 2, tmp_path / "processor"), "LINEAGE_SINK_POLL_SECONDS": "0.2"}
+    settings = ClientSettings.from_env({**os.environ, **env})
+    bootstrap = settings.kafka_bootstrap_servers
+    source, sink, name = f"{prefix}.orders", f"{prefix}.orders_clean", f"orders-detached-{uuid.uuid4().hex[:6]}"
+    _produce(bootstrap, source, 3)
+    port = free_port()
+    with running_collector(env["LINEAGE_EVENTS_TOPIC"]) as collector, processor_process(env) as processor, \
+            sink_process(env) as graph_sink, flink_session_cluster(tmp_path / "flink", port) as rest_url, \
+            lineage_process(["flink", "watch", "--rest-url", rest_url, "--interval", "1", "--grace", "3"],
+                            lambda _c, out: "flink watcher ready" in out, env) as watcher, \
+            driver_for(settings) as driver:
+        pipeline = [processor, graph_sink, watcher]
+        # A detached submission: the client (and the listener in it) ends once the job runs on the cluster.
+        submitted = subprocess.run([sys.executable, str(JOB), "detached", bootstrap, source, sink,
+                                    str(tmp_path / "table"), collector, str(port), name],
+                                   env={**os.environ, "FLINK_REMOTE": f"127.0.0.1:{port}"},
+                                   capture_output=True, text=True, timeout=300)
+        assert submitted.returncode == 0 and "DETACHED" in submitted.stdout, submitted.stderr[-3000:]
+        wait_until(lambda: _run_errors(driver, "flink-jobs", name), 60, watch=pipeline)  # the listener's START
+        producer = Producer({"bootstrap.servers": bootstrap})
+        producer.produce(source, b"this is not json")  # the job fails on it, with nobody from the client watching
+        assert producer.flush(30) == 0
+        ((_, error),) = wait_until(
+            lambda: [r for r in _run_errors(driver, "flink-jobs", name) if r[0] == "FAIL" and r[1]], 120,
+            watch=pipeline)
+        # Flink's top exception is the scheduler's; the message names the innermost cause: the JSON parser's.
+        assert error.startswith("org.apache.flink.runtime.JobException (root cause: ") and \
+            "JsonParseException: Unrecognized token 'this'" in error, error

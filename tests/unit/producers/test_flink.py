@@ -206,6 +206,20 @@ def test_the_listeners_fail_gets_flinks_error_and_nothing_else_is_repeated() -> 
         assert core.step(done, overview(done_jid, flink_state), now=0.0, grace=0)[1] == []
 
 
+def test_the_error_message_names_the_innermost_cause() -> None:
+    trace = ("org.apache.flink.runtime.JobException: Recovery is suppressed by NoRestartBackoffTimeStrategy\n"
+             "\tat org.apache.flink.runtime.executiongraph.failover.x(y.java:1)\n"
+             "Caused by: java.lang.RuntimeException: One or more fetchers have encountered exception\n\tat a.b\n"
+             "Caused by: java.io.IOException: Failed to deserialize JSON 'this is not json'.\n\tat c.d\n\t... 5 more")
+    message, stack = core.root_exception({"exceptionHistory": {"entries": [
+        {"exceptionName": "org.apache.flink.runtime.JobException", "stacktrace": trace}]}})
+    assert message == ("org.apache.flink.runtime.JobException (root cause: java.io.IOException: Failed to "
+                       "deserialize JSON 'this is not json'.)")
+    assert stack == trace
+    assert core.root_exception({"root-exception": "x" * 5000})[0] == "x" * core.MAX_ERROR_MESSAGE
+    assert core.root_exception({"exceptionHistory": {"entries": []}}) is None
+
+
 def test_running_and_unknown_jobs_send_nothing() -> None:
     tracked = core.observe({}, listener_events("streaming")[0])
     (jid,) = tracked
