@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import signal
 import sys
-import time
 
 from pyflink.common import Configuration
 from pyflink.table import EnvironmentSettings, TableEnvironment
 
 from kafka_lineage.producers.client.flink import default_cache_dir, resolve_jars, with_openlineage
+from kafka_lineage_devtools.engine_jobs import linger, supervise
 
 # Flink's Avro format with the Confluent registry client, shaded (the 2.0 line; no 2.0.1 release of it exists).
 AVRO_CONFLUENT_PACKAGE = "org.apache.flink:flink-sql-avro-confluent-registry:2.0.0"
-TERMINAL = {"FINISHED", "FAILED", "CANCELED"}
 
 
 def main() -> int:
@@ -63,23 +62,9 @@ def main() -> int:
     result = statements.execute()
     client = result.get_job_client()
     print(f"JOB_ID {client.get_job_id()}", flush=True)
-    state = "RUNNING"
-    while not stop:
-        try:
-            state = str(client.get_job_status().result()).rpartition(".")[2]
-        except Exception:  # the local cluster shuts down right after its only job ended
-            break
-        if state in TERMINAL:
-            break
-        time.sleep(0.5)
-    if stop:
-        client.cancel().result()
-        state = "CANCELED"
+    state, _ = supervise(client, stop)
     print(f"JOB_STATE {state}", flush=True)
-    stop.clear()
-    deadline = time.monotonic() + 5.0  # the listener's ABORT (its REST tracking) before the mini-cluster goes
-    while time.monotonic() < deadline and not stop:
-        time.sleep(0.2)
+    linger(stop, 5.0)  # the listener's ABORT (its REST tracking) before the mini-cluster goes
     return 0
 
 

@@ -23,8 +23,7 @@ from pyflink.common import Configuration
 from pyflink.table import EnvironmentSettings, TableEnvironment
 
 from kafka_lineage.producers.client.flink import with_openlineage
-
-TERMINAL = {"FINISHED", "FAILED", "CANCELED"}
+from kafka_lineage_devtools.engine_jobs import TERMINAL, job_state, linger, supervise
 
 
 def main() -> int:
@@ -65,33 +64,18 @@ def main() -> int:
     client = result.get_job_client()
     print(f"JOB_ID {client.get_job_id()}", flush=True)
     if mode == "detached":
-        while str(client.get_job_status().result()).rpartition(".")[2] != "RUNNING":
+        while job_state(client) != "RUNNING":
             time.sleep(0.5)
         print("DETACHED", flush=True)
         return 0
-    state = "RUNNING"
-    while not stop:  # the job's end, or SIGTERM (then the job is cancelled)
-        try:
-            state = str(client.get_job_status().result()).rpartition(".")[2]
-        except Exception:  # the local cluster shuts down right after its only job ended
-            break
-        if state in TERMINAL:
-            break
-        time.sleep(0.5)
-    cancelled = bool(stop)
-    if cancelled:
-        client.cancel().result()
-        state = "CANCELED"
+    state, cancelled = supervise(client, stop)  # the job's end, or SIGTERM (then the job is cancelled)
     try:
         client.get_job_execution_result().result()
         state = "FINISHED"
     except Exception as error:
         state = state if state in TERMINAL else ("CANCELED" if "cancel" in str(error).lower() else "FAILED")
     print(f"JOB_STATE {state}", flush=True)
-    stop.clear()  # a cancelled job's process stays 5 s for the listener's ABORT, else LINGER or until SIGTERM
-    deadline = time.monotonic() + (5.0 if cancelled else float(os.environ.get("LINGER", "8")))
-    while time.monotonic() < deadline and not stop:  # SIGTERM ends the wait
-        time.sleep(0.2)
+    linger(stop, 5.0 if cancelled else float(os.environ.get("LINGER", "8")))  # cancelled: for the listener's ABORT
     return 0
 
 
