@@ -42,6 +42,17 @@ the whole output depends on: join keys, filters, grouping) becomes ``(Dataset)-[
 transformation's ``masking`` flag is kept in the transformation text (``DIRECT/HASH(masked)``). Input datasets'
 ``dataQualityAssertions`` go on the ``READ`` edge (``READ.assertions``, JSON list) beside the metrics.
 
+Partitions (issue 22): a ``kafkaLineage_partition`` facet (``schemas/partitions.py``) never makes a dataset; it gives
+``(Dataset)-[:HAS_PARTITION]->(Partition {namespace, name, key})`` (``key``: ``date=2025-12-24/region=eu``, in the
+order sent). In an output's ``outputFacets``, the run's own version: ``(Partition)-[:HAS_VERSION]->(PartitionVersion
+{namespace, name, key, runId})`` and ``(Run)-[:WROTE_PARTITION]->(PartitionVersion)`` carrying that output's
+statistics, data quality, failed/passed assertion names and reported markers; in an input's ``inputFacets``
+``(Run)-[:READ_PARTITION]->(Partition)`` (with the reader's assertions); in a DatasetEvent's ``facets`` a marker
+report. The partition keeps its marker reports (``"<eventTime> <file>"``) and the dataset's ``requiredMarker``
+(latest wins). Failed/passed assertions and markers are set unions, so a failure once reported stays. Only facts are
+written: states (RUNNING/SUCCESS/FAILED/STALE), version numbers and readiness are computed when asked
+(``partitions.py``), so nothing depends on the order facts arrived in.
+
 Not mapped (yet): the parent facet's ``root`` (only the direct parent is linked), error stack traces.
 
 Lineage edges (``INPUT_TO``, ``OUTPUTS``, ``DERIVES_FROM``, ``DEPENDS_ON``, ``SAME_AS``) keep
@@ -54,7 +65,9 @@ every relationship's type and end identities, plus the lineage-relevant properti
 ``DERIVES_FROM``/``DEPENDS_ON.transformation``, ``SAME_AS.type``, ``WROTE.rowCount``/``bytes`` and the lineage
 edges' ``firstSeen``/``lastSeen``. Other times, ``…Order`` bookkeeping and descriptive facet values are left out:
 they are derived from the same events, but the fingerprint answers "is this the same lineage", and leaving them out
-keeps it stable when the sink later adds descriptive properties.
+keeps it stable when the sink later adds descriptive properties. ``PARTITION_FINGERPRINT_QUERIES`` add the partition
+nodes and edges with every fact a partition state is computed from (marker reports, required marker, assertion
+results, rows, bytes, first/last seen); they are hashed only when the graph has partitions.
 """
 
 from __future__ import annotations
