@@ -320,6 +320,8 @@ def cmd_partitions(args: argparse.Namespace) -> int:
     from kafka_lineage.sinks.graph.partitions import UnknownDataset, dataset_partitions
     from kafka_lineage.sinks.graph.sink import driver_for
 
+    if args.limit < 1:
+        return _bad_question(f"--limit: at least 1, got {args.limit}")
     try:
         with driver_for(ClientSettings.from_env()) as driver:
             try:

@@ -81,6 +81,7 @@ def test_partitions_lists_states_and_versions(monkeypatch: pytest.MonkeyPatch,
     assert cli.main(["partitions", "s3://lake", "events", "--json"]) == 0
     (listed,) = json.loads(capsys.readouterr().out)
     assert listed["state"] == "SUCCESS" and listed["latest"]["version"] == 2 and "versions" not in listed
+    assert cli.main(["partitions", "s3://lake", "events", "--limit", "0"]) == 2
 
 
 def test_run_names_what_it_wrote_and_read(monkeypatch: pytest.MonkeyPatch,
