@@ -613,16 +613,18 @@ def write_partitions(driver: Any, namespace: str, datasets: int, days: int = PAR
             "versions": counts[1], "build_seconds": time.perf_counter() - started}
 
 
-def bench_partitions(settings: ClientSettings, partitions: int, queries: int = 2000, seed: int = 22
-                     ) -> dict[str, Any]:
+def bench_partitions(settings: ClientSettings, partitions: int, queries: int = 2000, seed: int = 22,
+                     namespace: str | None = None) -> dict[str, Any]:
     """``lineage ready`` over random (dataset, day) questions on a graph of about ``partitions`` partitions (365
     days per dataset, 10 layers, two upstream partitions each): p50/p99 of Neo4j's own time for the readiness query
-    (server side: result available + consumed) and of the whole ``ready()`` call the CLI and the lineage server
-    make (driver round trip and the state computation included)."""
+    (server side: result available + consumed), of the whole ``ready()`` call the CLI and the lineage server make
+    (driver round trip and the state computation included), and of the lineage server's readiness endpoint (its
+    ``Server-Timing``, and at the client). ``namespace``: measure the graph an earlier run built there."""
     import random
 
-    namespace = f"bench-partitions-{uuid.uuid4().hex[:6]}"
     datasets = max(PARTITION_LAYERS * 2, partitions // PARTITION_DAYS)
+    build = namespace is None
+    namespace = namespace or f"bench-partitions-{uuid.uuid4().hex[:6]}"
 
     def progress(reads: bool, done: int, total: int) -> None:
         if done % max(1, total // 10) < max(1, 4000 // PARTITION_DAYS):
@@ -630,7 +632,14 @@ def bench_partitions(settings: ClientSettings, partitions: int, queries: int = 2
 
     with driver_for(settings) as driver:
         ensure_constraints(driver)
-        size = write_partitions(driver, namespace, datasets, progress=progress)
+        if build:
+            size = write_partitions(driver, namespace, datasets, progress=progress)
+        else:
+            size = {"datasets": datasets, "days": PARTITION_DAYS, "layers": PARTITION_LAYERS, "build_seconds": 0.0,
+                    **dict(zip(("partitions", "versions"), driver.execute_query(
+                        "MATCH (p:Partition {namespace: $ns}) WITH count(p) AS partitions "
+                        "MATCH (v:PartitionVersion {namespace: $ns}) RETURN partitions, count(v)",
+                        ns=namespace).records[0].values(), strict=True))}
         rng = random.Random(seed)
         questions = [(f"d-{rng.randrange(datasets)}", rng.randrange(PARTITION_DAYS)) for _ in range(queries)]
         keys = {day: f"date={(datetime(2024, 1, 1) + timedelta(days=day)).date()}"
@@ -653,8 +662,21 @@ def bench_partitions(settings: ClientSettings, partitions: int, queries: int = 2
         with driver.session() as session:
             elements = session.run("MATCH (n) RETURN count(n)").single()[0], \
                 session.run("MATCH ()-[r]->() RETURN count(r)").single()[0]
+    http_server, http_client = [], []
+    with server_process() as child, requests.Session() as http:
+        for index, (name, day) in enumerate(questions[:500]):
+            started = time.perf_counter()
+            answer = http.get(f"{child.url}/api/v2/datasets/{namespace}/{name}/partitions/ready",
+                              params={"key": keys[day]}, timeout=60)
+            answer.raise_for_status()
+            if index >= 20:
+                http_client.append((time.perf_counter() - started) * 1000)
+                http_server.append(float(answer.headers["Server-Timing"].split("dur=", 1)[1]))
     return {**size, "nodes_in_database": elements[0], "relationships_in_database": elements[1],
             "queries": queries, "answers": answers,
+            "ready_http_ms": {"p50": _percentile(http_server, 0.5), "p99": _percentile(http_server, 0.99),
+                              "client_p50": _percentile(http_client, 0.5),
+                              "client_p99": _percentile(http_client, 0.99), "queries": len(http_server)},
             "ready_neo4j_ms": {"p50": _percentile(server, 0.5), "p99": _percentile(server, 0.99),
                                "max": max(server)},
             "ready_call_ms": {"p50": _percentile(call, 0.5), "p99": _percentile(call, 0.99), "max": max(call)}}
@@ -672,7 +694,11 @@ def format_partitions(result: dict[str, Any]) -> str:
             f"  Neo4j (server side): p50 {neo4j['p50']:.1f} ms / p99 {neo4j['p99']:.1f} ms / "
             f"max {neo4j['max']:.0f} ms\n"
             f"  ready() call (what the CLI and the lineage server spend): p50 {call['p50']:.1f} ms / "
-            f"p99 {call['p99']:.1f} ms / max {call['max']:.0f} ms")
+            f"p99 {call['p99']:.1f} ms / max {call['max']:.0f} ms\n"
+            f"  lineage server, GET …/partitions/ready ({part['ready_http_ms']['queries']} questions): Server-Timing "
+            f"p50 {part['ready_http_ms']['p50']:.1f} ms / p99 {part['ready_http_ms']['p99']:.1f} ms; client (HTTP "
+            f"included) p50 {part['ready_http_ms']['client_p50']:.1f} ms / "
+            f"p99 {part['ready_http_ms']['client_p99']:.1f} ms")
 
 
 def run_partition_bench(partitions: int, output: Path) -> dict[str, Any]:
