@@ -5,6 +5,11 @@ facet with the stack trace) when the block raises — the exception is re-raised
 ``KeyboardInterrupt``/``SystemExit``. Lineage never breaks the job: a client that cannot be built or an emit that
 raises is logged and skipped. Naming errors in arguments the author passes are still raised at once (they are bugs
 in the call, and would otherwise silently lose lineage).
+
+Partitions (issue 22): a path ending in partition directories (``s3://lake/events/date=2025-12-24/``) is named by
+its table root, and the partition travels as the ``kafkaLineage_partition`` facet in the dataset's
+``inputFacets``/``outputFacets`` (source ``path``); a ``partition=`` argument (mapping or ``date=…/region=…``) wins
+(source ``hook``). One run may read or write several partitions of one table: each is its own entry.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar
 
+import attr
 from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import (
@@ -30,9 +36,19 @@ from openlineage.client.facet_v2 import (
     output_statistics_output_dataset,
     parent_run,
 )
+from openlineage.client.utils import RedactMixin
 from openlineage.client.uuid import generate_new_uuid
 
 from kafka_lineage.schemas.naming import path_dataset, table_dataset
+from kafka_lineage.schemas.partitions import (
+    FACET_KEY,
+    SCHEMA_URL,
+    PartitionKeys,
+    as_keys,
+    partition_facet,
+    partition_keys,
+    split_partition,
+)
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +89,47 @@ def dataset_ref(dataset: Any) -> tuple[str, str]:
             raise ValueError(f"a dataset tuple must be (namespace, name), got {dataset!r}")
         return dataset
     return path_dataset(dataset)
+
+
+PartitionArg = Mapping[str, Any] | str  # what `partition=` accepts: {"date": "2025-12-24"} or "date=2025-12-24/…"
+
+
+@attr.define
+class PartitionKey(RedactMixin):
+    name: str
+    value: str
+
+
+@attr.define
+class PartitionDatasetFacet(DatasetFacet):
+    """``kafkaLineage_partition`` (``schemas/facets/PartitionDatasetFacet.json``) as an openlineage-python facet."""
+
+    keys: list[PartitionKey]
+    source: str
+    marker: str | None = attr.field(default=None)
+    requiredMarker: str | None = attr.field(default=None)
+
+    @staticmethod
+    def _get_schema() -> str:
+        return SCHEMA_URL
+
+
+def partition_dataset_facet(keys: PartitionArg | PartitionKeys, source: str, *, marker: str | None = None,
+                            required_marker: str | None = None) -> PartitionDatasetFacet:
+    """The partition facet (checked by ``schemas.partitions.partition_facet``: ``ValueError`` when invalid)."""
+    checked = partition_facet(keys, source, marker, required_marker, producer=PRODUCER)
+    return PartitionDatasetFacet(keys=[PartitionKey(k["name"], k["value"]) for k in checked["keys"]], source=source,
+                                 marker=marker, requiredMarker=required_marker, producer=PRODUCER)
+
+
+def dataset_partition(dataset: Any) -> tuple[tuple[str, str], PartitionKeys | None, str | None]:
+    """(identity, keys from the path, the data file after them) of a path/URI or ``(namespace, name)`` pair: a
+    partitioned path is named by its table root; a pair is taken as it is."""
+    identity = dataset_ref(dataset)
+    if isinstance(dataset, tuple):
+        return identity, None, None
+    found = split_partition(*identity)
+    return ((identity[0], found.root), found.keys, found.file) if found is not None else (identity, None, None)
 
 
 def job_type_facet(integration: str, job_type: str) -> job_type_job.JobTypeJobFacet:
@@ -120,6 +177,30 @@ class DatasetState:
     facets: dict[str, DatasetFacet] = field(default_factory=dict)
     io_facets: dict[str, Any] = field(default_factory=dict)  # inputFacets / outputFacets
 
+    @property
+    def partition(self) -> PartitionKeys | None:
+        """The partition this entry read or wrote, if one is known."""
+        facet = self.io_facets.get(FACET_KEY)
+        if isinstance(facet, PartitionDatasetFacet):
+            return tuple((key.name, key.value) for key in facet.keys)
+        return partition_keys(facet)
+
+    def key(self) -> tuple[str, str, PartitionKeys | None]:
+        return self.namespace, self.name, self.partition
+
+
+def dataset_state(dataset: Any, partition: PartitionArg | None = None, required_marker: str | None = None
+                  ) -> DatasetState:
+    """A dataset entry of a path/URI or pair, with its partition facet when the path or ``partition`` names one."""
+    identity, path_keys, _ = dataset_partition(dataset)
+    state = DatasetState(*identity)
+    keys, source = (as_keys(partition), "hook") if partition is not None else (path_keys, "path")
+    if keys is not None:
+        state.io_facets[FACET_KEY] = partition_dataset_facet(keys, source, required_marker=required_marker)
+    elif required_marker is not None:
+        raise ValueError(f"required_marker needs a partition: {dataset!r} names none and no partition= was given")
+    return state
+
 
 def run_event(event_type: RunState, *, run_id: str, job_namespace: str, job_name: str,
               job_facets: Mapping[str, JobFacet] | None = None, run_facets: Mapping[str, RunFacet] | None = None,
@@ -156,30 +237,48 @@ class TaskRun:
         self._parent = parent
         self.job_facets: dict[str, JobFacet] = dict(job_facets or {})
         self.run_facets: dict[str, RunFacet] = dict(run_facets or {})
-        self._inputs: dict[tuple[str, str], DatasetState] = {}
-        self._outputs: dict[tuple[str, str], DatasetState] = {}
+        # One entry per dataset and partition: a run may read several partitions of one table.
+        self._inputs: dict[tuple[str, str, PartitionKeys | None], DatasetState] = {}
+        self._outputs: dict[tuple[str, str, PartitionKeys | None], DatasetState] = {}
         for dataset in inputs:
-            self._inputs[dataset.namespace, dataset.name] = dataset
+            self._inputs[dataset.key()] = dataset
         for dataset in outputs:
-            self._outputs[dataset.namespace, dataset.name] = dataset
+            self._outputs[dataset.key()] = dataset
         self._entered = False
         self._token: Token[TaskRun | None] | None = None
         self.events: list[RunEvent] = []  # what this run emitted (or tried to), for callers and tests
 
     # --- datasets --------------------------------------------------------------------------------------------------
-    def add_input(self, dataset: Any) -> tuple[str, str]:
-        """Record an input: a path/URI (named by ``path_dataset``) or a ``(namespace, name)`` pair."""
-        key = dataset_ref(dataset)
-        self._inputs.setdefault(key, DatasetState(*key))
-        return key
+    def add_input(self, dataset: Any, *, partition: PartitionArg | None = None) -> tuple[str, str]:
+        """Record an input: a path/URI (named by ``path_dataset``; partition directories become the partition) or a
+        ``(namespace, name)`` pair; ``partition``: the partition read, when the path does not say it."""
+        state = self._entry(self._inputs, dataset_state(dataset, partition))
+        return state.namespace, state.name
 
-    def add_output(self, dataset: Any, *, row_count: int | None = None, size: int | None = None) -> tuple[str, str]:
-        """Record an output (as ``add_input``), optionally with its ``outputStatistics`` (rows, bytes)."""
-        key = dataset_ref(dataset)
-        state = self._outputs.setdefault(key, DatasetState(*key))
+    def add_output(self, dataset: Any, *, row_count: int | None = None, size: int | None = None,
+                   partition: PartitionArg | None = None, required_marker: str | None = None) -> tuple[str, str]:
+        """Record an output (as ``add_input``), optionally with its ``outputStatistics`` (rows, bytes), the
+        partition written and the completion marker (``_SUCCESS``) the dataset requires before that partition
+        counts as written (``report_marker`` reports it)."""
+        state = self._entry(self._outputs, dataset_state(dataset, partition, required_marker))
         if row_count is not None or size is not None:
             state.io_facets["outputStatistics"] = statistics_facet(row_count, size)
-        return key
+        return state.namespace, state.name
+
+    @staticmethod
+    def _entry(entries: dict[tuple[str, str, PartitionKeys | None], DatasetState], new: DatasetState
+               ) -> DatasetState:
+        """The entry ``new`` names: the same dataset and partition, or — when ``new`` names no partition — the
+        dataset's only entry (statistics for a partitioned output); else ``new`` added. Its partition facet (a
+        required marker) is the latest given."""
+        key = new.key()
+        if key[2] is None:
+            same = [k for k in entries if k[:2] == key[:2]]
+            key = same[0] if len(same) == 1 else key
+        state = entries.setdefault(key, new)
+        if state is not new and FACET_KEY in new.io_facets:
+            state.io_facets[FACET_KEY] = new.io_facets[FACET_KEY]
+        return state
 
     def add_table_input(self, url: str, table: str, default_schema: str | None = None) -> tuple[str, str]:
         return self.add_input(table_dataset(url, table, default_schema))
@@ -194,7 +293,10 @@ class TaskRun:
         if output is None:
             if len(self._outputs) != 1:
                 raise ValueError(f"run has {len(self._outputs)} outputs; name the one the statistics are for")
-            (output,) = self._outputs
+            (state,) = self._outputs.values()  # by its entry: a partitioned output's path is no longer at hand
+            if row_count is not None or size is not None:
+                state.io_facets["outputStatistics"] = statistics_facet(row_count, size)
+            return
         self.add_output(output, row_count=row_count, size=size)
 
     @property
@@ -274,11 +376,11 @@ class TaskRun:
         return False  # re-raise
 
     def fresh(self) -> TaskRun:
-        """A new run of the same job (new runId, same datasets and facets, no statistics): one per decorated call."""
+        """A new run of the same job (new runId, same datasets, partitions and facets, no statistics): one per
+        decorated call."""
         return TaskRun(self.job_name, job_namespace=self.job_namespace, client=self._client, parent=self._parent,
                        job_facets=self.job_facets, run_facets=self.run_facets,
-                       inputs=[DatasetState(d.namespace, d.name, dict(d.facets)) for d in self.inputs],
-                       outputs=[DatasetState(d.namespace, d.name, dict(d.facets)) for d in self.outputs])
+                       inputs=[_copy(d) for d in self.inputs], outputs=[_copy(d) for d in self.outputs])
 
     def __call__(self, func: Callable[P, R]) -> Callable[P, R]:
         """Decorator: every call of ``func`` is one run of this job."""
@@ -289,6 +391,11 @@ class TaskRun:
                 return func(*args, **kwargs)
 
         return wrapper
+
+
+def _copy(state: DatasetState) -> DatasetState:
+    kept = {FACET_KEY: state.io_facets[FACET_KEY]} if FACET_KEY in state.io_facets else {}
+    return DatasetState(state.namespace, state.name, dict(state.facets), kept)
 
 
 Parent = RunRef | TaskRun | parent_run.ParentRunFacet  # what `parent=` accepts: a run of ours, or any parent facet

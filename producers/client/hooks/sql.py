@@ -10,6 +10,11 @@ inputFields``). openlineage-sql reports no transformation kinds, so ``transforma
 guessed; the output column is the SELECT item's name or alias (the parser ignores an INSERT's column list, and
 unaliased expressions get no lineage). SQL it cannot parse yields no datasets, a logged warning and an
 ``extractionError`` run facet; the task still runs and its START/COMPLETE/FAIL are still emitted.
+
+``INSERT OVERWRITE|INTO [TABLE] t PARTITION (date='2025-12-24', region='eu')`` writes one partition: its static
+spec becomes the ``kafkaLineage_partition`` facet (source ``hook``) on that output. openlineage-sql does not return
+the clause, so ``partition_specs`` reads it from the text; a dynamic column (``PARTITION (date)``, no value) writes
+any number of partitions, so such a statement reports none.
 """
 
 from __future__ import annotations
@@ -25,8 +30,9 @@ from openlineage.client import OpenLineageClient
 from openlineage.client.facet_v2 import column_lineage_dataset, extraction_error_run, sql_job
 
 from kafka_lineage.schemas.naming import parse_connection, table_dataset
+from kafka_lineage.schemas.partitions import FACET_KEY, PartitionKeys, as_keys
 
-from .runs import PRODUCER, DatasetState, Parent, TaskRun, job_type_facet
+from .runs import PRODUCER, DatasetState, Parent, TaskRun, job_type_facet, partition_dataset_facet
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +73,7 @@ class SqlLineage:
     column_lineage: Mapping[TableKey, Mapping[str, tuple[FieldRef, ...]]] = field(default_factory=dict)
     errors: tuple[str, ...] = ()  # parser (or naming) errors; lineage is partial or empty when set
     statements: int = 1
+    partitions: Mapping[TableKey, PartitionKeys] = field(default_factory=dict)  # outputs written one partition at once
 
     def column_lineage_facet(self, output: TableKey) -> column_lineage_dataset.ColumnLineageDatasetFacet | None:
         columns = self.column_lineage.get(output)
@@ -95,6 +102,91 @@ def split_statements(sql: str) -> list[str]:
     statements.append(sql[start:])
     return [s.strip() for s in statements if _TOKEN.sub(lambda m: "" if m[0].startswith(("--", "/*")) else m[0],
                                                         s).strip()]
+
+
+# --- static partition specs ---------------------------------------------------------------------------------------
+_NAME_PART = r"(?:`[^`]*`|\"[^\"]*\"|\[[^\]]*\]|[\w$]+)"
+_INSERT_PARTITION = re.compile(
+    rf"\bINSERT\s+(?:OVERWRITE|INTO)\s+(?:TABLE\s+)?(?P<table>{_NAME_PART}(?:\s*\.\s*{_NAME_PART})*)\s+PARTITION\s*\(",
+    re.IGNORECASE)
+_SPEC_TOKEN = re.compile(r"\s*(?:(?P<str>'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\")|(?P<name>`[^`]*`|[\w$.+-]+)"
+                         r"|(?P<op>[=,)]))", re.DOTALL)
+_COMMENT = re.compile(r"--[^\n]*|/\*.*?\*/|'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|`[^`]*`", re.DOTALL)
+_TYPED_LITERALS = frozenset({"date", "timestamp", "timestamp_ntz", "timestamp_ltz"})
+
+
+def _unquote(text: str) -> str:
+    quote = text[0]
+    body = text[1:-1]
+    return re.sub(r"\\(.)", r"\1", body.replace(quote * 2, quote))
+
+
+def _value(tokens: list[re.Match[str]]) -> str | None:
+    """A static partition value: a string, a number or bare word, or a typed literal (``DATE '2025-12-24'``)."""
+    if len(tokens) == 1:
+        token = tokens[0]
+        if token["str"]:
+            return _unquote(token["str"])
+        return token["name"] if token["name"] and token["name"].lower() != "null" else None
+    if len(tokens) == 2 and tokens[0]["name"] and tokens[0]["name"].lower() in _TYPED_LITERALS and tokens[1]["str"]:
+        return _unquote(tokens[1]["str"])
+    return None
+
+
+def _spec(text: str, start: int) -> PartitionKeys | None:
+    """The ``PARTITION (…)`` body from ``start`` (after the parenthesis) → its keys; None when a column is dynamic
+    (no value), a value is NULL, or the clause is not one this reader understands."""
+    pairs: list[tuple[str, str]] = []
+    pos = start
+    while True:
+        tokens: list[re.Match[str]] = []
+        while (match := _SPEC_TOKEN.match(text, pos)) is not None and match["op"] not in (",", ")"):
+            tokens.append(match)
+            pos = match.end()
+        if match is None:
+            return None
+        pos = match.end()
+        if len(tokens) < 3 or not tokens[0]["name"] or tokens[1]["op"] != "=":
+            return None  # `PARTITION (date)` or `(date, region='eu')`: dynamic, any number of partitions
+        value = _value(tokens[2:])
+        if value is None:
+            return None
+        pairs.append((tokens[0]["name"].strip("`").lower(), value))  # Hive and Spark keep column names lower-cased
+        if match["op"] == ")":
+            try:
+                return as_keys(pairs)
+            except ValueError:
+                return None
+
+
+def partition_specs(sql: str) -> list[tuple[str, PartitionKeys | None]]:
+    """Each ``INSERT … [TABLE] t PARTITION (…)`` of ``sql``: (the table as written, its static keys or None when a
+    column is dynamic). Comments are skipped; strings and quoted names are not searched."""
+    text = _COMMENT.sub(lambda m: " " if m[0].startswith(("--", "/*")) else m[0], sql)
+    specs = []
+    for match in _INSERT_PARTITION.finditer(text):
+        if not _outside_quotes(text, match.start()):
+            continue
+        specs.append((match["table"], _spec(text, match.end())))
+    return specs
+
+
+def _outside_quotes(text: str, index: int) -> bool:
+    return all(not (m.start() < index < m.end()) for m in _COMMENT.finditer(text))
+
+
+def _partitions(url: str, default_schema: str | None, sql: str, outputs: tuple[TableKey, ...]
+                ) -> dict[TableKey, PartitionKeys]:
+    """Outputs written one static partition at a time: a table written with differing or dynamic specs gets none."""
+    found: dict[TableKey, PartitionKeys | None] = {}
+    for table, keys in partition_specs(sql):
+        try:
+            key = table_dataset(url, table, default_schema)
+        except ValueError:
+            continue
+        if key in outputs:
+            found[key] = keys if found.get(key, keys) == keys else None
+    return {key: keys for key, keys in found.items() if keys is not None}
 
 
 # --- lineage ------------------------------------------------------------------------------------------------------
@@ -174,7 +266,8 @@ def sql_lineage(sql: str, dialect: str, url: str, default_schema: str | None = N
                 _add_columns(columns, own[0] if len(own) == 1 else None, part, url, default_schema, [])
     column_lineage = {out: {col: tuple(refs) for col, refs in cols.items() if refs} for out, cols in columns.items()}
     return SqlLineage(tuple(inputs), tuple(outputs), {k: v for k, v in column_lineage.items() if v},
-                      tuple(dict.fromkeys(errors)), len(statements))
+                      tuple(dict.fromkeys(errors)), len(statements),
+                      _partitions(url, default_schema, sql, tuple(outputs)))
 
 
 def _extraction_error_facet(lineage: SqlLineage) -> extraction_error_run.ExtractionErrorRunFacet:
@@ -199,7 +292,10 @@ def sql_task(sql: str, *, dialect: str, url: str, job_name: str, job_namespace: 
     outputs = []
     for key in lineage.outputs:
         facet = lineage.column_lineage_facet(key)
-        outputs.append(DatasetState(*key, facets={"columnLineage": facet} if facet else {}))
+        partition = lineage.partitions.get(key)
+        outputs.append(DatasetState(*key, facets={"columnLineage": facet} if facet else {},
+                                    io_facets={FACET_KEY: partition_dataset_facet(partition, "hook")} if partition
+                                    else {}))
     run_facets = {"extractionError": _extraction_error_facet(lineage)} if lineage.errors else {}
     return TaskRun(
         job_name, job_namespace=job_namespace, client=client, parent=parent,
