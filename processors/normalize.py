@@ -129,6 +129,15 @@ def _canonical(namespace: str, name: str) -> tuple[str, str, tuple[str, ...]]:
     return canonical[0], canonical[1], _rules(namespace, name, canonical)
 
 
+@lru_cache(maxsize=8192)
+def _resolved(namespace: str, name: str, patterns: PathPatterns) -> tuple[str, str, tuple[str, ...],
+                                                                         PathPartition | None]:
+    # Canonical form and partition split in one cached step (one lookup per identity, as before partitions). The
+    # split reads the canonical namespace before any alias: an alias may name a storage bucket `lake`.
+    ns, nm, rules = _canonical(namespace, name)
+    return ns, nm, rules, split_partition(ns, nm, patterns) if patterns else None
+
+
 def canonical_identity(namespace: str, name: str, aliases: Mapping[str, str] | None = None) -> tuple[str, str, str]:
     """(namespace, name, rule) after canonical form and alias map; rule is ``""`` when nothing changed."""
     if not isinstance(namespace, str) or not isinstance(name, str):
@@ -174,18 +183,23 @@ class _Normalizer:
         return self.split(obj)[0]
 
     def split(self, obj: Mapping[str, Any]) -> tuple[Identity, PathPartition | None]:
-        """The final identity and, when the name carried partition segments, what they were."""
+        """The final identity and, when the name carried partition segments, what they were (``canonical_identity``
+        then the partition split)."""
         original = (obj.get("namespace"), obj.get("name"))
-        ns, nm, rule = canonical_identity(*original, self.aliases)
-        found = None
-        if self.patterns and type(nm) is str:
-            # Classified by the canonical namespace before any alias (an alias may name a storage bucket `lake`).
-            kind = ns if ns == original[0] else _canonical(*original)[0]
-            found = split_partition(kind, nm, self.patterns)
-            if found is not None:
-                nm, rule = found.root, f"{rule}+partition" if rule else "partition"
+        if type(original[0]) is not str or type(original[1]) is not str:
+            return original, None  # type: ignore[return-value]
+        aliases = self.aliases
+        if aliases and original[0] in aliases.values():  # already aliased: only the partition may still split
+            ns, nm, rules = original[0], original[1], ()
+            found = split_partition(ns, nm, self.patterns) if self.patterns else None
+        else:
+            ns, nm, rules, found = _resolved(original[0], original[1], self.patterns)
+            if aliases and (alias := aliases.get(ns)) is not None and alias != ns:
+                ns, rules = alias, (*rules, "alias")
+        if found is not None:
+            nm, rules = found.root, (*rules, "partition")
         if (ns, nm) != original and (key := (*original, ns, nm)) not in self.renames:
-            self.renames[key] = Rename(original[0], original[1], ns, nm, rule)
+            self.renames[key] = Rename(original[0], original[1], ns, nm, "+".join(rules))
         return (ns, nm), found
 
     def ref(self, obj: Any) -> Any:
