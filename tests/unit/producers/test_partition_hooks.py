@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 
 import pytest
+from openlineage.client.serde import Serde
 
+from kafka_lineage.producers.client.client_events import event_dict
 from kafka_lineage.producers.client.hooks import (
     lineage_task,
     load_task,
@@ -166,3 +169,14 @@ def test_sql_task_reports_the_partition_written() -> None:
         (wrote,) = event["outputs"]
         assert _partition(wrote, "outputFacets") == ("date=2025-12-24/region=eu", "hook", None, None)
         assert _partition(event["inputs"][0], "inputFacets") is None
+
+
+def test_the_kafka_transport_converts_partition_facets_and_marker_events_as_openlineage_does() -> None:
+    at = datetime(2025, 12, 25, tzinfo=UTC)
+    marker = marker_event("s3://lake/t/date=2025-12-24/_SUCCESS", event_time=at)
+    with load_task("l", "s3://raw/o/date=2025-12-24/o.csv", HIVE, "t", partition="date=2025-12-24",
+                   required_marker="_SUCCESS", client=capturing_client()[0]) as task:
+        pass
+    for event in (marker, *task.events):
+        assert event_dict(event) == Serde.to_dict(event)
+        validate_event(event_dict(event))
