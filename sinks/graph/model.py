@@ -338,7 +338,7 @@ _RULES: dict[str, dict[str, Callable[[Any, Any], Any]]] = {
     "read_partition": {"dataQuality": _latest, "assertions": _latest, "failed": _union, "passed": _union,
                        "firstSeen": _min, "lastSeen": _max},
 }
-# Identity columns of each row kind, in sort order.
+# Identity columns of each row kind, in sort order (public as ROW_IDENTITY: replay's repair compares identities).
 _KEYS: dict[str, tuple[str, ...]] = {
     "jobs": ("namespace", "name"),
     "runs": ("runId",),
@@ -370,6 +370,7 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "fields_names": ("namespace", "name", "field"),
     "schema_versions_names": ("namespace", "name", "hash"),
 }
+ROW_IDENTITY: Mapping[str, tuple[str, ...]] = _KEYS
 # Per node kind, its key columns that may be hashed → the property holding the whole value.
 _FULL: dict[str, dict[str, str]] = {
     "jobs": {"namespace": "fullNamespace", "name": "fullName"},
