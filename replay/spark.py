@@ -3,11 +3,12 @@ cannot replay fast enough.
 
 The driver computes the offset range of every partition of the events topic (for the eventTime window
 ``--from``/``--to``, as the local replay does; tasks keep the window's events) and makes each partition's range one
-Spark task. A task reads its range with confluent-kafka, runs the same pure processing as the local replay — a fresh ``ProcessorCore``: decode the Confluent-framed Avro through the
-registry, validate, dedupe, reorder, normalize — and writes with the graph sink's idempotent, order-independent
-statements. Processor state is per run and a run's events share a key, hence a partition: partitions are
-independent, so the graph is the one the local replay builds (same fingerprint) whichever executor runs which task.
-Concurrent writers can deadlock on shared nodes (a dataset two jobs write); the driver's managed transactions retry.
+Spark task. A task reads its range with confluent-kafka, runs the same pure processing as the local replay — a fresh
+``ProcessorCore``: decode the Confluent-framed Avro through the registry, validate, dedupe, reorder, normalize — and
+writes with the graph sink's idempotent, order-independent statements. Processor state is per run and a run's events
+share a key, hence a partition: partitions are independent, so the graph is the one the local replay builds (same
+fingerprint) whichever executor runs which task. Concurrent writers can deadlock on shared nodes (a dataset two jobs
+write); the driver's managed transactions retry.
 
 Why not Spark's Kafka source (spark-sql-kafka): there is no build of it for the PySpark we pin (4.3.0) on Maven
 Central, a connector of another Spark minor version is not binary compatible, and the records would only be handed
