@@ -9,7 +9,10 @@ becomes a dataset of its own: the table root is the dataset, the keys travel as 
 - a DatasetEvent's ``facets``: with ``marker``, the partition's completion marker file exists.
 
 ``{"keys": [{"name": "date", "value": "2025-12-24"}, …], "source": "path" | "facet" | "hook",
-"marker": "_SUCCESS", "requiredMarker": "_SUCCESS"}`` plus ``_producer``/``_schemaURL``; keys ordered, 1..32.
+"marker": "_SUCCESS", "requiredMarker": "_SUCCESS"}`` plus ``_producer``/``_schemaURL``; keys ordered, 1..32. A
+DatasetEvent's facet may carry ``"stale": {"reason", "requestedAt", "upstream": {"namespace", "name", "planId"}}``
+(``lineage backfill plan --mark-stale``): the partition counts STALE until a run started after ``requestedAt``
+writes it.
 
 Keys come from, in order of precedence: the facet itself (a producer's own), OpenLineage's ``subset`` facet when
 its condition names exactly one partition (``PartitionSubsetCondition``; source ``facet``), and the dataset name
@@ -42,6 +45,7 @@ from functools import lru_cache
 from typing import Any
 
 __all__ = [
+    "BACKFILL_FACET_KEY",
     "FACET_KEY",
     "MARKER_FILES",
     "MAX_KEYS",
@@ -63,6 +67,8 @@ __all__ = [
 ]
 
 FACET_KEY = "kafkaLineage_partition"
+# The run facet a backfill run sends: {"window": {"from": "2025-12-01", "to": "2025-12-07"}, "planId": "bf-…"}
+BACKFILL_FACET_KEY = "kafkaLineage_backfill"
 SCHEMA_URL = ("https://github.com/kafka-lineage/kafka-lineage/blob/main/schemas/facets/PartitionDatasetFacet.json"
               "#/$defs/PartitionDatasetFacet")
 SOURCES = frozenset({"path", "facet", "hook"})
@@ -130,7 +136,8 @@ def partition_key_text(keys: Iterable[tuple[str, str]]) -> str:
 
 
 def partition_facet(keys: Mapping[str, Any] | Iterable[tuple[str, Any]] | str, source: str, marker: str | None = None,
-                    required_marker: str | None = None, producer: str = "") -> dict[str, Any]:
+                    required_marker: str | None = None, producer: str = "",
+                    stale: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The ``kafkaLineage_partition`` facet as JSON-ready dict (``ValueError`` for invalid keys or source)."""
     if source not in SOURCES:
         raise ValueError(f"partition source must be one of {', '.join(sorted(SOURCES))}, got {source!r}")
@@ -145,6 +152,10 @@ def partition_facet(keys: Mapping[str, Any] | Iterable[tuple[str, Any]] | str, s
             if not isinstance(value, str) or not 0 < len(value) <= MAX_MARKER_LENGTH or "/" in value:
                 raise ValueError(f"{field} must be a file name of 1-{MAX_MARKER_LENGTH} characters, got {value!r}")
             facet[field] = value
+    if stale is not None:
+        if not isinstance(stale.get("requestedAt"), str):
+            raise ValueError(f"stale needs requestedAt (an ISO time), got {stale!r}")
+        facet["stale"] = dict(stale)
     return facet
 
 

@@ -49,7 +49,11 @@ order sent). In an output's ``outputFacets``, the run's own version: ``(Partitio
 statistics, data quality, failed/passed assertion names and reported markers; in an input's ``inputFacets``
 ``(Run)-[:READ_PARTITION]->(Partition)`` (with the reader's assertions); in a DatasetEvent's ``facets`` a marker
 report. The partition keeps its marker reports (``"<eventTime> <file>"``) and the dataset's ``requiredMarker``
-(latest wins). Failed/passed assertions and markers are set unions, so a failure once reported stays. Only facts are
+(latest wins). A facet's ``stale`` request (``lineage backfill plan --mark-stale``) is kept on the partition as
+``staleMarks`` (``"<requestedAt> <reason>"``, a set union like the markers). A run's ``kafkaLineage_backfill`` facet
+(``{"window": {"from", "to"}, "planId"}``) is kept on the Run (``backfillPlanId``, ``backfillFrom``, ``backfillTo``;
+latest wins) and tells its partition versions apart from live ones.
+Failed/passed assertions and markers are set unions, so a failure once reported stays. Only facts are
 written: states (RUNNING/SUCCESS/FAILED/STALE), version numbers and readiness are computed when asked
 (``partitions.py``), so nothing depends on the order facts arrived in.
 
@@ -82,6 +86,7 @@ from operator import itemgetter
 from typing import Any
 
 from kafka_lineage.schemas.openlineage import lifecycle_rank
+from kafka_lineage.schemas.partitions import BACKFILL_FACET_KEY as BACKFILL_FACET
 from kafka_lineage.schemas.partitions import FACET_KEY as PARTITION_FACET
 from kafka_lineage.schemas.partitions import partition_key_text, partition_keys
 from kafka_lineage.schemas.schema_diff import schema_fields, schema_version
@@ -321,7 +326,7 @@ def _merge_state(old: Row, new: Row) -> None:
 _RULES: dict[str, dict[str, Callable[[Any, Any], Any]]] = {
     "jobs": {"lastEventTime": _max, "jobType": _latest},
     "runs": {"startTime": _min, "endTime": _max, "lastEventTime": _max, "nominalTime": _latest,
-             "errorMessage": _latest, "startRunFacets": _latest, "runFacets": _latest},
+             "errorMessage": _latest, "startRunFacets": _latest, "runFacets": _latest, "backfill": _latest},
     "datasets": {"schema": _latest},
     "schema_versions": {"first": _earliest},
     "read": {"stats": _latest, "dataQuality": _latest, "assertions": _latest},
@@ -332,7 +337,7 @@ _RULES: dict[str, dict[str, Callable[[Any, Any], Any]]] = {
     "same_as": {"type": _min, "firstSeen": _min, "lastSeen": _max},
     "facets": {"facet": _latest},
     "depends_on": {"lineage": _latest, "firstSeen": _min, "lastSeen": _max},
-    "partitions": {"requiredMarker": _latest, "markers": _union},
+    "partitions": {"requiredMarker": _latest, "markers": _union, "staleMarks": _union},
     "wrote_partition": {"stats": _latest, "dataQuality": _latest, "assertions": _latest, "failed": _union,
                         "passed": _union, "markers": _union, "firstSeen": _min, "lastSeen": _max},
     "read_partition": {"dataQuality": _latest, "assertions": _latest, "failed": _union, "passed": _union,
@@ -402,7 +407,8 @@ class _Builder:
             rows[key] = row
             return
         for prop, rule in _RULES.get(kind, {}).items():
-            old[prop] = rule(old.get(prop), row.get(prop))
+            if prop in old or prop in row:  # an optional property (a run's backfill) stays absent when never sent
+                old[prop] = rule(old.get(prop), row.get(prop))
         if kind == "runs":
             _merge_state(old, row)
 
@@ -557,9 +563,13 @@ def _partition(b: _Builder, ident: tuple[str, str], facet: Any, time: str | None
         return None
     key = b.key(partition_key_text(keys))
     marker, required = _str(facet.get("marker")), _str(facet.get("requiredMarker"))
+    stale = _dict(facet.get("stale"))
+    stale_at = utc_time(stale.get("requestedAt")) if stale else None
     b.add("partitions", {"namespace": ident[0], "name": ident[1], "key": key,
                          "requiredMarker": _group(time or _NO_TIME_MAX, marker=required) if required else None,
-                         "markers": [f"{time} {marker}"] if marker and time else None})
+                         "markers": [f"{time} {marker}"] if marker and time else None,
+                         "staleMarks": [f"{stale_at} {_str(stale.get('reason')) or 'marked stale'}"]
+                         if stale_at else None})
     b.add("has_partition", {"namespace": ident[0], "name": ident[1], "key": key})
     return key
 
@@ -616,6 +626,8 @@ def _add_event(b: _Builder, event: Mapping[str, Any]) -> None:
     if run_id is not None:
         facets = _dict(run.get("facets"))
         nominal, error = _dict(facets.get("nominalTime")), _dict(facets.get("errorMessage"))
+        backfill = _dict(facets.get(BACKFILL_FACET))
+        window = _dict(backfill.get("window"))
         b.run(run_id, state=event_type if rank is not None else None, rank=rank,
               stateOrder=f"{time or _NO_TIME_MAX}|{event_type}" if rank is not None else None,
               startTime=time if event_type == "START" else None,
@@ -625,6 +637,8 @@ def _add_event(b: _Builder, event: Mapping[str, Any]) -> None:
                                  nominalEndTime=utc_time(nominal.get("nominalEndTime"))) if nominal else None,
               errorMessage=_group(order, message=_str(error.get("message")),
                                   programmingLanguage=_str(error.get("programmingLanguage"))) if error else None,
+              **({"backfill": _group(order, planId=_str(backfill.get("planId")) or "", start=_str(window.get("from")),
+                                     end=_str(window.get("to")))} if backfill else {}),
               **({"startRunFacets" if event_type == "START" else "runFacets": _group(order, json=run_facets_json(
                   facets))} if facets else {}))
         if job_ident is not None:
@@ -769,7 +783,9 @@ STATEMENTS: dict[str, str] = {
             + _take_latest("r", "startRunFacets", {"startRunFacets": "json"}) + "\n"
             + _take_latest("r", "runFacets", {"runFacets": "json"}) + "\n"
             + _take_latest("r", "errorMessage", {"errorMessage": "message",
-                                                 "errorLanguage": "programmingLanguage"}),
+                                                 "errorLanguage": "programmingLanguage"}) + "\n"
+            + _take_latest("r", "backfill", {"backfillPlanId": "planId", "backfillFrom": "start",
+                                             "backfillTo": "end"}),
     "datasets": "UNWIND $rows AS row\nMERGE (d:Dataset {namespace: row.namespace, name: row.name})\n"
                 "ON CREATE SET d.searchKey = toLower(row.name)\n"
                 + _take_latest("d", "schema", {"schemaVersion": "version"}),
@@ -783,7 +799,7 @@ STATEMENTS: dict[str, str] = {
                        + _take_latest("s", "first", {"fields": "fields", "firstSeen": "firstSeen"}, earliest=True),
     "partitions": "UNWIND $rows AS row\n"
                   "MERGE (p:Partition {namespace: row.namespace, name: row.name, key: row.key})\n"
-                  f"SET {_union_set('p', 'markers')}\n"
+                  f"SET {_union_set('p', 'markers')}, {_union_set('p', 'staleMarks')}\n"
                   + _take_latest("p", "requiredMarker", {"requiredMarker": "marker"}),
     "partition_versions": "UNWIND $rows AS row\n"
                           "MERGE (v:PartitionVersion {namespace: row.namespace, name: row.name, key: row.key, "
@@ -937,7 +953,7 @@ FINGERPRINT_QUERIES: dict[str, str] = {
 # only when they have rows: a graph without partitions keeps the fingerprint it had.
 PARTITION_FINGERPRINT_QUERIES: dict[str, str] = {
     "Partition": "MATCH (p:Partition) RETURN p.namespace AS namespace, p.name AS name, p.key AS key, "
-                 "p.requiredMarker AS requiredMarker, p.markers AS markers",
+                 "p.requiredMarker AS requiredMarker, p.markers AS markers, p.staleMarks AS staleMarks",
     "PartitionVersion": "MATCH (v:PartitionVersion) RETURN v.namespace AS namespace, v.name AS name, v.key AS key, "
                         "v.runId AS runId",
     "HAS_PARTITION": "MATCH (d:Dataset)-[:HAS_PARTITION]->(p:Partition) RETURN d.namespace AS datasetNamespace, "
@@ -949,6 +965,9 @@ PARTITION_FINGERPRINT_QUERIES: dict[str, str] = {
                        "v.namespace AS namespace, v.name AS name, v.key AS key, v.runId AS versionRunId, "
                        "e.rowCount AS rowCount, e.bytes AS bytes, e.markers AS markers, e.failed AS failed, "
                        "e.passed AS passed, e.firstSeen AS firstSeen, e.lastSeen AS lastSeen",
+    # backfill runs (issue 22): only runs that sent the kafkaLineage_backfill facet, so other graphs hash as before
+    "BackfillRun": "MATCH (r:Run) WHERE r.backfillPlanId IS NOT NULL RETURN r.runId AS runId, "
+                   "r.backfillPlanId AS planId, r.backfillFrom AS windowFrom, r.backfillTo AS windowTo",
     "READ_PARTITION": "MATCH (r:Run)-[e:READ_PARTITION]->(p:Partition) RETURN r.runId AS runId, "
                       "p.namespace AS namespace, p.name AS name, p.key AS key, e.failed AS failed, "
                       "e.passed AS passed, e.firstSeen AS firstSeen, e.lastSeen AS lastSeen",

@@ -24,7 +24,14 @@ event or a repeat can only give the state the whole set of events gives (pure fu
   no lineage), which satisfies ``ready`` as an upstream partition but never as the partition asked about: a marker
   report may arrive before the writing run's events, and ready must not answer yes on that.
 - **STALE**: the latest version is SUCCESS but an upstream partition its run READ got a version after the read (a
-  writing run other than the reader that ended — or, still running, started — after the reader's start).
+  writing run other than the reader that ended — or, still running, started — after the reader's start), or the
+  partition was marked stale (``lineage backfill plan --mark-stale``: a ``stale`` request in its facet) at a time
+  later than its latest version's start. A version whose writer started after the mark clears it, so the answer
+  does not depend on whether the mark or the rewrite arrived first.
+- **Backfill versions** (issue 22): a run that sent the ``kafkaLineage_backfill`` run facet writes backfill versions.
+  The current (latest) version is the latest by writer start among all versions, a live version winning a tie at the
+  same start: a backfill that started before a live rewrite of the partition never replaces it, whatever order the
+  events arrive in; one that started after it is current (``version_order``).
 - **ready**: the partition's latest version is SUCCESS and not STALE, and so is every partition its run read.
 """
 
@@ -51,6 +58,7 @@ __all__ = [
     "readiness",
     "ready",
     "run_partitions",
+    "version_order",
 ]
 
 STATES = ("RUNNING", "SUCCESS", "FAILED", "STALE")
@@ -74,6 +82,13 @@ class Version:
     assertions: str | None = None  # JSON of the latest assertions list reported with the write
     data_quality: str | None = None  # JSON of the latest dataQualityMetrics
     job: tuple[str, str] | None = None
+    backfill: str | None = None  # planId of the writer's kafkaLineage_backfill facet: a backfill version
+
+
+def version_order(version: Version) -> tuple[str, int, str]:
+    """Versions in order, the current one last: writer start, a live version after a backfill one started at the
+    same time, then run id."""
+    return version.start, 0 if version.backfill else 1, version.run_id
 
 
 @dataclass(frozen=True)
@@ -96,6 +111,7 @@ class PartitionFacts:
     versions: tuple[Version, ...] = ()  # oldest first (the latest MAX_VERSIONS)
     checks: tuple[Check, ...] = ()
     reads: tuple[tuple[str, PartitionFacts], ...] = ()  # (read at, partition) of the latest version's run
+    stale_marks: tuple[tuple[str, str], ...] = ()  # (requested at, reason) of --mark-stale requests
 
 
 @dataclass(frozen=True)
@@ -113,7 +129,7 @@ class VersionStatus:
                 "job": {"namespace": v.job[0], "name": v.job[1]} if v.job else None,
                 "rowCount": v.row_count, "bytes": v.bytes, "marker": self.marker,
                 "assertions": _loads(v.assertions), "dataQuality": _loads(v.data_quality),
-                "failedAssertions": list(v.failed)}
+                "failedAssertions": list(v.failed), "backfill": v.backfill}
 
 
 @dataclass(frozen=True)
@@ -180,8 +196,9 @@ def _version_state(facts: PartitionFacts, version: Version, following: Version |
 
 
 def _stale(facts: PartitionFacts, latest: Version) -> tuple[str, ...]:
-    """Upstream partitions the latest version's run read that got a version after the read."""
-    reasons = []
+    """Upstream partitions the latest version's run read that got a version after the read, and stale marks made
+    after the latest version's start."""
+    reasons = [f"marked stale at {at}: {why}" for at, why in facts.stale_marks if at > latest.start][-1:]
     for read_at, upstream in facts.reads:
         for other in upstream.versions:
             changed = other.end or other.start
@@ -195,7 +212,7 @@ def _stale(facts: PartitionFacts, latest: Version) -> tuple[str, ...]:
 def partition_status(facts: PartitionFacts) -> PartitionStatus:
     """The partition's versions with their states, and its own state: the latest version's, STALE in place of
     SUCCESS when an upstream partition was rewritten after the read."""
-    ordered = sorted(facts.versions, key=lambda v: (v.start, v.run_id))
+    ordered = sorted(facts.versions, key=version_order)
     first = facts.version_count - len(ordered) + 1
     statuses = []
     for index, version in enumerate(ordered):
@@ -260,10 +277,11 @@ def _facts(p: str, level: int, reads: int) -> str:
     versions = (
         f"COLLECT {{ MATCH ({p})-[:HAS_VERSION]->(:PartitionVersion)<-[w{n}:WROTE_PARTITION]-(r{n}:Run) "
         f"WITH r{n}, w{n}, coalesce(r{n}.startTime, w{n}.firstSeen, '') AS s{n} "
-        f"ORDER BY s{n} DESC, r{n}.runId DESC LIMIT $maxVersions "
+        f"ORDER BY s{n} DESC, r{n}.backfillPlanId IS NULL DESC, r{n}.runId DESC LIMIT $maxVersions "
         f"RETURN [r{n}.runId, r{n}.state, s{n}, r{n}.endTime, w{n}.failed, w{n}.markers, w{n}.rowCount, w{n}.bytes, "
         f"w{n}.assertions, w{n}.dataQuality, [(r{n})-[:OF_JOB]->(j{n}:Job) | "
-        f"[coalesce(j{n}.fullNamespace, j{n}.namespace), coalesce(j{n}.fullName, j{n}.name)]][0]] }}")
+        f"[coalesce(j{n}.fullNamespace, j{n}.namespace), coalesce(j{n}.fullName, j{n}.name)]][0], "
+        f"r{n}.backfillPlanId] }}")
     checks = (f"COLLECT {{ MATCH (c{n}:Run)-[e{n}:READ_PARTITION]->({p}) WHERE e{n}.failed IS NOT NULL "
               f"RETURN [c{n}.runId, coalesce(c{n}.startTime, e{n}.firstSeen, ''), e{n}.failed] }}")
     upstream = "[]"
@@ -271,25 +289,32 @@ def _facts(p: str, level: int, reads: int) -> str:
         child = f"u{n}"
         upstream = (
             f"COLLECT {{ MATCH ({p})-[:HAS_VERSION]->(:PartitionVersion)<-[x{n}:WROTE_PARTITION]-(lr{n}:Run) "
-            f"WITH lr{n}, x{n} ORDER BY coalesce(lr{n}.startTime, x{n}.firstSeen, '') DESC, lr{n}.runId DESC LIMIT 1 "
+            f"WITH lr{n}, x{n} ORDER BY coalesce(lr{n}.startTime, x{n}.firstSeen, '') DESC, "
+            f"lr{n}.backfillPlanId IS NULL DESC, lr{n}.runId DESC LIMIT 1 "
             f"MATCH (lr{n})-[rp{n}:READ_PARTITION]->({child}:Partition) "
             f"RETURN [coalesce(lr{n}.startTime, rp{n}.firstSeen, ''), {_facts(child, level + 1, reads - 1)}] }}")
     names = (f"[({p})<-[:HAS_PARTITION]-(d{n}:Dataset) | [coalesce(d{n}.fullNamespace, d{n}.namespace), "
              f"coalesce(d{n}.fullName, d{n}.name)]][0]")
     return (f"[{names}, {p}.key, {p}.requiredMarker, {p}.markers, COUNT {{ ({p})-[:HAS_VERSION]->() }}, "
-            f"{versions}, {checks}, {upstream}]")
+            f"{versions}, {checks}, {upstream}, {p}.staleMarks]")
+
+
+def _split(text: str) -> tuple[str, str]:
+    at, _, rest = text.partition(" ")
+    return at, rest
 
 
 def _facts_of(row: Sequence[Any]) -> PartitionFacts:
-    names, key, required, markers, count, versions, checks, reads = row
+    names, key, required, markers, count, versions, checks, reads, stale = row
     return PartitionFacts(
         names[0] if names else "", names[1] if names else "", key, required,
         tuple((text[:text.index(" ")], text[text.index(" ") + 1:]) for text in markers or () if " " in text),
         count,
         tuple(Version(v[0], v[1], v[2], v[3], tuple(v[4] or ()), tuple(v[5] or ()), v[6], v[7], v[8], v[9],
-                      tuple(v[10]) if v[10] else None) for v in versions),
+                      tuple(v[10]) if v[10] else None, v[11]) for v in versions),
         tuple(Check(c[0], c[1], tuple(c[2] or ())) for c in checks),
-        tuple((at, _facts_of(u)) for at, u in reads))
+        tuple((at, _facts_of(u)) for at, u in reads),
+        tuple(_split(text) for text in stale or () if " " in text))
 
 
 _DATASET_FOUND = "OPTIONAL MATCH (d:Dataset {namespace: $namespace, name: $name}) WITH d "

@@ -3,6 +3,8 @@ fallback, depth, cycles, deterministic longest-path stages."""
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import random
 from datetime import date
 from typing import Any
@@ -10,6 +12,9 @@ from typing import Any
 import pytest
 
 from kafka_lineage.sinks.graph.backfill import BackfillFacts, PlanError, RunFacts, partition_date, plan
+from kafka_lineage.sinks.graph.model import graph_batch
+from kafka_lineage.sinks.graph.partitions import PartitionStatus, partition_status
+from tests.unit.sinks.test_partitions import facts, marker_event, run_event
 
 NS = "s3://lake"
 DAYS = ["2025-12-01", "2025-12-02", "2025-12-03"]
@@ -147,3 +152,61 @@ def test_last_run_prefers_a_later_live_run_over_an_earlier_backfill() -> None:
     assert result["stages"][0]["items"][0]["lastRun"] == {
         "runId": "a-2025-12-01-05", "state": "COMPLETE", "startTime": "2025-12-01T05:00:00.000Z", "endTime": None,
         "backfill": "bf-1"}
+
+
+# --- the mark-stale and backfill-run rules, from events as the sink folds them (order free) -----------------------
+def _stale_event(second: int, key: str = "date=2025-12-24") -> dict:
+    mark = {"requestedAt": f"2025-12-24T01:00:{second:02d}Z", "reason": "backfill plan bf-1",
+            "upstream": {"namespace": "s3://lake", "name": "raw", "planId": "bf-1"}}
+    event = marker_event(second, keys=key)
+    facet = event["dataset"]["facets"]["kafkaLineage_partition"]
+    del facet["marker"]
+    facet["stale"] = mark
+    return event
+
+
+def _backfill(event: dict, plan_id: str = "bf-1") -> dict:
+    event["run"]["facets"] = {"kafkaLineage_backfill": {"_producer": "p", "_schemaURL": "u", "planId": plan_id,
+                                                        "window": {"from": "2025-12-24", "to": "2025-12-24"}}}
+    return event
+
+
+def _status(events: list[dict]) -> PartitionStatus:
+    """As test_partitions simulates the merged graph, plus the stale marks and the writers' backfill facets."""
+    b = graph_batch(events)
+    base = facts(events, reads=0)
+    runs = {r["runId"]: r for r in b["runs"]}
+    part = next(p for p in b["partitions"] if p["name"] == "events")
+    marks = tuple(tuple(m.split(" ", 1)) for m in part.get("staleMarks") or ())
+    versions = tuple(dataclasses.replace(v, backfill=(runs[v.run_id].get("backfill") or {}).get("planId"))
+                     for v in base.versions)
+    return partition_status(dataclasses.replace(base, versions=versions, stale_marks=marks))
+
+
+def _every_order(events: list[dict]) -> set[tuple[str | None, str | None]]:
+    return {(s.state, s.latest.version.run_id if s.latest else None)
+            for s in (_status(list(order)) for order in itertools.permutations(events))}
+
+
+def test_a_stale_mark_holds_until_a_writer_started_after_it_in_any_order() -> None:
+    written = [run_event("START", 10, run="live"), run_event("COMPLETE", 20, run="live")]
+    assert _every_order([*written, _stale_event(30)]) == {("STALE", "live")}
+    assert _status([*written, _stale_event(30)]).reason.startswith("marked stale at 2025-12-24T01:00:30")
+    assert _every_order([*written, _stale_event(5)]) == {("SUCCESS", "live")}  # a mark older than the version
+    # a rewrite that started before the mark does not clear it; one started after it does
+    early = [run_event("START", 25, run="early"), run_event("COMPLETE", 40, run="early")]
+    assert _every_order([*written, _stale_event(30), *early]) == {("STALE", "early")}
+    late = [_backfill(run_event("START", 35, run="bf")), _backfill(run_event("COMPLETE", 45, run="bf"))]
+    assert _every_order([*written, _stale_event(30), *late]) == {("SUCCESS", "bf")}
+
+
+def test_a_backfill_version_never_replaces_a_later_live_one() -> None:
+    live = [run_event("START", 20, run="live"), run_event("COMPLETE", 30, run="live")]
+    before = [_backfill(run_event("START", 10, run="bf")), _backfill(run_event("COMPLETE", 50, run="bf"))]
+    assert _every_order([*live, *before]) == {("SUCCESS", "live")}  # completed last, started first: not current
+    after = [_backfill(run_event("START", 40, run="bf")), _backfill(run_event("COMPLETE", 45, run="bf"))]
+    assert _every_order([*live, *after]) == {("SUCCESS", "bf")}
+    tie = [_backfill(run_event("START", 20, run="zz-bf")), _backfill(run_event("COMPLETE", 25, run="zz-bf"))]
+    assert _every_order([*live, *tie]) == {("SUCCESS", "live")}  # the same start: the live version wins
+    status = _status([*live, *after])
+    assert [v.as_dict()["backfill"] for v in status.versions] == [None, "bf-1"]

@@ -143,7 +143,7 @@ def test_statements_constraints_and_fingerprint_cover_partitions():
     assert fingerprint({"Partition": []}) == base  # no partitions: the fingerprint a graph had before
     assert fingerprint({"Partition": [{"namespace": LAKE, "name": "events", "key": DAY}]}) != base
     assert set(PARTITION_FINGERPRINT_QUERIES) == {"Partition", "PartitionVersion", "HAS_PARTITION", "HAS_VERSION",
-                                                  "WROTE_PARTITION", "READ_PARTITION"}
+                                                  "WROTE_PARTITION", "READ_PARTITION", "BackfillRun"}
 
 
 # --- the state machine ---------------------------------------------------------------------------------------------
