@@ -376,6 +376,67 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_backfill(args: argparse.Namespace) -> int:
+    from kafka_lineage.sinks.graph.backfill import PlanError, fetch_facts, parse_day, plan, stale_events
+    from kafka_lineage.sinks.graph.partitions import UnknownDataset
+    from kafka_lineage.sinks.graph.sink import driver_for
+
+    try:
+        start, end = parse_day(args.from_, "--from"), parse_day(args.to, "--to")
+        with driver_for(ClientSettings.from_env()) as driver:
+            try:
+                result = plan(fetch_facts(driver, args.namespace, args.name, args.depth), start, end, args.depth)
+            except UnknownDataset:
+                return _unknown_dataset(driver, args.namespace, args.name)
+    except PlanError as exc:
+        return _bad_question(str(exc))
+    except Exception as exc:
+        if not _is_neo4j_error(exc):
+            raise
+        print(f"lineage: Neo4j could not answer: {shown(getattr(exc, 'message', None) or exc)}", file=sys.stderr)
+        return NO_ANSWER
+    marked = None
+    if args.mark_stale:  # through the pipeline, never into Neo4j directly: a replay rebuilds the marks
+        now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        events, skipped = stale_events(result, now)
+        publisher = EventPublisher.from_settings(ClientSettings.from_env(), args.topic)
+        try:
+            sent = publisher.send([publisher.encode(event) for event in events]).result() if events else 0
+        finally:
+            publisher.close()
+        marked = {"published": sent, "skipped": skipped, "topic": publisher.topic, "requestedAt": now}
+    if args.json:
+        print(json.dumps({**result, **({"markStale": marked} if marked is not None else {})}, indent=2))
+        return 0
+    items = sum(len(stage["items"]) for stage in result["stages"])
+    print(f"backfill plan {result['planId']}: {shown(args.namespace)} {shown(args.name)} "
+          f"{result['window']['from']}..{result['window']['to']} (depth ≤ {result['depth']}): "
+          f"{len(result['partitions'])} partitions in the window → {items} items in {len(result['stages'])} stages, "
+          f"{len(result['jobs'])} jobs")
+    for stage in result["stages"]:
+        print(f"stage {stage['stage']} ({len(stage['items'])} in parallel)")
+        for item in stage["items"]:
+            run = item["lastRun"]
+            last = "no run known" if run is None else (f"last run {run['runId']} {run['state'] or '-'} "
+                                                       f"{run['startTime'] or '-'}"
+                                                       + (" (backfill)" if run["backfill"] else ""))
+            targets = ", ".join(f"{shown(o['name'])} {shown(o['key'])}" for o in item["rebuild"])
+            unknown = "  partitions: unknown, by window" if item["partitions"] == "unknown" else ""
+            print(f"  {shown(item['job']['namespace'])} {shown(item['job']['name'])}  {shown(item['key'])}"
+                  f"  → {targets}  {last}{unknown}")
+    for cycle in result["cycles"]:
+        print("cycle: " + " → ".join(f"{shown(j['namespace'])} {shown(j['name'])}" for j in cycle)
+              + " (its items share a stage)", file=sys.stderr)
+    if result["truncated"]:
+        print(f"cut at depth {result['depth']}: more jobs are downstream (--depth)", file=sys.stderr)
+    if marked is None:
+        print("dry run: nothing changed (--mark-stale marks the planned partitions STALE)")
+    else:
+        print(f"marked stale: {marked['published']} partitions (events on {marked['topic']}); "
+              f"{marked['skipped']} by-window partitions not marked")
+    return 0
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from kafka_lineage.replay.local import progress_bar, replay
 
@@ -578,6 +639,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("run_id")
     run.add_argument("--json", action="store_true", help="machine-readable output")
     run.set_defaults(handler=cmd_run)
+
+    backfill = sub.add_parser("backfill", help="time-window repair: what must re-run, in which order, after a "
+                                               "dataset's partitions in a date window were wrong")
+    backfill.add_argument("action", choices=["plan"])
+    backfill.add_argument("namespace", help="dataset namespace (the table root's), e.g. s3://lake")
+    backfill.add_argument("name", help="dataset name (the table root), e.g. events")
+    backfill.add_argument("--from", dest="from_", required=True, help="first day of the window, e.g. 2025-12-01")
+    backfill.add_argument("--to", required=True, help="last day of the window (inclusive), e.g. 2025-12-07")
+    backfill.add_argument("--depth", type=int, default=10, help="how many jobs deep (default 10, at most 50)")
+    backfill.add_argument("--json", action="store_true", help="the plan as JSON, for a scheduler")
+    backfill.add_argument("--mark-stale", action="store_true",
+                          help="publish a stale request for every planned partition (STALE until rewritten)")
+    backfill.add_argument("--topic", help="with --mark-stale: the topic (default: the events topic)")
+    backfill.set_defaults(handler=cmd_backfill)
 
     replay = sub.add_parser("replay", help="rebuild the graph (or repair a time window) from openlineage.events")
     replay.add_argument("--from", dest="from_", default="earliest", help="earliest (default) or an ISO time")

@@ -35,13 +35,16 @@ from typing import Any
 
 from neo4j import Driver, Query, RoutingControl
 
-from kafka_lineage.schemas.partitions import parse_key_text
+from kafka_lineage.schemas.partitions import FACET_KEY, parse_key_text, partition_facet
 from kafka_lineage.sinks.graph.model import stored_key
 from kafka_lineage.sinks.graph.partitions import UnknownDataset
 
-__all__ = ["BackfillFacts", "PlanError", "RunFacts", "fetch_facts", "partition_date", "plan", "plan_id"]
+__all__ = ["BackfillFacts", "PlanError", "RunFacts", "fetch_facts", "partition_date", "plan", "plan_id",
+           "stale_events"]
 
 MAX_DEPTH = 50  # the cap impact has (queries.MAX_DEPTH)
+PRODUCER = "https://github.com/kafka-lineage/kafka-lineage/tree/main/sinks/graph/backfill.py"
+DATASET_EVENT_URL = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/DatasetEvent"
 MAX_RUNS_PER_JOB = 2000  # latest runs read per job (by start)
 
 Ref = tuple[str, str]  # (namespace, name)
@@ -320,6 +323,37 @@ def plan(facts: BackfillFacts, start: date, end: date, depth: int) -> dict[str, 
         "stages": [{"stage": i, "items": [as_json(n) for n in s]} for i, s in enumerate(ordered_stages)],
         "cycles": [[_ref(job) for job in cycle] for cycle in _cycles(jobs, job_edges)],
     }
+
+
+def stale_events(result: Mapping[str, Any], requested_at: str) -> tuple[list[dict[str, Any]], int]:
+    """(DatasetEvents marking each planned partition stale, partitions left out): one event per known partition a
+    plan rebuilds, carrying the partition facet with its ``stale`` request. Published like any event, so a replay
+    rebuilds the marks; by-window items name no partition of their outputs (left out, counted)."""
+    events, skipped, seen = [], 0, set()
+    dataset, window = result["dataset"], result["window"]
+    reason = (f"backfill plan {result['planId']}: {dataset['namespace']} {dataset['name']} "
+              f"{window['from']}..{window['to']}")
+    for stage in result["stages"]:
+        for item in stage["items"]:
+            for out in item["rebuild"]:
+                ident = (out["namespace"], out["name"], out["key"])
+                if item["partitions"] != "known":
+                    skipped += 1
+                    continue
+                if ident in seen:
+                    continue
+                seen.add(ident)
+                try:
+                    keys = parse_key_text(out["key"])
+                except ValueError:  # a key stored by its hash (too long to index): not a key text
+                    skipped += 1
+                    continue
+                stale = {"reason": reason, "requestedAt": requested_at,
+                         "upstream": {**dataset, "planId": result["planId"]}}
+                events.append({"eventTime": requested_at, "producer": PRODUCER, "schemaURL": DATASET_EVENT_URL,
+                               "dataset": {"namespace": out["namespace"], "name": out["name"], "facets": {
+                                   FACET_KEY: partition_facet(keys, "hook", producer=PRODUCER, stale=stale)}}})
+    return events, skipped
 
 
 # --- Cypher -------------------------------------------------------------------------------------------------------
