@@ -387,6 +387,26 @@ def create_app(store: GraphStore, settings: ServerSettings, metrics: Metrics | N
             raise HTTPException(400, f"key: {exc}") from None
         return JSONResponse({"dataset": {"namespace": ns, "name": name}, "key": key, "ready": ok, "missing": missing})
 
+    @app.get("/api/v2/datasets/{namespace}/{dataset}/backfill-plan", dependencies=api, tags=["Partitions"])
+    def backfill_plan(namespace: str, dataset: str,
+                      start: Annotated[str, Query(alias="from", description="first day, e.g. 2025-12-01")],
+                      end: Annotated[str, Query(alias="to", description="last day (inclusive), e.g. 2025-12-07")],
+                      depth: Depth = 10) -> JSONResponse:
+        """What `lineage backfill plan --json` answers: the downstream work items (job, partition key: the output
+        partitions it rebuilds, the inputs it reads, its last known run) deriving from the dataset's partitions dated
+        in [from, to], in stages that can run in parallel, each after every stage it depends on; ``cycles`` names
+        job cycles met, ``truncated`` a depth cut. 400: a malformed day or a dataset without dated partitions; 404:
+        an unknown dataset."""
+        ns, name = _segment(namespace), _segment(dataset)
+        capped_depth = depth_cap(depth)
+        try:
+            body = store.backfill_plan(ns, name, start, end, capped_depth)
+        except ValueError as exc:
+            raise HTTPException(400, str(exc)) from None
+        if depth > capped_depth:
+            body["truncated"] = True
+        return JSONResponse(body)
+
     @app.get("/api/v2/runs/{run_id}/partitions", dependencies=api, tags=["Runs"])
     def run_partitions(run_id: str) -> JSONResponse:
         """The partitions a run wrote (its version of each, with that version's state) and read (their state)."""

@@ -401,6 +401,14 @@ class GraphStore:
         ok, missing, _ = self._partitions(partition_reads.ready, namespace, name, key)
         return ok, missing
 
+    def backfill_plan(self, namespace: str, name: str, start: str, end: str, depth: int) -> dict[str, Any]:
+        """``lineage backfill plan``'s answer; ``PlanError`` (a ValueError) for a bad window or undated partitions."""
+        from kafka_lineage.sinks.graph import backfill
+
+        first, last = backfill.parse_day(start, "from"), backfill.parse_day(end, "to")
+        facts = self._partitions(backfill.fetch_facts, namespace, name, depth)
+        return backfill.plan(facts, first, last, depth)
+
     def run_partitions(self, run_id: str) -> partition_reads.RunPartitions:
         found = self._partitions(partition_reads.run_partitions, run_id)
         if not found.found:
