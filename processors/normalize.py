@@ -262,16 +262,18 @@ class _Normalizer:
             if lineage is not None and (new := self.column_lineage(lineage)) is not lineage:
                 changed.setdefault("facets", {})["columnLineage"] = new
         map_key = _PARTITION_MAPS[place]
-        if (partition := _partition(dataset.get(map_key), found, map_key)) is not None:
+        if (partition := _partition(dataset.get(map_key), found, map_key, final, self.patterns)) is not None:
             changed.setdefault(map_key, {})[FACET_KEY] = partition
         return final, changed
 
 
-def _partition(io: Any, found: PathPartition | None, map_key: str) -> dict[str, Any] | None:
+def _partition(io: Any, found: PathPartition | None, map_key: str, final: Identity,
+               patterns: PathPatterns) -> dict[str, Any] | None:
     """The partition facet to add to a dataset's ``map_key`` facets (None: none, or the producer sent its own)."""
     if isinstance(io, dict) and FACET_KEY in io:
         return None  # the producer's own facet wins, as sent
-    if map_key != "facets" and isinstance(io, dict) and (keys := subset_keys(io.get("subset"))) is not None:
+    if map_key != "facets" and isinstance(io, dict) and (
+            keys := subset_keys(io.get("subset"), *final, patterns)) is not None:
         return _partition_facet(keys, "facet", None)
     if found is None:
         return None

@@ -173,13 +173,19 @@ def partition_keys(facet: Any) -> PartitionKeys | None:
     return tuple(keys) if len({name for name, _ in keys}) == len(keys) else None
 
 
-def subset_keys(facet: Any) -> PartitionKeys | None:
-    """Keys of OpenLineage's ``subset`` input/output facet when its condition is a ``partition`` condition naming
-    exactly one partition with text or number dimension values; None otherwise (several partitions are not one
-    partition, and a filter on fields names none)."""
+def subset_keys(facet: Any, namespace: str | None = None, name: str | None = None,
+                patterns: PathPatterns | None = None) -> PartitionKeys | None:
+    """Keys of OpenLineage's ``subset`` input/output facet when its condition names exactly one partition: a
+    ``partition`` condition with text or number dimension values, or a ``location`` condition with one location
+    under the dataset ``namespace``/``name`` whose extra directories are partition segments (``patterns``) — what
+    the Spark integration sends when it names a write to ``table/date=…`` by the table root. None otherwise (several
+    partitions are not one partition, and a filter on fields names none)."""
     if not isinstance(facet, dict):
         return None
     condition = facet.get("inputCondition", facet.get("outputCondition"))
+    if isinstance(condition, dict) and condition.get("type") == "location":
+        return _location_keys(condition.get("locations"), namespace, name,
+                              DEFAULT_PATTERNS if patterns is None else patterns)
     if not isinstance(condition, dict) or condition.get("type") != "partition":
         return None
     partitions = condition.get("partitions")
@@ -192,6 +198,18 @@ def subset_keys(facet: Any) -> PartitionKeys | None:
         return as_keys(dimensions)
     except ValueError:
         return None
+
+
+def _location_keys(locations: Any, namespace: str | None, name: str | None, patterns: PathPatterns
+                   ) -> PartitionKeys | None:
+    if not isinstance(locations, list) or len(locations) != 1 or type(locations[0]) is not str or not name:
+        return None
+    root = name.rstrip("/")
+    at = locations[0].find(root)  # a location may carry the scheme and authority the namespace holds
+    if not root or at < 0 or not locations[0][at + len(root):].startswith("/"):
+        return None
+    found = split_partition(namespace or "", locations[0][at:], patterns)
+    return found.keys if found is not None and found.root.rstrip("/") == root else None
 
 
 # --- keys from paths -----------------------------------------------------------------------------------------------

@@ -96,6 +96,18 @@ def test_an_openlineage_subset_facet_naming_one_partition_is_read() -> None:
     validate_event(out)
 
 
+def test_sparks_location_subset_names_the_partition_of_a_table_root() -> None:
+    """As the OpenLineage Spark listener 1.53 sends a write to ``daily/date=…``: the root, and the exact location."""
+    location = {"_producer": PRODUCER, "_schemaURL": "https://openlineage.io/spec/facets/1-0-0/"
+                "BaseSubsetDatasetFacet.json#/$defs/OutputSubsetOutputDatasetFacet",
+                "outputCondition": {"type": "location", "locations": ["/w/lake/daily/date=2026-11-24"]}}
+    event = _event([], [{"namespace": "file", "name": "/w/lake/daily", "outputFacets": {"subset": location}}])
+    out, renames = normalize_event(event)
+    (wrote,) = out["outputs"]
+    assert (wrote["name"], _keys(wrote, "outputFacets"), renames) == ("/w/lake/daily", "facet:date=2026-11-24", [])
+    validate_event(out)
+
+
 def test_a_dataset_event_naming_a_marker_file_reports_the_marker() -> None:
     event = dataset_event()
     event["dataset"].update(namespace="hdfs://nn:8020", name="/w/t/date=2025-12-24/_SUCCESS")

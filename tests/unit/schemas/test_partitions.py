@@ -134,6 +134,20 @@ def test_subset_facet_with_one_partition_names_it() -> None:
         assert subset_keys(facet) is None
 
 
+def test_subset_facet_with_one_location_under_the_dataset_names_its_partition() -> None:
+    """The Spark integration (1.53) names a write to ``table/date=…`` by the table root and the exact location."""
+    spark = {"outputCondition": {"type": "location", "locations": ["/w/lake/daily/date=2026-11-24"]}}
+    assert subset_keys(spark, "file", "/w/lake/daily") == (("date", "2026-11-24"),)
+    s3 = {"inputCondition": {"type": "location", "locations": ["s3://b/t/date=2026-11-24/region=eu/"]}}
+    assert subset_keys(s3, "s3://b", "t") == (("date", "2026-11-24"), ("region", "eu"))
+    assert subset_keys(s3, "s3://b", "t", parse_patterns("none")) is None  # path derivation off
+    for namespace, name in (("file", "/w/lake"), ("file", "/w/lake/daily/date=2026-11-24"), ("file", "/other"),
+                            ("kafka://k:9092", "/w/lake/daily")):
+        assert subset_keys(spark, namespace, name) is None, name  # not one partition directly under the dataset
+    two = {"outputCondition": {"type": "location", "locations": ["/w/t/date=1", "/w/t/date=2"]}}
+    assert subset_keys(two, "file", "/w/t") is None
+
+
 # --- keys from paths ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("namespace", "name", "root", "text", "file"), [
     ("s3://lake", "events/date=2025-12-24/region=eu", "events", "date=2025-12-24/region=eu", None),
