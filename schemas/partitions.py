@@ -204,11 +204,18 @@ def _location_keys(locations: Any, namespace: str | None, name: str | None, patt
                    ) -> PartitionKeys | None:
     if not isinstance(locations, list) or len(locations) != 1 or type(locations[0]) is not str or not name:
         return None
-    root = name.rstrip("/")
-    at = locations[0].find(root)  # a location may carry the scheme and authority the namespace holds
-    if not root or at < 0 or not locations[0][at + len(root):].startswith("/"):
+    root, location = name.rstrip("/"), locations[0]
+    if not root:
         return None
-    found = split_partition(namespace or "", locations[0][at:], patterns)
+    # A location may carry the scheme and authority the namespace holds: the name starts at a segment boundary
+    # (`s3://bucket/t/…` for `t`, not at the `t` of `bucket`) and is followed by a directory.
+    at = location.find(root)
+    while at >= 0 and not ((at == 0 or location[at - 1] == "/" or root.startswith("/"))
+                           and location[at + len(root):].startswith("/")):
+        at = location.find(root, at + 1)
+    if at < 0:
+        return None
+    found = split_partition(namespace or "", location[at:], patterns)
     return found.keys if found is not None and found.root.rstrip("/") == root else None
 
 

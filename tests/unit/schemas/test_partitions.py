@@ -146,6 +146,8 @@ def test_subset_facet_with_one_location_under_the_dataset_names_its_partition() 
         assert subset_keys(spark, namespace, name) is None, name  # not one partition directly under the dataset
     two = {"outputCondition": {"type": "location", "locations": ["/w/t/date=1", "/w/t/date=2"]}}
     assert subset_keys(two, "file", "/w/t") is None
+    short = {"outputCondition": {"type": "location", "locations": ["s3://bucket/t/date=1"]}}
+    assert subset_keys(short, "s3://bucket", "t") == (("date", "1"),)  # `t` the segment, not the t of `bucket`
 
 
 # --- keys from paths ---------------------------------------------------------------------------------------------
