@@ -120,6 +120,24 @@ def cmd_faults(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_workload(args: argparse.Namespace) -> int:
+    if not args.partitions:
+        args.jobs = 200 if args.jobs is None else args.jobs
+        args.seed = 7 if args.seed is None else args.seed
+        return cmd_faults(args)
+    from kafka_lineage_devtools.partition_checker import format_partition_report, run_partition_workload
+
+    jobs, seed = 50 if args.jobs is None else args.jobs, 22 if args.seed is None else args.seed
+    report = run_partition_workload(ClientSettings.from_env(), jobs=jobs, days=args.days, seed=seed,
+                                    rate=args.rate, timeout=args.timeout)
+    if report.check is None:
+        raise CommandFailed("the graph was never read")
+    print(format_partition_report(report.check))
+    print(f"{report.events} events; published in {report.publish_seconds:.1f}s, exact after "
+          f"{report.converge_seconds:.1f}s: {'OK' if report.ok else 'NOT OK'}")
+    return 0 if report.ok else 1
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from kafka_lineage_devtools import bench
 
@@ -179,12 +197,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     faults.add_argument("--neo4j-outage", type=float, default=30.0, help="seconds Neo4j is down (default 30)")
     faults.set_defaults(handler=_failing_as_commands(cmd_faults), inject=True)
     workload = sub.add_parser("workload", help="the fault suite's ground-truth workload without faults: publish, "
-                                               "let the pipeline run, check graph and alerts exactly")
-    workload.add_argument("--jobs", type=int, default=200)
+                                               "let the pipeline run, check graph and alerts exactly; "
+                                               "--partitions: the daily-partition workload, checked through "
+                                               "`lineage partitions` / `lineage ready` reads")
+    workload.add_argument("--partitions", action="store_true",
+                          help="daily-partitioned jobs over --days days with a failed day, a failing assertion, a "
+                               "missing marker, late and duplicated events and a 7-day backfill; every partition's "
+                               "state, versions and rows and every (dataset, day) ready answer checked exactly")
+    workload.add_argument("--jobs", type=int, default=None, help="jobs (default 200; --partitions: 50)")
     workload.add_argument("--runs-per-job", type=int, default=10)
-    workload.add_argument("--seed", type=int, default=7)
+    workload.add_argument("--days", type=int, default=30, help="--partitions: days (default 30)")
+    workload.add_argument("--seed", type=int, default=None, help="default 7 (--partitions: 22)")
     workload.add_argument("--rate", type=float, default=2000.0, help="events/s published (default 2000)")
-    workload.set_defaults(handler=_failing_as_commands(cmd_faults), inject=False, neo4j_outage=0.0)
+    workload.add_argument("--timeout", type=float, default=300.0,
+                          help="--partitions: seconds to wait for the graph to catch up (default 300)")
+    workload.set_defaults(handler=_failing_as_commands(cmd_workload), inject=False, neo4j_outage=0.0)
 
     bench = sub.add_parser("bench", help="measure throughput/latency side by side (writes a JSON result file)")
     bench.add_argument("stage", choices=["all", "emit", "processor", "memory", "sink", "query", "graph", "api",

@@ -1,0 +1,255 @@
+"""Compare the partitions the pipeline built with a partition workload's truth, through the product's own reads.
+
+``read_partitions`` lists every dataset's partitions with ``sinks.graph.partitions.dataset_partitions`` and
+``read_ready`` asks ``sinks.graph.partitions.ready`` for every (dataset, day) — what `lineage partitions` and
+`lineage ready` answer. ``check_partitions`` (pure) lists every difference: a partition missing, extra, or with
+another state / version count / rowCount / failed assertions / landed flag; a ``ready`` answer or its missing list
+that differs.
+
+``run_partition_workload`` (`lineage workload --partitions`): publish the workload to a pipeline of its own
+(processor and graph sink as real processes), wait until the graph has caught up, check exactly. With
+``kill_processor_mid_backfill`` (the fault suite) the processor is SIGKILLed in the middle of the backfill and
+restarted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from neo4j import Driver
+from neo4j.exceptions import ServiceUnavailable, TransientError
+
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.runtime.kafka_io import prepare_pipeline
+from kafka_lineage.sinks.graph.partitions import UnknownDataset, dataset_partitions, ready
+from kafka_lineage.sinks.graph.sink import driver_for
+from kafka_lineage_devtools.faults import _Component, _publish
+from kafka_lineage_devtools.partition_workload import (
+    BACKFILL_FACET,
+    Key,
+    PartitionState,
+    PartitionTruth,
+    PartitionWorkload,
+    ReadyAnswer,
+    generate_partitions,
+)
+from kafka_lineage_devtools.processes import (
+    ChildExited,
+    pipeline_env,
+    processor_process,
+    sink_process,
+    sleep_watching,
+    wait_until,
+)
+
+__all__ = ["Mismatch", "PartitionReport", "check_partitions", "format_partition_report", "read_partitions",
+           "read_ready", "run_partition_workload"]
+
+
+# --- reading the graph (the product's read functions) ---------------------------------------------------------------
+# Server-side timeout of one read: planning a question's Cypher the first time takes seconds (9 s seen while the
+# sink writes), far above the answer itself; the reads' own 10 s default would fail the run, not measure anything.
+READ_TIMEOUT = 60.0
+
+def read_partitions(driver: Driver, truth: PartitionTruth) -> dict[Key, PartitionState]:
+    """Every partition of the workload's datasets as `lineage partitions` shows it (a dataset not in the graph yet
+    has none)."""
+    found: dict[Key, PartitionState] = {}
+    for namespace, name in truth.datasets:
+        try:
+            statuses = dataset_partitions(driver, namespace, name, timeout=READ_TIMEOUT)
+        except UnknownDataset:
+            continue
+        for status in statuses:
+            latest = status.latest
+            found[(namespace, name, status.facts.key)] = PartitionState(
+                status.state, status.facts.version_count, latest.version.row_count if latest else None,
+                tuple(sorted(latest.version.failed)) if latest else (), status.landed)
+    return found
+
+
+def read_ready(driver: Driver, truth: PartitionTruth, threads: int = 8) -> dict[Key, ReadyAnswer]:
+    """`lineage ready` for every (dataset, day) of the truth (an unknown dataset: not ready, nothing listed)."""
+
+    def ask(key: Key) -> tuple[Key, ReadyAnswer]:
+        try:
+            ok, missing, _ = ready(driver, *key, timeout=READ_TIMEOUT)
+        except UnknownDataset:
+            return key, ReadyAnswer(False, (("dataset", key[0], key[1], key[2], None),))
+        items = sorted(((m["role"], m["namespace"], m["name"], m["key"], m["state"]) for m in missing),
+                       key=lambda item: tuple("" if v is None else str(v) for v in item))
+        return key, ReadyAnswer(ok, tuple(items))
+
+    with ThreadPoolExecutor(threads) as pool:  # the driver is thread safe; each question is one read
+        return dict(pool.map(ask, sorted(truth.ready)))
+
+
+# --- comparing (pure) -----------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Mismatch:
+    kind: str  # partition missing | partition extra | partition wrong | ready wrong
+    key: Key
+    expected: Any
+    found: Any
+
+
+@dataclass
+class PartitionReport:
+    partitions: int = 0  # expected
+    ready_answers: int = 0  # expected (0: not checked)
+    found_partitions: int = 0
+    mismatches: list[Mismatch] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches and self.ready_answers > 0
+
+
+def check_partitions(truth: PartitionTruth, partitions: Mapping[Key, PartitionState],
+                     answers: Mapping[Key, ReadyAnswer] | None) -> PartitionReport:
+    """Every difference between the truth and what the graph answered (``answers`` None: partitions only)."""
+    report = PartitionReport(len(truth.partitions), len(truth.ready) if answers is not None else 0,
+                             len(partitions))
+    for key, want in sorted(truth.partitions.items()):
+        got = partitions.get(key)
+        if got is None:
+            report.mismatches.append(Mismatch("partition missing", key, want, None))
+        elif got != want:
+            report.mismatches.append(Mismatch("partition wrong", key, want, got))
+    report.mismatches += [Mismatch("partition extra", key, None, got) for key, got in sorted(partitions.items())
+                          if key not in truth.partitions]
+    if answers is not None:
+        for key, want_answer in sorted(truth.ready.items()):
+            got_answer = answers.get(key)
+            if got_answer != want_answer:
+                report.mismatches.append(Mismatch("ready wrong", key, want_answer, got_answer))
+    return report
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, PartitionState | ReadyAnswer):
+        value = {name: getattr(value, name) for name in value.__slots__}
+    return json.dumps(value, default=str, separators=(", ", ": "))
+
+
+def format_partition_report(report: PartitionReport, limit: int = 30) -> str:
+    if report.ok:
+        head = (f"OK: {report.partitions} partitions (state, versions, rows, assertions) and {report.ready_answers} "
+                "ready answers equal the truth")
+    else:
+        head = (f"MISMATCH: {len(report.mismatches)} differences over {report.partitions} partitions "
+                f"({report.found_partitions} found) and {report.ready_answers} ready answers")
+    lines = [head]
+    for m in report.mismatches[:limit]:
+        lines.append(f"  {m.kind}: {' '.join(m.key)}  expected {_text(m.expected)}  found {_text(m.found)}")
+    if len(report.mismatches) > limit:
+        lines.append(f"  … {len(report.mismatches) - limit} more")
+    return "\n".join(lines)
+
+
+def check_graph(driver: Driver, truth: PartitionTruth) -> PartitionReport:
+    """Partitions first; the ready answers (a question per (dataset, day)) only once the partitions are exact."""
+    partitions = read_partitions(driver, truth)
+    report = check_partitions(truth, partitions, None)
+    if report.mismatches:
+        return report
+    return check_partitions(truth, partitions, read_ready(driver, truth))
+
+
+# --- the run ---------------------------------------------------------------------------------------------------------
+@dataclass
+class PartitionRunReport:
+    events: int
+    summary: dict[str, Any]
+    faults: list[str] = field(default_factory=list)
+    publish_seconds: float = 0.0
+    converge_seconds: float = 0.0
+    check: PartitionReport | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.check is not None and self.check.ok
+
+
+def _backfill_middle(events: list[dict[str, Any]]) -> int:
+    """The index in publishing order halfway through the backfill's events."""
+    marks = [i for i, event in enumerate(events) if BACKFILL_FACET in event.get("run", {}).get("facets", {})]
+    return marks[len(marks) // 2] if marks else len(events) // 2
+
+
+def run_partition_workload(base: ClientSettings, *, jobs: int = 50, days: int = 30, seed: int = 22,
+                           rate: float = 2000.0, timeout: float = 300.0, kill_processor_mid_backfill: bool = False,
+                           workdir: Path = Path(".lineage/partition-workload"),
+                           say: Callable[[str], None] = print) -> PartitionRunReport:
+    tag = f"p{seed}-{uuid.uuid4().hex[:6]}"
+    workload: PartitionWorkload = generate_partitions(jobs, days, seed, tag=tag)
+    prefix = f"lineage.partitions.{tag}"
+    env = pipeline_env(prefix, 6, workdir / prefix)
+    clients = ClientSettings.from_env({**os.environ, **env})
+    prepare_pipeline(clients, 6)
+    summary = workload.summary()
+    report = PartitionRunReport(len(workload.events), summary)
+    say(f"partition workload {tag}: {len(workload.events)} events, {summary['runs']} runs "
+        f"({summary['backfill_runs']} backfill), {summary['late_completes']} late COMPLETEs, "
+        f"{summary['duplicates']} duplicates; expecting {summary['expected']}")
+    components = {name: _Component(name, lambda start=start: start(env)) for name, start in
+                  (("processor", processor_process), ("graph sink", sink_process))}
+    watched = list(components.values())
+    stop = threading.Event()
+    try:
+        for component in components.values():
+            component.start()
+        started = time.monotonic()
+        phases: Iterable[list[dict[str, Any]]] = [workload.events]
+        if kill_processor_mid_backfill:
+            middle = _backfill_middle(workload.events)
+            phases = [workload.events[:middle], workload.events[middle:]]
+        for number, events in enumerate(phases):
+            if number:  # halfway through the backfill: the processor dies without committing, then restarts
+                sleep_watching(1.0, watched)  # let it take in part of the backfill first
+                text = "SIGKILL processor mid-backfill, restart"
+                say(f"  {time.monotonic() - started:6.1f}s  {text}")
+                report.faults.append(text)
+                components["processor"].kill_and_restart()
+            _publish(clients, events, rate, stop)
+        report.publish_seconds = time.monotonic() - started
+        say(f"  {report.publish_seconds:6.1f}s  all {len(workload.events)} events acknowledged by Kafka")
+        with driver_for(clients) as driver:
+
+            def converged() -> bool:
+                try:
+                    report.check = check_graph(driver, workload.truth)
+                except (TransientError, ServiceUnavailable) as exc:  # the sink's writes in the way: ask again
+                    say(f"  read failed ({exc.__class__.__name__}), asking again")
+                    return False
+                return report.check.ok
+
+            with contextlib.suppress(TimeoutError):  # not converged: the last check is the report
+                wait_until(converged, timeout, watch=watched, interval=3)
+        report.converge_seconds = time.monotonic() - started
+    except ChildExited as exc:
+        exc.add_note(f"every component's whole output: {workdir.resolve()}")
+        raise
+    finally:
+        stop.set()
+        workdir.mkdir(parents=True, exist_ok=True)
+        ended: list[ChildExited] = []
+        for name, component in components.items():
+            try:
+                component.stop()
+            except ChildExited as exc:
+                ended.append(exc)
+            (workdir / f"{name.replace(' ', '-')}.log").write_text("\n".join(component.outputs))
+    if ended:
+        raise ended[0]
+    return report

@@ -1,0 +1,546 @@
+"""A ground-truth workload of daily partitions (issue 22): the events a scheduler's tasks emit over a month, and the
+partition states and ``ready`` answers they must yield. Pure and seeded: the same arguments give the same events.
+
+``generate_partitions(jobs, days, seed)`` models a lake:
+
+- ``sources`` raw tables (``s3://pw-<tag>-raw``, ``raw/srcNN``) landed once a day by a process that sends no
+  lineage, only a completion-marker DatasetEvent (``_SUCCESS`` named by a Hive path, by date directories, or in an
+  explicit ``kafkaLineage_partition`` facet);
+- ``jobs`` daily jobs in a layered DAG (``s3://pw-<tag>-lake``, ``warehouse/tNN``): a job of layer L reads the same
+  day's partition of 1-3 tables (one of layer L-1, the others of any earlier layer or a source) and writes its own
+  table's day partition. Every run sends START then COMPLETE (output statistics with rowCount, a schema facet, for
+  a third of the jobs passing data-quality assertions) or FAIL. A dataset is named either by its partitioned path
+  (``warehouse/t07/date=2025-12-03``: the processor turns it into the table root plus the facet) or by its root with
+  an explicit ``kafkaLineage_partition`` facet, chosen per reference;
+- a scheduler: a layer runs in its own hour of the day (every upstream run has ended before a downstream one
+  starts), and a task whose input partition failed or was never written is skipped for that day (upstream_failed).
+
+Faults inside the data (``PartitionWorkload.faults`` names where each landed):
+
+- ``failed``: one run FAILs; its partition is FAILED and its downstream closure skips that day (no partition);
+- ``assertion``: one run COMPLETEs with a failing assertion (FAILED, the assertion named); its readers run anyway
+  (their partitions are SUCCESS but not ready);
+- ``marker``: one table requires ``_SUCCESS`` (``requiredMarker`` on every facet naming it); its marker comes with
+  the COMPLETE's output facet or as a DatasetEvent after it, except on one day (RUNNING; readers run, not ready);
+- ``backfill``: after the month, an upstream fix re-runs days 10-16 (``backfill_from``..) of one upstream table and
+  its whole downstream closure, stage by stage (runs with the ``kafkaLineage_backfill`` run facet and a nominal
+  time in the window): new versions. One backfill run of a closure job with readers FAILs (``backfill_failed``),
+  so its readers are not re-run that day and their old versions become STALE;
+- delivery: some COMPLETEs are published days late (after later days' events), some events twice (right after,
+  or days later).
+
+The truth (``PartitionTruth``) is computed from the runs the model made, by the rules of issue 22 as written here,
+independently of the product's code: per partition its state (SUCCESS, FAILED, RUNNING, STALE; None for a landed
+source partition), version count, rowCount of the latest version, failed assertion names, whether it is landed;
+and the ``ready`` answer (and what is missing) for every (dataset, day), including days without a partition.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from kafka_lineage.processors.normalize import canonical_identity
+from kafka_lineage_devtools.workload import _TAG, PRODUCER, RUN_EVENT_SCHEMA, _facet
+
+__all__ = [
+    "BACKFILL_FACET",
+    "MARKER",
+    "PartitionState",
+    "PartitionTruth",
+    "PartitionWorkload",
+    "ReadyAnswer",
+    "generate_partitions",
+]
+
+DATASET_EVENT_SCHEMA = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/DatasetEvent"
+PARTITION_FACET = "kafkaLineage_partition"
+PARTITION_SCHEMA_URL = ("https://github.com/kafka-lineage/kafka-lineage/blob/main/schemas/facets/"
+                        "PartitionDatasetFacet.json#/$defs/PartitionDatasetFacet")
+BACKFILL_FACET = "kafkaLineage_backfill"  # the run facet a backfill run sends (window, planId)
+BACKFILL_SCHEMA_URL = ("https://github.com/kafka-lineage/kafka-lineage/blob/main/schemas/facets/"
+                       "BackfillRunFacet.json#/$defs/BackfillRunFacet")
+MARKER = "_SUCCESS"
+FAILING_ASSERTION = "row_count_between"
+_PASSING = ({"assertion": "not_null", "column": "id", "success": True},
+            {"assertion": "unique", "column": "id", "success": True})
+_MINUTE = timedelta(minutes=1)
+
+Key = tuple[str, str, str]  # (namespace, name, partition key text)
+
+
+# --- the truth's shape -----------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """What `lineage partitions` must show for one partition."""
+
+    state: str | None  # SUCCESS, FAILED, RUNNING, STALE; None: no run wrote it
+    versions: int
+    row_count: int | None  # of the latest version
+    failed_assertions: tuple[str, ...] = ()  # of the latest version, sorted
+    landed: bool = False  # no run wrote it, its marker was reported
+
+
+@dataclass(frozen=True, slots=True)
+class ReadyAnswer:
+    """What `lineage ready` must answer: ready, and what is missing as sorted (role, namespace, name, key, state)."""
+
+    ready: bool
+    missing: tuple[tuple[str, str, str, str, str | None], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionTruth:
+    datasets: tuple[tuple[str, str], ...]  # every dataset of the workload (sources first), canonical
+    days: tuple[str, ...]  # 2025-12-01, …
+    partitions: Mapping[Key, PartitionState]  # every partition that exists
+    ready: Mapping[Key, ReadyAnswer]  # every (dataset, day)
+
+    def counts(self) -> dict[str, int]:
+        states: dict[str, int] = defaultdict(int)
+        for p in self.partitions.values():
+            states[p.state or ("landed" if p.landed else "none")] += 1
+        return {"partitions": len(self.partitions), **dict(sorted(states.items())),
+                "ready": sum(a.ready for a in self.ready.values()), "not_ready": sum(not a.ready for a in
+                                                                                  self.ready.values())}
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionWorkload:
+    events: list[dict[str, Any]]  # in publishing order (copies share objects)
+    truth: PartitionTruth
+    faults: Mapping[str, Any]  # where each fault landed (dataset names, days)
+    params: Mapping[str, Any]
+
+    def summary(self) -> dict[str, Any]:
+        return {**self.params, "events": len(self.events), "faults": dict(self.faults),
+                "expected": self.truth.counts()}
+
+
+# --- the model -------------------------------------------------------------------------------------------------------
+@dataclass(eq=False)
+class _Table:
+    index: int
+    identity: tuple[str, str]
+    source: bool
+    fields: list[dict[str, Any]]
+    naming: str  # path, facet or mixed (per reference); sources: hive, dirs or facet
+    required_marker: str | None = None
+    readers: list[_Job] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class _Job:
+    index: int
+    name: str
+    layer: int
+    inputs: list[_Table]
+    output: _Table
+    checks: bool  # reports data-quality assertions on what it writes
+
+
+@dataclass(eq=False)
+class _Run:
+    run_id: str
+    job: _Job
+    day: str
+    start: datetime
+    end: datetime
+    outcome: str  # COMPLETE or FAIL
+    row_count: int | None
+    failed: tuple[str, ...]
+    marker: bool  # its completion marker was reported (output facet or a DatasetEvent before the next version)
+    backfill: bool
+
+
+def _utc(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class _Builder:
+    def __init__(self, seed: int, tag: str, jobs: int, days: int, start: date, sources: int,
+                 backfill_from: int, backfill_days: int) -> None:
+        self.rng = random.Random(seed)
+        self.ids = random.Random(f"{seed}/{tag}/partitions")
+        self.tag = tag
+        self.job_ns = f"pw-{tag}.airflow"
+        self.lake_ns = canonical_identity(f"s3://pw-{tag}-lake", "warehouse")[0]
+        self.raw_ns = canonical_identity(f"s3://pw-{tag}-raw", "raw")[0]
+        self.days = [(start + timedelta(days=d)).isoformat() for d in range(days)]
+        self.window = self.days[backfill_from - 1:backfill_from - 1 + backfill_days]
+        if len(self.window) != backfill_days:
+            raise ValueError(f"the backfill window (day {backfill_from}, {backfill_days} days) is not inside "
+                             f"the {days} days")
+        self.tables: list[_Table] = []
+        self.jobs: list[_Job] = []
+        self.runs: dict[tuple[int, str], list[_Run]] = defaultdict(list)  # (table, day) → writing runs
+        self.reads: dict[str, list[tuple[int, str]]] = {}  # run id → the partitions it read
+        self.landed: set[tuple[int, str]] = set()
+        self.timeline: list[tuple[datetime, int, dict[str, Any], str]] = []  # (time, seq, event, kind)
+        self.faults: dict[str, Any] = {}
+        self.plan(jobs, sources)
+
+    def new_id(self) -> str:
+        return str(uuid.UUID(int=self.ids.getrandbits(128), version=4))
+
+    def fields(self, prefix: str) -> list[dict[str, Any]]:
+        return [{"name": "id", "type": "bigint"}, {"name": "day", "type": "date"},
+                *({"name": f"{prefix}_{n}", "type": self.rng.choice(("string", "double", "bigint"))}
+                  for n in range(self.rng.randint(2, 5)))]
+
+    def plan(self, jobs: int, sources: int) -> None:
+        rng = self.rng
+        for n in range(sources):
+            self.tables.append(_Table(n, canonical_identity(self.raw_ns, f"raw/src{n:02d}")[:2], True,
+                                      self.fields(f"s{n}"), ("hive", "dirs", "facet")[n % 3]))
+        layers = max(2, min(6, round(jobs ** 0.45)))
+        per_layer = [jobs // layers + (1 if n < jobs % layers else 0) for n in range(layers)]
+        by_layer: list[list[_Table]] = [self.tables[:sources]]
+        for layer, count in enumerate(per_layer, start=1):
+            made = []
+            for _ in range(count):
+                index = len(self.jobs)
+                table = _Table(len(self.tables), canonical_identity(self.lake_ns, f"warehouse/t{index:02d}")[:2],
+                               False, self.fields(f"c{index}"), rng.choice(("path", "facet", "mixed")))
+                self.tables.append(table)
+                previous = by_layer[layer - 1]
+                earlier = [t for level in by_layer[:layer] for t in level]
+                inputs = [previous[int(rng.random() * len(previous))]]
+                for _ in range(rng.choice((0, 1, 1, 2))):
+                    other = earlier[int(rng.random() * len(earlier))]
+                    if other not in inputs:
+                        inputs.append(other)
+                job = _Job(index, f"daily.l{layer}.t{index:02d}", layer, inputs, table, rng.random() < 0.35)
+                for up in inputs:
+                    up.readers.append(job)
+                self.jobs.append(job)
+                made.append(table)
+            by_layer.append(made)
+        self.writer = {job.output.index: job for job in self.jobs}
+        self.choose_faults()
+
+    def closure(self, job: _Job) -> list[_Job]:
+        """The job and every job downstream of it, in layer order (a valid run order)."""
+        seen, todo = {job.index: job}, [job]
+        while todo:
+            for reader in todo.pop().output.readers:
+                if reader.index not in seen:
+                    seen[reader.index] = reader
+                    todo.append(reader)
+        return sorted(seen.values(), key=lambda j: (j.layer, j.index))
+
+    def choose_faults(self) -> None:
+        rng, jobs = self.rng, self.jobs
+        outside = [d for d in self.days[1:-1] if d not in self.window]  # a fault's day: not repaired by the backfill
+        with_readers = [j for j in jobs if j.output.readers]
+        # the backfill's upstream table: a low-layer table with the largest downstream closure
+        low = [j for j in jobs if j.layer <= 2 and j.output.readers] or with_readers or jobs
+        root = max(low, key=lambda j: (len(self.closure(j)), -j.index))
+        self.backfill = self.closure(root)
+        inner = [j for j in self.backfill[1:] if j.output.readers]
+        self.backfill_failed = (inner[int(rng.random() * len(inner))], rng.choice(self.window)) if inner else None
+        taken = {root.index} | ({self.backfill_failed[0].index} if self.backfill_failed else set())
+        picks = [j for j in with_readers if j.index not in taken]
+        rng.shuffle(picks)
+        failed, assertion, marker = (picks + with_readers * 3)[:3]
+        # three different days: a failed day's skipped downstream never hides another fault
+        fail_day, assertion_day, marker_day = rng.sample(outside, 3)
+        self.failed, self.assertion, self.marker_missing = (failed, fail_day), (assertion, assertion_day), (
+            marker, marker_day)
+        marker.output.required_marker = MARKER
+        marker.output.naming = "facet"  # the rule travels in the facet: every reference carries it
+        assertion.checks = True
+        name = self.name
+        self.faults = {
+            "failed": {"dataset": name(failed.output), "day": self.failed[1]},
+            "assertion": {"dataset": name(assertion.output), "day": self.assertion[1],
+                          "assertion": FAILING_ASSERTION},
+            "marker": {"dataset": name(marker.output), "day": self.marker_missing[1], "requiredMarker": MARKER},
+            "backfill": {"dataset": name(root.output), "from": self.window[0], "to": self.window[-1],
+                         "closure": [name(j.output) for j in self.backfill]},
+            "backfill_failed": ({"dataset": name(self.backfill_failed[0].output), "day": self.backfill_failed[1]}
+                                if self.backfill_failed else None),
+        }
+
+    @staticmethod
+    def name(table: _Table) -> str:
+        return table.identity[1]
+
+    # --- events
+    def add(self, moment: datetime, event: dict[str, Any], kind: str) -> None:
+        self.timeline.append((moment, len(self.timeline), event, kind))
+
+    def partition_facet(self, table: _Table, day: str, marker: bool = False) -> dict[str, Any]:
+        facet: dict[str, Any] = {"_producer": PRODUCER, "_schemaURL": PARTITION_SCHEMA_URL,
+                                 "keys": [{"name": "date", "value": day}], "source": "facet"}
+        if marker:
+            facet["marker"] = MARKER
+        if table.required_marker:
+            facet["requiredMarker"] = table.required_marker
+        return facet
+
+    def reference(self, table: _Table, day: str, io_key: str, io_facets: dict[str, Any],
+                  marker: bool = False) -> dict[str, Any]:
+        """A dataset of an event naming one partition: by its partitioned path, or its root and the facet."""
+        ns, root = table.identity
+        naming = table.naming if table.naming != "mixed" else self.rng.choice(("path", "facet"))
+        if naming in ("path", "hive") and not marker:
+            item: dict[str, Any] = {"namespace": ns, "name": f"{root}/date={day}"}
+        elif naming == "dirs" and not marker:
+            item = {"namespace": ns, "name": f"{root}/{day.replace('-', '/')}"}
+        else:
+            item = {"namespace": ns, "name": root}
+            io_facets = {PARTITION_FACET: self.partition_facet(table, day, marker), **io_facets}
+        if io_facets:
+            item[io_key] = io_facets
+        return item
+
+    def land(self, table: _Table, day: str, moment: datetime) -> None:
+        """A source partition's completion marker (its loader sends no lineage)."""
+        ns, root = table.identity
+        if table.naming == "hive":
+            dataset: dict[str, Any] = {"namespace": ns, "name": f"{root}/date={day}/{MARKER}"}
+        elif table.naming == "dirs":
+            dataset = {"namespace": ns, "name": f"{root}/{day.replace('-', '/')}/{MARKER}"}
+        else:
+            dataset = {"namespace": ns, "name": root,
+                       "facets": {PARTITION_FACET: self.partition_facet(table, day, marker=True)}}
+        self.add(moment, {"eventTime": _utc(moment), "producer": PRODUCER, "schemaURL": DATASET_EVENT_SCHEMA,
+                          "dataset": dataset}, "marker")
+        self.landed.add((table.index, day))
+
+    def marker_event(self, table: _Table, day: str, moment: datetime) -> None:
+        """A written partition's marker, reported apart from its run (by the file hook or the committer)."""
+        ns, root = table.identity
+        dataset = {"namespace": ns, "name": root,
+                   "facets": {PARTITION_FACET: self.partition_facet(table, day, marker=True)}}
+        self.add(moment, {"eventTime": _utc(moment), "producer": PRODUCER, "schemaURL": DATASET_EVENT_SCHEMA,
+                          "dataset": dataset}, "marker")
+
+    def run(self, job: _Job, day: str, start: datetime, backfill: bool) -> _Run:
+        """One run of the job for the day: its events and its record (the scheduler decided it runs)."""
+        rng = self.rng
+        run_id = self.new_id()
+        end = start + timedelta(seconds=60 + int(rng.random() * 1200)) if not backfill else \
+            start + timedelta(seconds=30 + int(rng.random() * 200))
+        fail = ((job, day) == self.failed and not backfill) or ((job, day) == self.backfill_failed and backfill)
+        failing = (job, day) == self.assertion and not backfill
+        out = job.output
+        facets: dict[str, Any] = {"nominalTime": _facet("NominalTimeRunFacet", "1-0-1",
+                                                        nominalStartTime=f"{day}T00:00:00Z",
+                                                        nominalEndTime=f"{_next_day(day)}T00:00:00Z")}
+        if backfill:
+            facets[BACKFILL_FACET] = {"_producer": PRODUCER, "_schemaURL": BACKFILL_SCHEMA_URL,
+                                      "window": {"from": self.window[0], "to": self.window[-1]},
+                                      "planId": f"bf-{self.tag}-{self.name(self.backfill[0].output)}"}
+        job_obj = {"namespace": self.job_ns, "name": job.name}
+        schema = {"schema": _facet("SchemaDatasetFacet", "1-1-1", fields=out.fields)}
+
+        def inputs(complete: bool) -> list[dict[str, Any]]:
+            items = []
+            for table in job.inputs:
+                io: dict[str, Any] = {}
+                if complete:
+                    io["inputStatistics"] = _facet("InputStatisticsInputDatasetFacet", "1-0-0",
+                                                   rowCount=1 + int(rng.random() * 10**6))
+                item = self.reference(table, day, "inputFacets", io)
+                if table.source:
+                    item["facets"] = {"schema": _facet("SchemaDatasetFacet", "1-1-1", fields=table.fields)}
+                items.append(item)
+            return items
+
+        def output(io: dict[str, Any], marker: bool = False) -> list[dict[str, Any]]:
+            item = self.reference(out, day, "outputFacets", io, marker)
+            item["facets"] = schema
+            return [item]
+
+        self.add(start, {"eventType": "START", "eventTime": _utc(start), "producer": PRODUCER,
+                         "schemaURL": RUN_EVENT_SCHEMA, "run": {"runId": run_id, "facets": facets}, "job": job_obj,
+                         "inputs": inputs(False), "outputs": output({})}, "start")
+        row_count, failed, marker = None, (), False
+        if fail:
+            error = _facet("ErrorMessageRunFacet", "1-0-1", message=f"{job.name} failed for {day}",
+                           programmingLanguage="python")
+            self.add(end, {"eventType": "FAIL", "eventTime": _utc(end), "producer": PRODUCER,
+                           "schemaURL": RUN_EVENT_SCHEMA, "run": {"runId": run_id, "facets": {**facets,
+                                                                                             "errorMessage": error}},
+                           "job": job_obj, "inputs": inputs(False), "outputs": output({})}, "fail")
+        else:
+            row_count = 1 + int(rng.random() * 10**7)
+            io: dict[str, Any] = {"outputStatistics": _facet("OutputStatisticsOutputDatasetFacet", "1-0-2",
+                                                             rowCount=row_count,
+                                                             size=row_count * (40 + int(rng.random() * 80)))}
+            if job.checks:
+                assertions = list(_PASSING)
+                if failing:
+                    assertions.append({"assertion": FAILING_ASSERTION, "success": False})
+                    failed = (FAILING_ASSERTION,)
+                io["dataQualityAssertions"] = _facet("DataQualityAssertionsDatasetFacet", "1-0-1",
+                                                     assertions=assertions)
+            with_marker = False
+            if out.required_marker and (job, day) != self.marker_missing:
+                marker = True
+                with_marker = rng.random() < 0.5  # on the output, else a marker event after the COMPLETE
+                if not with_marker:
+                    self.marker_event(out, day, end + timedelta(seconds=20))
+            self.add(end, {"eventType": "COMPLETE", "eventTime": _utc(end), "producer": PRODUCER,
+                           "schemaURL": RUN_EVENT_SCHEMA, "run": {"runId": run_id, "facets": facets},
+                           "job": job_obj, "inputs": inputs(True), "outputs": output(io, with_marker)}, "complete")
+        record = _Run(run_id, job, day, start, end, "FAIL" if fail else "COMPLETE", row_count, failed, marker,
+                      backfill)
+        self.runs[(out.index, day)].append(record)
+        self.reads[run_id] = [(t.index, day) for t in job.inputs]
+        return record
+
+    def usable(self, table: _Table, day: str) -> bool:
+        """The scheduler's view of an input partition: landed, or its latest run did not fail."""
+        if table.source:
+            return (table.index, day) in self.landed
+        runs = self.runs.get((table.index, day))
+        return bool(runs) and runs[-1].outcome != "FAIL"
+
+    def emit(self) -> None:
+        rng = self.rng
+        for day in self.days:
+            midnight = datetime.fromisoformat(f"{day}T00:00:00+00:00")
+            for table in self.tables:
+                if table.source:
+                    self.land(table, day, midnight + timedelta(seconds=60 + int(rng.random() * 2700)))
+            for job in self.jobs:  # layer by layer: layer L runs in hour L of the day, after its upstream ended
+                if all(self.usable(t, day) for t in job.inputs):
+                    start = midnight + timedelta(hours=job.layer, seconds=int(rng.random() * 1200))
+                    self.run(job, day, start, backfill=False)
+        # the backfill, after an upstream fix: stage by stage (a stage per layer), the days of the window in each
+        fixed = datetime.fromisoformat(f"{_next_day(self.days[-1])}T00:00:00+00:00") + timedelta(days=1, hours=8)
+        layers = sorted({j.layer for j in self.backfill})
+        closure = {j.output.index for j in self.backfill}
+        repaired: set[tuple[int, str]] = set()  # (table, day) the backfill rewrote successfully
+        for job in self.backfill:
+            stage = layers.index(job.layer)
+            for k, day in enumerate(self.window):
+                # a task downstream of a failed backfill task is skipped (upstream_failed), transitively
+                if all((t.index, day) in repaired if t.index in closure else self.usable(t, day)
+                       for t in job.inputs):
+                    start = fixed + timedelta(hours=stage, minutes=5 * k, seconds=int(rng.random() * 60))
+                    if self.run(job, day, start, backfill=True).outcome == "COMPLETE":
+                        repaired.add((job.output.index, day))
+
+    # --- the truth (issue 22's rules, written out here)
+    def truth(self) -> PartitionTruth:
+        states: dict[tuple[int, str], PartitionState] = {}
+
+        def latest(index: int, day: str) -> _Run | None:
+            runs = self.runs.get((index, day))
+            return max(runs, key=lambda r: (r.start, r.run_id)) if runs else None
+
+        def state_of(index: int, day: str) -> PartitionState | None:
+            if (index, day) in states:
+                return states[(index, day)]
+            runs = self.runs.get((index, day))
+            if not runs:
+                found = PartitionState(None, 0, None, (), True) if (index, day) in self.landed else None
+            else:
+                last = latest(index, day)
+                assert last is not None
+                table = self.tables[index]
+                if last.outcome == "FAIL" or last.failed:
+                    state = "FAILED"
+                elif table.required_marker and not last.marker:
+                    state = "RUNNING"  # complete, waiting for its marker
+                else:
+                    state = "SUCCESS"
+                    # STALE: an upstream partition it read got a version (another run) that ended after the read
+                    for up in self.reads[last.run_id]:
+                        if any(r.end > last.start for r in self.runs.get(up, ()) if r.run_id != last.run_id):
+                            state = "STALE"
+                found = PartitionState(state, len(runs), last.row_count, tuple(sorted(last.failed)))
+            if found is not None:
+                states[(index, day)] = found
+            return found
+
+        partitions: dict[Key, PartitionState] = {}
+        ready: dict[Key, ReadyAnswer] = {}
+        for table in self.tables:
+            ns, name = table.identity
+            for day in self.days:
+                key = f"date={day}"
+                own = state_of(table.index, day)
+                if own is None:
+                    ready[(ns, name, key)] = ReadyAnswer(False, (("partition", ns, name, key, None),))
+                    continue
+                partitions[(ns, name, key)] = own
+                missing = []
+                if own.state != "SUCCESS":
+                    missing.append(("partition", ns, name, key, own.state))
+                last = latest(table.index, day)
+                for up_index, up_day in self.reads[last.run_id] if last else ():
+                    up = state_of(up_index, up_day)
+                    if up is None or (up.state != "SUCCESS" and not up.landed):
+                        up_ns, up_name = self.tables[up_index].identity
+                        missing.append(("upstream", up_ns, up_name, f"date={up_day}", up.state if up else None))
+                ready[(ns, name, key)] = ReadyAnswer(not missing, tuple(sorted(missing, key=_order)))
+        return PartitionTruth(tuple(t.identity for t in self.tables), tuple(self.days), partitions, ready)
+
+
+def _order(item: tuple[Any, ...]) -> tuple[str, ...]:
+    return tuple("" if value is None else str(value) for value in item)
+
+
+def _next_day(day: str) -> str:
+    return (date.fromisoformat(day) + timedelta(days=1)).isoformat()
+
+
+def _deliver(timeline: list[tuple[datetime, int, dict[str, Any], str]], rng: random.Random, late_rate: float,
+             duplicate_rate: float, end_of_live: datetime) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Publishing order: by event time, but some COMPLETEs days late and some events twice (right after, or days
+    later, as a restarted emitter re-sends)."""
+    entries: list[tuple[datetime, int, dict[str, Any]]] = []
+    late = duplicates = 0
+    for moment, seq, event, kind in timeline:
+        sent = moment
+        if kind == "complete" and moment < end_of_live and rng.random() < late_rate:
+            sent = moment + timedelta(days=2 + rng.random() * 3)  # after later days' events
+            late += 1
+        entries.append((sent, seq, event))
+        if rng.random() < duplicate_rate:
+            again = sent + (_MINUTE if rng.random() < 0.6 else timedelta(days=1 + rng.random() * 4))
+            entries.append((again, seq, event))
+            duplicates += 1
+    entries.sort(key=lambda entry: (entry[0], entry[1]))
+    return [event for _, _, event in entries], {"late_completes": late, "duplicates": duplicates}
+
+
+def generate_partitions(jobs: int = 50, days: int = 30, seed: int = 22, *, tag: str | None = None,
+                        start: str = "2025-12-01", sources: int | None = None, backfill_from: int = 10,
+                        backfill_days: int = 7, late_rate: float = 0.04,
+                        duplicate_rate: float = 0.04) -> PartitionWorkload:
+    """``jobs`` daily jobs over ``days`` days from ``start`` (the module doc), with their truth.
+
+    ``tag`` (default ``p{seed}``) goes into every namespace and seeds the run ids: workloads with different tags
+    share nothing in the graph. ``sources``: raw tables (default jobs/6, at least 2). The backfill re-runs days
+    ``backfill_from``..``backfill_from + backfill_days - 1`` (1-based)."""
+    if jobs < 4 or days < 4:
+        raise ValueError("a partition workload needs at least 4 jobs and 4 days (a day for each fault)")
+    if backfill_days < 1 or backfill_from < 2 or backfill_from + backfill_days - 1 > days - 1:
+        raise ValueError("the backfill window must leave a day before and after it")
+    tag = f"p{seed}" if tag is None else tag
+    if not _TAG.fullmatch(tag):
+        raise ValueError(f"tag must be 1-24 lower-case letters, digits or inner hyphens: {tag!r}")
+    builder = _Builder(seed, tag, jobs, days, date.fromisoformat(start), sources or max(2, jobs // 6),
+                       backfill_from, backfill_days)
+    builder.emit()
+    truth = builder.truth()
+    end_of_live = datetime.fromisoformat(f"{_next_day(builder.days[-1])}T00:00:00+00:00")
+    events, stats = _deliver(builder.timeline, random.Random(f"delivery/{seed}"), late_rate, duplicate_rate,
+                             end_of_live)
+    params = {"seed": seed, "tag": tag, "jobs": jobs, "days": days, "sources": len(builder.tables) - jobs,
+              "runs": sum(len(r) for r in builder.runs.values()),
+              "backfill_runs": sum(r.backfill for runs in builder.runs.values() for r in runs),
+              "distinct_events": len(builder.timeline), **stats,
+              "job_namespace": builder.job_ns, "dataset_namespaces": [builder.raw_ns, builder.lake_ns]}
+    return PartitionWorkload(events, truth, builder.faults, params)
