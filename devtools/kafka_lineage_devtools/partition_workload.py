@@ -256,15 +256,21 @@ class _Builder:
         marker.output.naming = "facet"  # the rule travels in the facet: every reference carries it
         assertion.checks = True
         name = self.name
+
+        def readers(job: _Job) -> list[str]:
+            return sorted({name(r.output) for r in job.output.readers})
+
         self.faults = {
-            "failed": {"dataset": name(failed.output), "day": self.failed[1]},
+            "failed": {"dataset": name(failed.output), "day": self.failed[1],
+                       "downstream": [name(j.output) for j in self.closure(failed)[1:]]},
             "assertion": {"dataset": name(assertion.output), "day": self.assertion[1],
-                          "assertion": FAILING_ASSERTION},
-            "marker": {"dataset": name(marker.output), "day": self.marker_missing[1], "requiredMarker": MARKER},
+                          "assertion": FAILING_ASSERTION, "readers": readers(assertion)},
+            "marker": {"dataset": name(marker.output), "day": self.marker_missing[1], "requiredMarker": MARKER,
+                       "readers": readers(marker)},
             "backfill": {"dataset": name(root.output), "from": self.window[0], "to": self.window[-1],
                          "closure": [name(j.output) for j in self.backfill]},
-            "backfill_failed": ({"dataset": name(self.backfill_failed[0].output), "day": self.backfill_failed[1]}
-                                if self.backfill_failed else None),
+            "backfill_failed": ({"dataset": name(self.backfill_failed[0].output), "day": self.backfill_failed[1],
+                                 "readers": readers(self.backfill_failed[0])} if self.backfill_failed else None),
         }
 
     @staticmethod
@@ -528,6 +534,8 @@ def generate_partitions(jobs: int = 50, days: int = 30, seed: int = 22, *, tag: 
         raise ValueError("a partition workload needs at least 4 jobs and 4 days (a day for each fault)")
     if backfill_days < 1 or backfill_from < 2 or backfill_from + backfill_days - 1 > days - 1:
         raise ValueError("the backfill window must leave a day before and after it")
+    if days - 2 - backfill_days < 3:
+        raise ValueError("the faults need three days outside the backfill window (neither the first nor the last)")
     tag = f"p{seed}" if tag is None else tag
     if not _TAG.fullmatch(tag):
         raise ValueError(f"tag must be 1-24 lower-case letters, digits or inner hyphens: {tag!r}")
