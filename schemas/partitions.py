@@ -46,6 +46,7 @@ from typing import Any
 
 __all__ = [
     "BACKFILL_FACET_KEY",
+    "BACKFILL_SCHEMA_URL",
     "FACET_KEY",
     "MARKER_FILES",
     "MAX_KEYS",
@@ -69,6 +70,8 @@ __all__ = [
 FACET_KEY = "kafkaLineage_partition"
 # The run facet a backfill run sends: {"window": {"from": "2025-12-01", "to": "2025-12-07"}, "planId": "bf-…"}
 BACKFILL_FACET_KEY = "kafkaLineage_backfill"
+BACKFILL_SCHEMA_URL = ("https://github.com/kafka-lineage/kafka-lineage/blob/main/schemas/facets/BackfillRunFacet.json"
+                       "#/$defs/BackfillRunFacet")
 SCHEMA_URL = ("https://github.com/kafka-lineage/kafka-lineage/blob/main/schemas/facets/PartitionDatasetFacet.json"
               "#/$defs/PartitionDatasetFacet")
 SOURCES = frozenset({"path", "facet", "hook"})

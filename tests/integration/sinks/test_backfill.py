@@ -19,6 +19,7 @@ import requests
 
 from kafka_lineage.producers.client.publisher import EventPublisher
 from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.schemas.partitions import BACKFILL_SCHEMA_URL as BACKFILL_URL
 from kafka_lineage.sinks.graph.sink import driver_for
 from kafka_lineage_devtools.processes import pipeline_env, processor_process, server_process, sink_process
 from tests.integration.conftest import lineage
@@ -59,7 +60,7 @@ class Dag:
                      **({facet_key: {"kafkaLineage_partition": _facet(day)}} if partitioned and day else {})}
                     for name in names]
 
-        facets = {"kafkaLineage_backfill": {"_producer": PRODUCER, "_schemaURL": "https://example.com/backfill",
+        facets = {"kafkaLineage_backfill": {"_producer": PRODUCER, "_schemaURL": BACKFILL_URL,
                                             **backfill}} if backfill else {}
         return [{"eventType": kind, "eventTime": (start + timedelta(minutes=minutes)).isoformat().replace(
                     "+00:00", "Z"), "producer": PRODUCER,

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import random
 from datetime import date
+from pathlib import Path
 from typing import Any
 
+import jsonschema_rs
 import pytest
 
+from kafka_lineage import schemas as schemas_package
+from kafka_lineage.schemas.partitions import BACKFILL_SCHEMA_URL, partition_facet
 from kafka_lineage.sinks.graph.backfill import BackfillFacts, PlanError, RunFacts, partition_date, plan
 from kafka_lineage.sinks.graph.model import graph_batch
 from kafka_lineage.sinks.graph.partitions import PartitionStatus, partition_status
@@ -210,3 +215,25 @@ def test_a_backfill_version_never_replaces_a_later_live_one() -> None:
     assert _every_order([*live, *tie]) == {("SUCCESS", "live")}  # the same start: the live version wins
     status = _status([*live, *after])
     assert [v.as_dict()["backfill"] for v in status.versions] == [None, "bf-1"]
+
+
+def test_the_facet_schemas_accept_a_stale_request_and_a_backfill_run_facet() -> None:
+    facets = Path(schemas_package.__file__).parent / "facets"
+    base = {"$defs": {"RunFacet": {"type": "object", "required": ["_producer", "_schemaURL"]},
+                      "DatasetFacet": {"type": "object", "required": ["_producer", "_schemaURL"]}}}
+
+    def validator(file: str, name: str) -> jsonschema_rs.Validator:
+        document = json.loads((facets / file).read_text())
+        return jsonschema_rs.validator_for({**document, "$ref": f"#/$defs/{name}"}, retriever=lambda _uri: base)
+
+    run_facet = {"_producer": "https://p", "_schemaURL": BACKFILL_SCHEMA_URL, "planId": "bf-1",
+                 "window": {"from": "2025-12-01", "to": "2025-12-07"}}
+    assert BACKFILL_SCHEMA_URL.endswith("BackfillRunFacet.json#/$defs/BackfillRunFacet")
+    validator("BackfillRunFacet.json", "BackfillRunFacet").validate(run_facet)
+    assert not validator("BackfillRunFacet.json", "BackfillRunFacet").is_valid({**run_facet, "planId": ""})
+    stale = {"reason": "r", "requestedAt": "2025-12-08T00:00:00Z", "upstream": {"namespace": "s3://lake",
+                                                                                 "name": "raw", "planId": "bf-1"}}
+    validator("PartitionDatasetFacet.json", "PartitionDatasetFacet").validate(
+        partition_facet("date=2025-12-01", "hook", stale=stale))
+    with pytest.raises(ValueError, match="requestedAt"):
+        partition_facet("date=2025-12-01", "hook", stale={"reason": "r"})
