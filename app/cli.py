@@ -451,18 +451,23 @@ def cmd_replay(args: argparse.Namespace) -> int:
     clients, processing = ClientSettings.from_env(), ProcessorSettings.from_env()  # aliases as the processor's
     window = {"start": args.from_, "end": args.to, "fresh": args.fresh,
               "allow_partial_history": args.allow_partial_history, "processing": processing}
+    if args.repair and args.engine == "spark":
+        raise ConfigError("--repair runs on the local engine (a window is small; the removals need the whole window)")
     try:
         if args.engine == "spark":
             from kafka_lineage.replay.spark import replay_on_spark
 
             report = replay_on_spark(clients, master=args.spark_master, **window)
         else:
-            report = replay(clients, progress=progress_bar(), **window)
+            report = replay(clients, progress=progress_bar(), repair=args.repair, **window)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     print(f"\nreplayed {report.records} records in {report.seconds:.1f}s "
           f"({report.records / max(report.seconds, 1e-9):,.0f} events/s): {report.written} events written, "
-          f"{report.dead_letters} records not processable")
+          f"{report.dead_letters} records not processable ({report.scanned} records read)")
+    if (removed := report.repaired) is not None:
+        print(f"repaired: removed {removed.runs} runs, {removed.edges} edges, {removed.partitions} partitions, "
+              f"{removed.datasets} datasets and {removed.jobs} jobs the window's events no longer produce")
     return 0
 
 
@@ -655,9 +660,13 @@ def build_parser() -> argparse.ArgumentParser:
     backfill.set_defaults(handler=cmd_backfill)
 
     replay = sub.add_parser("replay", help="rebuild the graph (or repair a time window) from openlineage.events")
-    replay.add_argument("--from", dest="from_", default="earliest", help="earliest (default) or an ISO time")
-    replay.add_argument("--to", help="an ISO time (default: the end of the topic when replay starts)")
+    replay.add_argument("--from", dest="from_", default="earliest",
+                        help="earliest (default) or an ISO time: events from this eventTime on")
+    replay.add_argument("--to", help="an ISO time: events up to this eventTime (default: no end)")
     replay.add_argument("--fresh", action="store_true", help="empty the graph first (a full rebuild; asks first)")
+    replay.add_argument("--repair", action="store_true",
+                        help="with --from: also remove, inside the window, what its events no longer produce (runs, "
+                             "edges, partitions, datasets and jobs left without lineage); nothing outside changes")
     replay.add_argument("--yes", action="store_true", help="with --fresh: empty the graph without asking")
     replay.add_argument("--allow-partial-history", action="store_true",
                         help="with --fresh: rebuild even when the topic no longer holds its first records")

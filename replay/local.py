@@ -29,9 +29,11 @@ from neo4j import Driver
 
 from kafka_lineage.processors.core import Incoming, Output, ProcessorCore
 from kafka_lineage.processors.normalize import parse_aliases
+from kafka_lineage.replay.repair import Produced, RepairReport, forget_runs, settle
 from kafka_lineage.runtime.config import ClientSettings, ProcessorSettings
 from kafka_lineage.runtime.kafka_io import end_offsets, reading_consumer
 from kafka_lineage.schemas import registry
+from kafka_lineage.schemas.partitions import parse_patterns
 from kafka_lineage.schemas.wire import AvroCodec
 from kafka_lineage.sinks.graph.model import graph_batch, statements, utc_time
 from kafka_lineage.sinks.graph.sink import driver_for, ensure_constraints, write_statements
@@ -48,6 +50,7 @@ class ReplayReport:
     dead_letters: int = 0
     seconds: float = 0.0
     scanned: int = 0  # records read, the window's and the others
+    repaired: RepairReport | None = None  # --repair: what was removed
 
 
 @dataclass(frozen=True)
@@ -144,11 +147,12 @@ def offset_range(clients: ClientSettings, start: str | None, end: str | None,
 
 def replay_core(clients: ClientSettings, settings: ProcessorSettings) -> ProcessorCore:
     """A processor core with fresh in-memory state, configured like ``lineage processor`` (namespace aliases, the
-    future eventTime bound)."""
+    future eventTime bound, the partition path patterns)."""
     registry_client = SchemaRegistryClient(clients.registry_config())
     return ProcessorCore(AvroCodec("openlineage_event", registry.schema_fetcher(registry_client)), {}, {},
                          aliases=parse_aliases(settings.aliases) if settings.aliases else None,
-                         max_event_time_ahead_seconds=settings.max_event_time_ahead_seconds)
+                         max_event_time_ahead_seconds=settings.max_event_time_ahead_seconds,
+                         partition_patterns=parse_patterns(settings.partition_patterns))
 
 
 def _batches(consumer: Consumer, topic: str, begins: dict[int, int], ends: dict[int, int], batch_size: int
@@ -175,7 +179,7 @@ def _batches(consumer: Consumer, topic: str, begins: dict[int, int], ends: dict[
 def replay_ranges(clients: ClientSettings, driver: Driver, begins: dict[int, int], ends: dict[int, int], *,
                   batch_size: int, report: ReplayReport, processing: ProcessorSettings = DEFAULT_PROCESSING,
                   progress: Callable[[ReplayReport, int], None] | None = None,
-                  window: EventWindow = ALL_TIME) -> None:
+                  window: EventWindow = ALL_TIME, produced: Produced | None = None) -> None:
     """Partitions' offset ranges → processor core → the events in ``window`` → graph. Partitions are independent (a
     run's events share a key), so any split of them over processes (Spark tasks) builds the same graph as one pass
     over all."""
@@ -190,7 +194,7 @@ def replay_ranges(clients: ClientSettings, driver: Driver, begins: dict[int, int
                 if not window.whole:
                     events = [event for event in events if window.holds(event)]
                 report.records += len(events) + len(output.dead_letters)
-                writer.write(events, output, report)
+                writer.write(events, output, report, produced)
                 if progress:
                     progress(report, total)
     finally:
@@ -244,14 +248,24 @@ def prepare_replay(clients: ClientSettings, start: str | None, end: str | None, 
 def replay(clients: ClientSettings, *, start: str | None = "earliest", end: str | None = None, fresh: bool = False,
            batch_size: int = 2000, progress: Callable[[ReplayReport, int], None] | None = None,
            allow_partial_history: bool = False,
-           processing: ProcessorSettings = DEFAULT_PROCESSING) -> ReplayReport:
+           processing: ProcessorSettings = DEFAULT_PROCESSING, repair: bool = False) -> ReplayReport:
+    """Replay ``start``..``end`` (eventTime) into the graph; ``repair``: then remove, within the window, what its
+    events no longer produce (``replay.repair``)."""
     report = ReplayReport()
     started = time.monotonic()
+    window = EventWindow.parse(start, end)
+    if repair and (fresh or window.start is None):
+        raise ValueError("--repair: a window with --from (a time), without --fresh (which rebuilds everything)")
     begins, ends = prepare_replay(clients, start, end, fresh, allow_partial_history,
                                   processing.max_event_time_ahead_seconds)
+    produced = Produced() if repair else None
     with driver_for(clients) as driver:
+        if produced is not None and window.start is not None:
+            forgotten, forgotten_ids = forget_runs(driver, window.start, window.end)
         replay_ranges(clients, driver, begins, ends, batch_size=batch_size, report=report,
-                      processing=processing, progress=progress, window=EventWindow.parse(start, end))
+                      processing=processing, progress=progress, window=window, produced=produced)
+        if produced is not None and window.start is not None:
+            report.repaired = settle(driver, produced, forgotten, forgotten_ids, window.start, window.end)
     report.seconds = time.monotonic() - started
     return report
 
@@ -267,8 +281,12 @@ class PipelinedWriter:
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay-writer")
         self.pending: Future[None] | None = None
 
-    def write(self, events: list[dict[str, Any]], output: Output, report: ReplayReport) -> None:
-        work = statements(graph_batch(events)) if events else []
+    def write(self, events: list[dict[str, Any]], output: Output, report: ReplayReport,
+              produced: Produced | None = None) -> None:
+        batch = graph_batch(events) if events else None
+        if batch is not None and produced is not None:
+            produced.add(batch)
+        work = statements(batch) if batch is not None else []
         self.wait()
         if work:
             self.pending = self.executor.submit(write_statements, self.driver, work)

@@ -90,6 +90,50 @@ def test_a_replayed_event_time_window_repairs_exactly_that_window(clients: Clien
         assert graph_fingerprint(driver) == complete
 
 
+def _wrong_runs(namespace: str) -> list[dict]:
+    """Runs inside the 12:00 window that a corrected topic no longer has: a job of its own writing a dataset (with
+    column lineage) and a partition, and a second run of job-5 reading a dataset nothing else knows."""
+    ghost, extra = _runs(namespace, 1, 40, 12), _runs(namespace, 1, 5, 12)
+    for event in ghost:
+        event["job"] = {"namespace": namespace, "name": "job-ghost"}
+        event["outputs"] = [_dataset(f"{namespace}/ghost", ["id"], [f"{namespace}/t5"]),
+                            _dataset(f"{namespace}/daily/date=2024-05-01", ["id"])]
+    for event in extra:
+        event["eventTime"] = event["eventTime"].replace(":00:", ":40:")
+        event["inputs"] = [_dataset(f"{namespace}/extra-input", ["id"])]
+    return ghost + extra
+
+
+def test_repair_removes_what_the_window_no_longer_says_and_nothing_outside(clients: ClientSettings,
+                                                                           replay_topic: dict) -> None:
+    settings = ClientSettings.from_env({**os.environ, **replay_topic})
+    namespace = f"repair-{uuid.uuid4().hex[:6]}"
+    _publish(settings, _runs(namespace, 4, 0, 10) + _runs(namespace, 4, 4, 12) + _runs(namespace, 4, 8, 14))
+    lineage("replay", "--fresh", "--yes", env=replay_topic)  # the graph the corrected topic says
+    with driver_for(settings) as driver:
+        corrected = graph_fingerprint(driver)
+    wrong_topic = {**replay_topic, "LINEAGE_EVENTS_TOPIC": replay_topic["LINEAGE_EVENTS_TOPIC"] + ".wrong"}
+    wrong = ClientSettings.from_env({**os.environ, **wrong_topic})
+    prepare_pipeline(wrong, 3)
+    _publish(wrong, _wrong_runs(namespace))
+    lineage("replay", env=wrong_topic)  # what the graph once held on top
+    with driver_for(settings) as driver:
+        assert graph_fingerprint(driver) != corrected
+        assert driver.execute_query("MATCH (p:Partition {name: $name}) RETURN count(p)",
+                                    name=f"{namespace}/daily").records[0][0] == 1
+    plain = lineage("replay", "--from", "2024-05-01T11:00:00Z", "--to", "2024-05-01T13:00:00Z", env=replay_topic)
+    assert "repaired" not in plain.stdout
+    with driver_for(settings) as driver:
+        assert graph_fingerprint(driver) != corrected  # a plain replay only adds
+    repair = lineage("replay", "--from", "2024-05-01T11:00:00Z", "--to", "2024-05-01T13:00:00Z", "--repair",
+                     env=replay_topic)
+    assert "repaired: removed 2 runs" in repair.stdout, repair.stdout
+    with driver_for(settings) as driver:
+        assert graph_fingerprint(driver) == corrected
+    refused = lineage("replay", "--repair", env=replay_topic, check=False)
+    assert refused.returncode != 0 and "--repair" in refused.stderr
+
+
 def test_replay_on_spark_rebuilds_the_graph_the_local_replay_builds(clients: ClientSettings,
                                                                    replay_topic: dict) -> None:
     settings = ClientSettings.from_env({**os.environ, **replay_topic})
