@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -68,10 +68,10 @@ def _write_raw_data(workdir: Path) -> None:
         f"{i},customer-{i},{countries[i]}" for i in range(7)) + "\n")
 
 
-def _spark(workdir: Path, collector_url: str, *flags: str) -> None:
+def _spark(workdir: Path, collector_url: str, day: date, *flags: str) -> None:
     started = time.monotonic()
     job = subprocess.run([sys.executable, "-m", "kafka_lineage_devtools.demo_spark_job", str(workdir), collector_url,
-                          *flags],
+                          day.isoformat(), *flags],
                          capture_output=True, text=True, timeout=900)
     if job.returncode != 0:
         raise RuntimeError(f"the Spark job failed:\n{job.stderr[-3000:]}")
@@ -103,6 +103,21 @@ def _connector(clients: ClientSettings, workdir: Path, client: OpenLineageClient
         time.sleep(0.5)
     watch(clients, clients.connect_url, once=True, client=client)
     return name
+
+
+def _ready(table: str, day: date) -> subprocess.CompletedProcess[str]:
+    """``lineage ready file TABLE --key date=DAY``, as a scheduler calls it."""
+    return subprocess.run([sys.executable, "-m", "kafka_lineage.app.cli", "ready", "file", table, "--key",
+                           f"date={day.isoformat()}"], capture_output=True, text=True, timeout=120)
+
+
+def _show_ready(table: str, day: date, wanted: int) -> None:
+    """Once the graph has caught up (the answer is ``wanted``), print what a scheduler reads: output and exit code."""
+    answer = wait_until(lambda: (found := _ready(table, day)).returncode == wanted and found, 120)
+    print(f"  $ lineage ready file {table} --key date={day.isoformat()}")
+    for line in answer.stdout.splitlines():
+        print(f"  {line}")
+    print(f"  (exit {answer.returncode})", flush=True)
 
 
 def _wait_for_downstream(clients: ClientSettings, dataset: str, timeout: float = 120) -> None:
@@ -203,18 +218,26 @@ def run_demo(clients: ClientSettings, stack: StackSettings, *, streaming: bool =
 
         _step("PySpark pipeline (official OpenLineage listener → collector): raw CSV → orders_cleaned (join) → "
               "revenue_by_country")
-        _spark(workdir, collector.url)
+        today = datetime.now(UTC).date()
+        _spark(workdir, collector.url, today - timedelta(days=1))
         _step("a file-load task and a SQL task in the warehouse (hooks → Kafka transport)")
         _downstream_tasks(workdir, client)
         _step("a Kafka Connect connector (Connect hook)")
         connector = _connector(clients, workdir, client)
         print(f"    connector {connector} is RUNNING; its run is in the graph", flush=True)
         _wait_for_downstream(clients, cleaned)
+        daily = str(workdir / "lake" / "daily_revenue")
+        _step(f"is today's partition of daily_revenue ready? (yesterday's is: the Spark job wrote "
+              f"daily_revenue/date={today - timedelta(days=1)})")
+        _show_ready(daily, today, wanted=1)
 
-        _step("the upstream Spark job changes a column: orders_cleaned.amount double → string")
+        _step("the upstream Spark job changes a column: orders_cleaned.amount double → string (and writes today's "
+              "partition)")
         changed_at = datetime.now(UTC)
-        _spark(workdir, collector.url, "--amount-as-string")
+        _spark(workdir, collector.url, today, "--amount-as-string")
         alert = _wait_for_alert(clients, cleaned, changed_at)
+        _step("today's partition, once the run completed")
+        _show_ready(daily, today, wanted=0)
         transport.close()
         requests.delete(f"{clients.connect_url}/connectors/{connector}", timeout=30)
         streamed = _streaming_engines(clients, stack, workdir, collector.url) if streaming else None

@@ -27,6 +27,11 @@ def test_demo_shows_the_alert_the_impact_and_a_picture(stack_settings: StackSett
     picture = stack_settings.state_dir / "demo" / "impact.html"
     assert f"picture of the impact:  {picture}" in out and "top_countries" in picture.read_text()
     assert "The stack stays up for exploration" in out
+    # the daily partition: not ready before the run that writes it, ready after (what a scheduler asks)
+    daily = stack_settings.state_dir / "demo" / "lake" / "daily_revenue"
+    day = re.search(rf"\$ lineage ready file {re.escape(str(daily))} --key date=(\S+)", out).group(1)
+    before, after = out.index(f"not ready: file {daily} date={day}"), out.index(f"\n  ready: file {daily} date={day}")
+    assert before < out.index("(exit 1)") < after < out.index("(exit 0)")
     # the streaming engines: the connector topic's schema change reaches the SQL task behind Flink and Spark
     suffix = re.search(r"Flink job orders-clean-(\w+) is RUNNING", out).group(1)
     assert f"Flink job orders-clean-{suffix} cancelled: its run is ABORT in the graph" in out
