@@ -61,7 +61,8 @@ from kafka_lineage.producers.service import connect_schema as cs
 from kafka_lineage.schemas.naming import kafka_namespace, path_dataset, table_dataset
 
 PRODUCER = "https://github.com/kafka-lineage/kafka-lineage/tree/0.1.0/producers/connect_watcher"
-FACET_SCHEMA = "https://github.com/kafka-lineage/kafka-lineage/tree/0.1.0/schemas/facets/KafkaConnectRunFacet.json"
+FACET_SCHEMA = ("https://github.com/kafka-lineage/kafka-lineage/blob/main/schemas/facets/KafkaConnectRunFacet.json"
+                "#/$defs/KafkaConnectRunFacet")
 _RUN_ID_NAMESPACE = uuid.UUID("5b0c3f0e-4a8e-5d43-9a57-0c6a1f7e2b11")  # fixed: runIds must survive restarts
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -187,6 +188,19 @@ def test_new_running_connector_starts_a_valid_run_with_datasets_and_facets() -> 
     facet = as_json["run"]["facets"]["kafkaConnect"]
     assert facet["connectorClass"] == FILE_SOURCE and facet["state"] == "RUNNING" and facet["attempt"] == 0
     assert "config" not in facet  # configs carry credentials
+    assert facet["_schemaURL"].endswith("/schemas/facets/KafkaConnectRunFacet.json#/$defs/KafkaConnectRunFacet")
+    _connect_facet_validator().validate(facet)  # the facet's own published schema
+    assert not _connect_facet_validator().is_valid({**facet, "attempt": -1})
+
+
+def _connect_facet_validator() -> Any:
+    import jsonschema_rs
+
+    import kafka_lineage.schemas as schemas_package
+
+    document = json.loads((Path(schemas_package.__file__).parent / "facets" / "KafkaConnectRunFacet.json").read_text())
+    base = {"$defs": {"RunFacet": {"type": "object", "required": ["_producer", "_schemaURL"]}}}
+    return jsonschema_rs.validator_for({**document, "$ref": "#/$defs/KafkaConnectRunFacet"}, retriever=lambda _u: base)
 
 
 def test_repeated_identical_snapshots_emit_nothing() -> None:
