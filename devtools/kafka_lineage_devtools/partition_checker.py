@@ -3,7 +3,8 @@
 ``read_partitions`` lists every dataset's partitions with ``sinks.graph.partitions.dataset_partitions`` and
 ``read_ready`` asks ``sinks.graph.partitions.ready`` for every (dataset, day) — what `lineage partitions` and
 `lineage ready` answer. ``check_partitions`` (pure) lists every difference: a partition missing, extra, or with
-another state / version count / rowCount / failed assertions / landed flag; a ``ready`` answer or its missing list
+another state / version count / latest version's run, rowCount, bytes, failed assertions / upstream
+partitions read / landed flag; a ``ready`` answer or its missing list
 that differs.
 
 ``run_partition_workload`` (`lineage workload --partitions`): publish the workload to a pipeline of its own
@@ -72,9 +73,12 @@ def read_partitions(driver: Driver, truth: PartitionTruth) -> dict[Key, Partitio
             continue
         for status in statuses:
             latest = status.latest
+            version = latest.version if latest else None
             found[(namespace, name, status.facts.key)] = PartitionState(
-                status.state, status.facts.version_count, latest.version.row_count if latest else None,
-                tuple(sorted(latest.version.failed)) if latest else (), status.landed)
+                status.state, status.facts.version_count, version.row_count if version else None,
+                tuple(sorted(version.failed)) if version else (), status.landed, version.run_id if version else None,
+                version.bytes if version else None,
+                tuple(sorted((up.namespace, up.name, up.key) for _, up in status.facts.reads)))
     return found
 
 
@@ -144,8 +148,8 @@ def _text(value: Any) -> str:
 
 def format_partition_report(report: PartitionReport, limit: int = 30) -> str:
     if report.ok:
-        head = (f"OK: {report.partitions} partitions (state, versions, rows, assertions) and {report.ready_answers} "
-                "ready answers equal the truth")
+        head = (f"OK: {report.partitions} partitions (state, versions, latest run, rows, bytes, assertions, upstream) "
+                f"and {report.ready_answers} ready answers equal the truth")
     else:
         head = (f"MISMATCH: {len(report.mismatches)} differences over {report.partitions} partitions "
                 f"({report.found_partitions} found) and {report.ready_answers} ready answers")

@@ -31,7 +31,8 @@ Faults inside the data (``PartitionWorkload.faults`` names where each landed):
 
 The truth (``PartitionTruth``) is computed from the runs the model made, by the rules of issue 22 as written here,
 independently of the product's code: per partition its state (SUCCESS, FAILED, RUNNING, STALE; None for a landed
-source partition), version count, rowCount of the latest version, failed assertion names, whether it is landed;
+source partition), version count, the latest version's run, rowCount, bytes and failed assertion names, the
+partitions that run read, whether it is landed;
 and the ``ready`` answer (and what is missing) for every (dataset, day), including days without a partition.
 """
 
@@ -84,6 +85,9 @@ class PartitionState:
     row_count: int | None  # of the latest version
     failed_assertions: tuple[str, ...] = ()  # of the latest version, sorted
     landed: bool = False  # no run wrote it, its marker was reported
+    run_id: str | None = None  # the latest version's writing run
+    bytes: int | None = None  # of the latest version
+    upstream: tuple[Key, ...] = ()  # the partitions the latest version's run read, sorted
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +157,7 @@ class _Run:
     end: datetime
     outcome: str  # COMPLETE or FAIL
     row_count: int | None
+    size: int | None
     failed: tuple[str, ...]
     marker: bool  # its completion marker was reported (output facet or a DatasetEvent before the next version)
     backfill: bool
@@ -368,7 +373,9 @@ class _Builder:
         self.add(start, {"eventType": "START", "eventTime": _utc(start), "producer": PRODUCER,
                          "schemaURL": RUN_EVENT_SCHEMA, "run": {"runId": run_id, "facets": facets}, "job": job_obj,
                          "inputs": inputs(False), "outputs": output({})}, "start")
-        row_count, failed, marker = None, (), False
+        row_count = size = None
+        failed: tuple[str, ...] = ()
+        marker = False
         if fail:
             error = _facet("ErrorMessageRunFacet", "1-0-1", message=f"{job.name} failed for {day}",
                            programmingLanguage="python")
@@ -378,9 +385,9 @@ class _Builder:
                            "job": job_obj, "inputs": inputs(False), "outputs": output({})}, "fail")
         else:
             row_count = 1 + int(rng.random() * 10**7)
+            size = row_count * (40 + int(rng.random() * 80))
             io: dict[str, Any] = {"outputStatistics": _facet("OutputStatisticsOutputDatasetFacet", "1-0-2",
-                                                             rowCount=row_count,
-                                                             size=row_count * (40 + int(rng.random() * 80)))}
+                                                             rowCount=row_count, size=size)}
             if job.checks:
                 assertions = list(_PASSING)
                 if failing:
@@ -397,7 +404,7 @@ class _Builder:
             self.add(end, {"eventType": "COMPLETE", "eventTime": _utc(end), "producer": PRODUCER,
                            "schemaURL": RUN_EVENT_SCHEMA, "run": {"runId": run_id, "facets": facets},
                            "job": job_obj, "inputs": inputs(True), "outputs": output(io, with_marker)}, "complete")
-        record = _Run(run_id, job, day, start, end, "FAIL" if fail else "COMPLETE", row_count, failed, marker,
+        record = _Run(run_id, job, day, start, end, "FAIL" if fail else "COMPLETE", row_count, size, failed, marker,
                       backfill)
         self.runs[(out.index, day)].append(record)
         self.reads[run_id] = [(t.index, day) for t in job.inputs]
@@ -464,7 +471,9 @@ class _Builder:
                     for up in self.reads[last.run_id]:
                         if any(r.end > last.start for r in self.runs.get(up, ()) if r.run_id != last.run_id):
                             state = "STALE"
-                found = PartitionState(state, len(runs), last.row_count, tuple(sorted(last.failed)))
+                upstream = tuple(sorted((*self.tables[i].identity, f"date={d}") for i, d in self.reads[last.run_id]))
+                found = PartitionState(state, len(runs), last.row_count, tuple(sorted(last.failed)), False,
+                                       last.run_id, last.size, upstream)
             if found is not None:
                 states[(index, day)] = found
             return found
