@@ -205,7 +205,8 @@ def run_partition_workload(base: ClientSettings, *, jobs: int = 50, days: int = 
     report = PartitionRunReport(len(workload.events), summary)
     say(f"partition workload {tag}: {len(workload.events)} events, {summary['runs']} runs "
         f"({summary['backfill_runs']} backfill), {summary['late_completes']} late COMPLETEs, "
-        f"{summary['duplicates']} duplicates; expecting {summary['expected']}")
+        f"{summary['duplicates']} duplicates, {summary['before_start']} sent before their START; "
+        f"expecting {summary['expected']}")
     components = {name: _Component(name, lambda start=start: start(env)) for name, start in
                   (("processor", processor_process), ("graph sink", sink_process))}
     watched = list(components.values())

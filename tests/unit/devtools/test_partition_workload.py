@@ -73,7 +73,7 @@ def test_sizes_and_delivery() -> None:
     w = workload()
     assert (w.params["jobs"], w.params["days"]) == (50, 30)
     assert len(w.truth.ready) == (50 + w.params["sources"]) * 30
-    assert w.params["late_completes"] > 10 and w.params["duplicates"] > 10
+    assert w.params["late_completes"] > 10 and w.params["duplicates"] > 10 and w.params["before_start"] > 10
     assert len(w.events) == w.params["distinct_events"] + w.params["duplicates"]
     # late: some COMPLETE is published after an event of a later day
     times = [datetime.fromisoformat(e["eventTime"].replace("Z", "+00:00")).astimezone(UTC) for e in w.events]
