@@ -133,8 +133,9 @@ def cmd_workload(args: argparse.Namespace) -> int:
     if report.check is None:
         raise CommandFailed("the graph was never read")
     print(format_partition_report(report.check))
-    print(f"{report.events} events; published in {report.publish_seconds:.1f}s, exact after "
-          f"{report.converge_seconds:.1f}s: {'OK' if report.ok else 'NOT OK'}")
+    print(f"{report.events} events; published in {report.publish_seconds:.1f}s, processor and sink caught up after "
+          f"{report.caught_up_seconds:.1f}s, checked after {report.converge_seconds:.1f}s: "
+          f"{'OK' if report.ok else 'NOT OK'}")
     return 0 if report.ok else 1
 
 
