@@ -20,6 +20,8 @@ Faults inside the data (``PartitionWorkload.faults`` names where each landed):
 - ``failed``: one run FAILs; its partition is FAILED and its downstream closure skips that day (no partition);
 - ``assertion``: one run COMPLETEs with a failing assertion (FAILED, the assertion named); its readers run anyway
   (their partitions are SUCCESS but not ready);
+- ``check``: a data-quality task reads one table's partition every day and reports assertions on its input; one
+  day an assertion fails, which makes that partition FAILED (a check of the version it read); readers run anyway;
 - ``marker``: one table requires ``_SUCCESS`` (``requiredMarker`` on every facet naming it); its marker comes with
   the COMPLETE's output facet or as a DatasetEvent after it, except on one day (RUNNING; readers run, not ready);
 - ``backfill``: after the month, an upstream fix re-runs days 10-16 (``backfill_from``..) of one upstream table and
@@ -69,6 +71,7 @@ BACKFILL_SCHEMA_URL = ("https://github.com/kafka-lineage/kafka-lineage/blob/main
                        "BackfillRunFacet.json#/$defs/BackfillRunFacet")
 MARKER = "_SUCCESS"
 FAILING_ASSERTION = "row_count_between"
+FAILING_CHECK = "freshness"
 _PASSING = ({"assertion": "not_null", "column": "id", "success": True},
             {"assertion": "unique", "column": "id", "success": True})
 _MINUTE = timedelta(minutes=1)
@@ -187,6 +190,8 @@ class _Builder:
         self.runs: dict[tuple[int, str], list[_Run]] = defaultdict(list)  # (table, day) → writing runs
         self.reads: dict[str, list[tuple[int, str]]] = {}  # run id → the partitions it read
         self.landed: set[tuple[int, str]] = set()
+        # (table, day) → (start, failed assertion names) of the runs that checked it
+        self.checks: dict[tuple[int, str], list[tuple[datetime, tuple[str, ...]]]] = defaultdict(list)
         self.timeline: list[tuple[datetime, int, dict[str, Any], str]] = []  # (time, seq, event, kind)
         self.faults: dict[str, Any] = {}
         self.plan(jobs, sources)
@@ -253,11 +258,13 @@ class _Builder:
         taken = {root.index} | ({self.backfill_failed[0].index} if self.backfill_failed else set())
         picks = [j for j in with_readers if j.index not in taken]
         rng.shuffle(picks)
-        failed, assertion, marker = (picks + with_readers * 3)[:3]
-        # three different days: a failed day's skipped downstream never hides another fault
-        fail_day, assertion_day, marker_day = rng.sample(outside, 3)
+        failed, assertion, marker, checked = (picks + with_readers * 4)[:4]
+        # different days: a failed day's skipped downstream never hides another fault
+        fail_day, assertion_day, marker_day, check_day = rng.sample(outside, 4)
         self.failed, self.assertion, self.marker_missing = (failed, fail_day), (assertion, assertion_day), (
             marker, marker_day)
+        # a data-quality task checks one table every day (assertions on what it reads); it fails one day
+        self.checked, self.check_failed = checked, (checked, check_day)
         marker.output.required_marker = MARKER
         marker.output.naming = "facet"  # the rule travels in the facet: every reference carries it
         assertion.checks = True
@@ -275,6 +282,8 @@ class _Builder:
                        "readers": readers(marker)},
             "backfill": {"dataset": name(root.output), "from": self.window[0], "to": self.window[-1],
                          "closure": [name(j.output) for j in self.backfill]},
+            "check": {"dataset": name(checked.output), "day": check_day, "job": f"check.{name(checked.output)}",
+                      "assertion": FAILING_CHECK, "readers": readers(checked)},
             "backfill_failed": ({"dataset": name(self.backfill_failed[0].output), "day": self.backfill_failed[1],
                                  "readers": readers(self.backfill_failed[0])} if self.backfill_failed else None),
         }
@@ -411,6 +420,23 @@ class _Builder:
         self.reads[run_id] = [(t.index, day) for t in job.inputs]
         return record
 
+    def check(self, table: _Table, day: str, start: datetime) -> None:
+        """A data-quality task's run: it reads the partition and reports assertions about it (on its input)."""
+        run_id, end = self.new_id(), start + timedelta(seconds=30 + int(self.rng.random() * 200))
+        failing = (self.checked, day) == self.check_failed
+        assertions = [{"assertion": "not_null", "column": "id", "success": True}]
+        if failing:
+            assertions.append({"assertion": FAILING_CHECK, "success": False})
+        job = {"namespace": self.job_ns, "name": f"check.{self.name(table)}"}
+        facets = {"nominalTime": _facet("NominalTimeRunFacet", "1-0-1", nominalStartTime=f"{day}T00:00:00Z")}
+        for event_type, moment, io in (("START", start, {}), ("COMPLETE", end, {"dataQualityAssertions": _facet(
+                "DataQualityAssertionsDatasetFacet", "1-0-1", assertions=assertions)})):
+            self.add(moment, {"eventType": event_type, "eventTime": _utc(moment), "producer": PRODUCER,
+                              "schemaURL": RUN_EVENT_SCHEMA, "run": {"runId": run_id, "facets": facets}, "job": job,
+                              "inputs": [self.reference(table, day, "inputFacets", io)], "outputs": []},
+                     event_type.lower())
+        self.checks[(table.index, day)].append((start, (FAILING_CHECK,) if failing else ()))
+
     def usable(self, table: _Table, day: str) -> bool:
         """The scheduler's view of an input partition: landed, or its latest run did not fail."""
         if table.source:
@@ -428,7 +454,10 @@ class _Builder:
             for job in self.jobs:  # layer by layer: layer L runs in hour L of the day, after its upstream ended
                 if all(self.usable(t, day) for t in job.inputs):
                     start = midnight + timedelta(hours=job.layer, seconds=int(rng.random() * 1200))
-                    self.run(job, day, start, backfill=False)
+                    record = self.run(job, day, start, backfill=False)
+                    if job is self.checked and record.outcome == "COMPLETE":
+                        self.check(job.output, day, midnight + timedelta(hours=job.layer, minutes=45,
+                                                                         seconds=int(rng.random() * 300)))
         # the backfill, after an upstream fix: stage by stage (a stage per layer), the days of the window in each
         fixed = datetime.fromisoformat(f"{_next_day(self.days[-1])}T00:00:00+00:00") + timedelta(days=1, hours=8)
         layers = sorted({j.layer for j in self.backfill})
@@ -462,7 +491,9 @@ class _Builder:
                 last = latest(index, day)
                 assert last is not None
                 table = self.tables[index]
-                if last.outcome == "FAIL" or last.failed:
+                # a check counts for the version that was the latest when the check started
+                checked = any(failed and at >= last.start for at, failed in self.checks.get((index, day), ()))
+                if last.outcome == "FAIL" or last.failed or checked:
                     state = "FAILED"
                 elif table.required_marker and not last.marker:
                     state = "RUNNING"  # complete, waiting for its marker
@@ -558,8 +589,8 @@ def generate_partitions(jobs: int = 50, days: int = 30, seed: int = 22, *, tag: 
         raise ValueError("a partition workload needs at least 4 jobs and 4 days (a day for each fault)")
     if backfill_days < 1 or backfill_from < 2 or backfill_from + backfill_days - 1 > days - 1:
         raise ValueError("the backfill window must leave a day before and after it")
-    if days - 2 - backfill_days < 3:
-        raise ValueError("the faults need three days outside the backfill window (neither the first nor the last)")
+    if days - 2 - backfill_days < 4:
+        raise ValueError("the faults need four days outside the backfill window (neither the first nor the last)")
     tag = f"p{seed}" if tag is None else tag
     if not _TAG.fullmatch(tag):
         raise ValueError(f"tag must be 1-24 lower-case letters, digits or inner hyphens: {tag!r}")

@@ -30,7 +30,7 @@ def workload(jobs: int = 50, days: int = 30, seed: int = 22) -> PartitionWorkloa
 
 
 def small() -> PartitionWorkload:
-    return workload(10, 8, 3)
+    return workload(10, 9, 3)
 
 
 def _lake(w: PartitionWorkload) -> str:
@@ -42,14 +42,14 @@ def _canonical(event: dict) -> str:
 
 
 def test_same_seed_same_events_and_truth_another_tag_shares_nothing() -> None:
-    a, b = small(), generate_partitions(10, 8, 3, backfill_from=3, backfill_days=3)
+    a, b = small(), generate_partitions(10, 9, 3, backfill_from=3, backfill_days=3)
     assert [_canonical(e) for e in a.events] == [_canonical(e) for e in b.events] and a.truth == b.truth
-    other = generate_partitions(10, 8, 3, tag="other", backfill_from=3, backfill_days=3)
+    other = generate_partitions(10, 9, 3, tag="other", backfill_from=3, backfill_days=3)
     assert not set(a.params["dataset_namespaces"]) & set(other.params["dataset_namespaces"])
     assert other.truth.partitions.keys() != a.truth.partitions.keys()
 
 
-@pytest.mark.parametrize("size", [(10, 8, 3), (50, 30, 22)])
+@pytest.mark.parametrize("size", [(10, 9, 3), (50, 30, 22)])
 def test_every_event_validates_and_names_one_partition_after_normalizing(size: tuple[int, int, int]) -> None:
     w = workload(*size)
     paths = facets = 0
@@ -107,6 +107,20 @@ def test_failing_assertion_is_named_and_readers_are_not_ready() -> None:
         assert w.truth.partitions[(ns, name, key)].state == "SUCCESS"
         answer = w.truth.ready[(ns, name, key)]
         assert not answer.ready and ("upstream", ns, fault["dataset"], key, "FAILED") in answer.missing
+
+
+def test_a_failing_check_fails_the_partition_it_read() -> None:
+    w = workload()
+    fault, ns = w.faults["check"], _lake(w)
+    key = f"date={fault['day']}"
+    state = w.truth.partitions[(ns, fault["dataset"], key)]
+    assert state.state == "FAILED" and state.failed_assertions == () and state.row_count  # the check's, not its own
+    others = [w.truth.partitions[(ns, fault["dataset"], f"date={d}")] for d in w.truth.days if d != fault["day"]]
+    assert all(p.state in ("SUCCESS", "STALE") for p in others)
+    checks = [e for e in w.events if e.get("job", {}).get("name") == fault["job"] and e["eventType"] == "COMPLETE"]
+    assert len({e["run"]["runId"] for e in checks}) == len(w.truth.days)
+    for name in fault["readers"]:
+        assert ("upstream", ns, fault["dataset"], key, "FAILED") in w.truth.ready[(ns, name, key)].missing
 
 
 def test_missing_marker_stays_running_and_other_days_are_success() -> None:
@@ -179,6 +193,6 @@ def test_arguments_are_checked() -> None:
     with pytest.raises(ValueError, match="backfill window"):
         generate_partitions(10, 8, backfill_from=5, backfill_days=7)
     with pytest.raises(ValueError, match="tag"):
-        generate_partitions(10, 8, tag="Bad_Tag", backfill_from=3, backfill_days=3)
-    with pytest.raises(ValueError, match="three days"):
-        generate_partitions(10, 6, backfill_from=2, backfill_days=3)
+        generate_partitions(10, 9, tag="Bad_Tag", backfill_from=3, backfill_days=3)
+    with pytest.raises(ValueError, match="four days"):
+        generate_partitions(10, 8, backfill_from=3, backfill_days=3)
