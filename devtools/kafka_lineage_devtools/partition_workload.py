@@ -29,8 +29,9 @@ Faults inside the data (``PartitionWorkload.faults`` names where each landed):
   time in the window): new versions. One backfill run of a closure job with readers FAILs (``backfill_failed``),
   so its readers are not re-run that day and their old versions become STALE;
 - delivery: some COMPLETEs are published days late (after later days' events), some events twice (right after,
-  or days later), and every event moves by up to ``shuffle_window`` positions (some COMPLETEs and FAILs go before
-  their START, markers before the COMPLETE they follow).
+  or days later; a share of the live events once more after the backfill), and every event moves by up to
+  ``shuffle_window`` positions (some COMPLETEs and FAILs go before their START, markers before the COMPLETE they
+  follow).
 
 The truth (``PartitionTruth``) is computed from the runs the model made, by the rules of issue 22 as written here,
 independently of the product's code: per partition its state (SUCCESS, FAILED, RUNNING, STALE; None for a landed
@@ -543,7 +544,7 @@ def _next_day(day: str) -> str:
 
 
 def _deliver(timeline: list[tuple[datetime, int, dict[str, Any], str]], rng: random.Random, late_rate: float,
-             duplicate_rate: float, shuffle_window: int, end_of_live: datetime
+             duplicate_rate: float, shuffle_window: int, resend_rate: float, end_of_live: datetime
              ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Publishing order: by event time, but some COMPLETEs days late, some events twice (right after, or days
     later, as a restarted emitter re-sends), and every event moved by up to ``shuffle_window`` positions (a run's
@@ -560,6 +561,11 @@ def _deliver(timeline: list[tuple[datetime, int, dict[str, Any], str]], rng: ran
             again = sent + (_MINUTE if rng.random() < 0.6 else timedelta(days=1 + rng.random() * 4))
             entries.append((again, seq, event))
             duplicates += 1
+    # a restarted emitter re-sends old live events after the backfill: they must not undo its newer versions
+    last = max(moment for moment, _, _, _ in timeline)
+    resent = [(last + timedelta(hours=1, seconds=n), seq, event) for n, (moment, seq, event, _) in enumerate(timeline)
+              if moment < end_of_live and rng.random() < resend_rate]
+    entries += resent
     entries.sort(key=lambda entry: (entry[0], entry[1]))
     if shuffle_window > 0:
         keys = [i + rng.random() * shuffle_window for i in range(len(entries))]
@@ -573,13 +579,14 @@ def _deliver(timeline: list[tuple[datetime, int, dict[str, Any], str]], rng: ran
             started.add(run_id)
         elif run_id is not None and run_id not in started:
             early += 1
-    return events, {"late_completes": late, "duplicates": duplicates, "before_start": early}
+    return events, {"late_completes": late, "duplicates": duplicates + len(resent), "resent_after_backfill":
+                    len(resent), "before_start": early}
 
 
 def generate_partitions(jobs: int = 50, days: int = 30, seed: int = 22, *, tag: str | None = None,
                         start: str = "2025-12-01", sources: int | None = None, backfill_from: int = 10,
                         backfill_days: int = 7, late_rate: float = 0.04, duplicate_rate: float = 0.04,
-                        shuffle_window: int = 24) -> PartitionWorkload:
+                        shuffle_window: int = 24, resend_rate: float = 0.01) -> PartitionWorkload:
     """``jobs`` daily jobs over ``days`` days from ``start`` (the module doc), with their truth.
 
     ``tag`` (default ``p{seed}``) goes into every namespace and seeds the run ids: workloads with different tags
@@ -600,7 +607,7 @@ def generate_partitions(jobs: int = 50, days: int = 30, seed: int = 22, *, tag: 
     truth = builder.truth()
     end_of_live = datetime.fromisoformat(f"{_next_day(builder.days[-1])}T00:00:00+00:00")
     events, stats = _deliver(builder.timeline, random.Random(f"delivery/{seed}"), late_rate, duplicate_rate,
-                             shuffle_window, end_of_live)
+                             shuffle_window, resend_rate, end_of_live)
     params = {"seed": seed, "tag": tag, "jobs": jobs, "days": days, "sources": len(builder.tables) - jobs,
               "runs": sum(len(r) for r in builder.runs.values()),
               "backfill_runs": sum(r.backfill for runs in builder.runs.values() for r in runs),

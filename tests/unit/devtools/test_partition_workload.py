@@ -75,6 +75,13 @@ def test_sizes_and_delivery() -> None:
     assert len(w.truth.ready) == (50 + w.params["sources"]) * 30
     assert w.params["late_completes"] > 10 and w.params["duplicates"] > 10 and w.params["before_start"] > 10
     assert len(w.events) == w.params["distinct_events"] + w.params["duplicates"]
+    assert w.params["resent_after_backfill"] > 10
+    first: dict[int, int] = {}  # each distinct event's first position
+    for i, e in enumerate(w.events):
+        first.setdefault(id(e), i)
+    done = max(i for i in first.values() if BACKFILL_FACET in w.events[i].get("run", {}).get("facets", {}))
+    live_after = [e for e in w.events[done + 1:] if BACKFILL_FACET not in e.get("run", {}).get("facets", {})]
+    assert live_after  # old live events arrive after the backfill's newer versions
     # late: some COMPLETE is published after an event of a later day
     times = [datetime.fromisoformat(e["eventTime"].replace("Z", "+00:00")).astimezone(UTC) for e in w.events]
     later = [i for i, e in enumerate(w.events) if e.get("eventType") == "COMPLETE"
