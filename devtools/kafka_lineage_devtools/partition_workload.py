@@ -13,7 +13,9 @@ partition states and ``ready`` answers they must yield. Pure and seeded: the sam
   (``warehouse/t07/date=2025-12-03``: the processor turns it into the table root plus the facet) or by its root with
   an explicit ``kafkaLineage_partition`` facet, chosen per reference;
 - a scheduler: a layer runs in its own hour of the day (every upstream run has ended before a downstream one
-  starts), and a task whose input partition failed or was never written is skipped for that day (upstream_failed).
+  starts), a task whose input partition failed or was never written is skipped for that day (upstream_failed), and
+  a share of the runs (``retry_rate``) fail within minutes and are retried at once (the partition's first version
+  FAILED, the retry's SUCCESS).
 
 Faults inside the data (``PartitionWorkload.faults`` names where each landed):
 
@@ -174,7 +176,7 @@ def _utc(moment: datetime) -> str:
 
 class _Builder:
     def __init__(self, seed: int, tag: str, jobs: int, days: int, start: date, sources: int,
-                 backfill_from: int, backfill_days: int) -> None:
+                 backfill_from: int, backfill_days: int, retry_rate: float = 0.0) -> None:
         self.rng = random.Random(seed)
         self.ids = random.Random(f"{seed}/{tag}/partitions")
         self.tag = tag
@@ -195,6 +197,7 @@ class _Builder:
         self.checks: dict[tuple[int, str], list[tuple[datetime, tuple[str, ...]]]] = defaultdict(list)
         self.timeline: list[tuple[datetime, int, dict[str, Any], str]] = []  # (time, seq, event, kind)
         self.faults: dict[str, Any] = {}
+        self.retry_rate, self.retries = retry_rate, 0
         self.plan(jobs, sources)
 
     def new_id(self) -> str:
@@ -266,6 +269,7 @@ class _Builder:
             marker, marker_day)
         # a data-quality task checks one table every day (assertions on what it reads); it fails one day
         self.checked, self.check_failed = checked, (checked, check_day)
+        self.fault_days = {self.failed, self.assertion, self.marker_missing, self.check_failed}
         marker.output.required_marker = MARKER
         marker.output.naming = "facet"  # the rule travels in the facet: every reference carries it
         assertion.checks = True
@@ -344,13 +348,15 @@ class _Builder:
         self.add(moment, {"eventTime": _utc(moment), "producer": PRODUCER, "schemaURL": DATASET_EVENT_SCHEMA,
                           "dataset": dataset}, "marker")
 
-    def run(self, job: _Job, day: str, start: datetime, backfill: bool) -> _Run:
-        """One run of the job for the day: its events and its record (the scheduler decided it runs)."""
+    def run(self, job: _Job, day: str, start: datetime, backfill: bool, attempt_fails: bool = False,
+            short: bool = False) -> _Run:
+        """One run of the job for the day: its events and its record (the scheduler decided it runs).
+        ``attempt_fails``: a first attempt that fails (a retry follows); ``short``: it, or its retry, takes minutes."""
         rng = self.rng
         run_id = self.new_id()
-        end = start + timedelta(seconds=60 + int(rng.random() * 1200)) if not backfill else \
-            start + timedelta(seconds=30 + int(rng.random() * 200))
-        fail = ((job, day) == self.failed and not backfill) or ((job, day) == self.backfill_failed and backfill)
+        end = start + timedelta(seconds=60 + int(rng.random() * (200 if backfill or short else 1200)))
+        fail = ((job, day) == self.failed and not backfill) or ((job, day) == self.backfill_failed and backfill) \
+            or attempt_fails
         failing = (job, day) == self.assertion and not backfill
         out = job.output
         facets: dict[str, Any] = {"nominalTime": _facet("NominalTimeRunFacet", "1-0-1",
@@ -455,7 +461,12 @@ class _Builder:
             for job in self.jobs:  # layer by layer: layer L runs in hour L of the day, after its upstream ended
                 if all(self.usable(t, day) for t in job.inputs):
                     start = midnight + timedelta(hours=job.layer, seconds=int(rng.random() * 1200))
-                    record = self.run(job, day, start, backfill=False)
+                    retry = rng.random() < self.retry_rate and (job, day) not in self.fault_days
+                    if retry:  # the first attempt fails within minutes, the scheduler's retry succeeds: 2 versions
+                        attempt = self.run(job, day, start, backfill=False, attempt_fails=True, short=True)
+                        start = attempt.end + timedelta(minutes=2)
+                        self.retries += 1
+                    record = self.run(job, day, start, backfill=False, short=retry)
                     if job is self.checked and record.outcome == "COMPLETE":
                         self.check(job.output, day, midnight + timedelta(hours=job.layer, minutes=45,
                                                                          seconds=int(rng.random() * 300)))
@@ -586,7 +597,8 @@ def _deliver(timeline: list[tuple[datetime, int, dict[str, Any], str]], rng: ran
 def generate_partitions(jobs: int = 50, days: int = 30, seed: int = 22, *, tag: str | None = None,
                         start: str = "2025-12-01", sources: int | None = None, backfill_from: int = 10,
                         backfill_days: int = 7, late_rate: float = 0.04, duplicate_rate: float = 0.04,
-                        shuffle_window: int = 24, resend_rate: float = 0.01) -> PartitionWorkload:
+                        shuffle_window: int = 24, resend_rate: float = 0.01,
+                        retry_rate: float = 0.01) -> PartitionWorkload:
     """``jobs`` daily jobs over ``days`` days from ``start`` (the module doc), with their truth.
 
     ``tag`` (default ``p{seed}``) goes into every namespace and seeds the run ids: workloads with different tags
@@ -602,7 +614,7 @@ def generate_partitions(jobs: int = 50, days: int = 30, seed: int = 22, *, tag: 
     if not _TAG.fullmatch(tag):
         raise ValueError(f"tag must be 1-24 lower-case letters, digits or inner hyphens: {tag!r}")
     builder = _Builder(seed, tag, jobs, days, date.fromisoformat(start), sources or max(2, jobs // 6),
-                       backfill_from, backfill_days)
+                       backfill_from, backfill_days, retry_rate)
     builder.emit()
     truth = builder.truth()
     end_of_live = datetime.fromisoformat(f"{_next_day(builder.days[-1])}T00:00:00+00:00")
@@ -611,6 +623,7 @@ def generate_partitions(jobs: int = 50, days: int = 30, seed: int = 22, *, tag: 
     params = {"seed": seed, "tag": tag, "jobs": jobs, "days": days, "sources": len(builder.tables) - jobs,
               "runs": sum(len(r) for r in builder.runs.values()),
               "backfill_runs": sum(r.backfill for runs in builder.runs.values() for r in runs),
+              "retries": builder.retries,
               "distinct_events": len(builder.timeline), **stats,
               "job_namespace": builder.job_ns, "dataset_namespaces": [builder.raw_ns, builder.lake_ns]}
     return PartitionWorkload(events, truth, builder.faults, params)
