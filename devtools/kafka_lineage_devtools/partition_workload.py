@@ -49,7 +49,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta, timezone
 from typing import Any
 
 from kafka_lineage.processors.normalize import canonical_identity
@@ -78,6 +78,7 @@ FAILING_CHECK = "freshness"
 _PASSING = ({"assertion": "not_null", "column": "id", "success": True},
             {"assertion": "unique", "column": "id", "success": True})
 _MINUTE = timedelta(minutes=1)
+_PLUS2 = timezone(timedelta(hours=2))
 
 Key = tuple[str, str, str]  # (namespace, name, partition key text)
 
@@ -179,6 +180,7 @@ class _Builder:
                  backfill_from: int, backfill_days: int, retry_rate: float = 0.0) -> None:
         self.rng = random.Random(seed)
         self.ids = random.Random(f"{seed}/{tag}/partitions")
+        self.spelling = random.Random(f"{seed}/spelling")  # spellings draw apart: the model stays the same
         self.tag = tag
         self.job_ns = f"pw-{tag}.airflow"
         self.lake_ns = canonical_identity(f"s3://pw-{tag}-lake", "warehouse")[0]
@@ -202,6 +204,16 @@ class _Builder:
 
     def new_id(self) -> str:
         return str(uuid.UUID(int=self.ids.getrandbits(128), version=4))
+
+    def stamp(self, moment: datetime) -> str:
+        """An eventTime: UTC, or for some producers the same instant at +02:00 (order must follow the instant)."""
+        if self.spelling.random() < 0.1:
+            return moment.astimezone(_PLUS2).isoformat(timespec="milliseconds")
+        return _utc(moment)
+
+    def spelled(self, namespace: str) -> str:
+        """A storage namespace as some integrations write it (``s3a://``): the processor makes it canonical."""
+        return namespace.replace("s3://", "s3a://", 1) if self.spelling.random() < 0.2 else namespace
 
     def fields(self, prefix: str) -> list[dict[str, Any]]:
         return [{"name": "id", "type": "bigint"}, {"name": "day", "type": "date"},
@@ -316,9 +328,9 @@ class _Builder:
         ns, root = table.identity
         naming = table.naming if table.naming != "mixed" else self.rng.choice(("path", "facet"))
         if naming in ("path", "hive") and not marker:
-            item: dict[str, Any] = {"namespace": ns, "name": f"{root}/date={day}"}
+            item: dict[str, Any] = {"namespace": self.spelled(ns), "name": f"{root}/date={day}"}
         elif naming == "dirs" and not marker:
-            item = {"namespace": ns, "name": f"{root}/{day.replace('-', '/')}"}
+            item = {"namespace": self.spelled(ns), "name": f"{root}/{day.replace('-', '/')}"}
         else:
             item = {"namespace": ns, "name": root}
             io_facets = {PARTITION_FACET: self.partition_facet(table, day, marker), **io_facets}
@@ -330,13 +342,13 @@ class _Builder:
         """A source partition's completion marker (its loader sends no lineage)."""
         ns, root = table.identity
         if table.naming == "hive":
-            dataset: dict[str, Any] = {"namespace": ns, "name": f"{root}/date={day}/{MARKER}"}
+            dataset: dict[str, Any] = {"namespace": self.spelled(ns), "name": f"{root}/date={day}/{MARKER}"}
         elif table.naming == "dirs":
             dataset = {"namespace": ns, "name": f"{root}/{day.replace('-', '/')}/{MARKER}"}
         else:
             dataset = {"namespace": ns, "name": root,
                        "facets": {PARTITION_FACET: self.partition_facet(table, day, marker=True)}}
-        self.add(moment, {"eventTime": _utc(moment), "producer": PRODUCER, "schemaURL": DATASET_EVENT_SCHEMA,
+        self.add(moment, {"eventTime": self.stamp(moment), "producer": PRODUCER, "schemaURL": DATASET_EVENT_SCHEMA,
                           "dataset": dataset}, "marker")
         self.landed.add((table.index, day))
 
@@ -345,7 +357,7 @@ class _Builder:
         ns, root = table.identity
         dataset = {"namespace": ns, "name": root,
                    "facets": {PARTITION_FACET: self.partition_facet(table, day, marker=True)}}
-        self.add(moment, {"eventTime": _utc(moment), "producer": PRODUCER, "schemaURL": DATASET_EVENT_SCHEMA,
+        self.add(moment, {"eventTime": self.stamp(moment), "producer": PRODUCER, "schemaURL": DATASET_EVENT_SCHEMA,
                           "dataset": dataset}, "marker")
 
     def run(self, job: _Job, day: str, start: datetime, backfill: bool, attempt_fails: bool = False,
@@ -387,7 +399,7 @@ class _Builder:
             item["facets"] = schema
             return [item]
 
-        self.add(start, {"eventType": "START", "eventTime": _utc(start), "producer": PRODUCER,
+        self.add(start, {"eventType": "START", "eventTime": self.stamp(start), "producer": PRODUCER,
                          "schemaURL": RUN_EVENT_SCHEMA, "run": {"runId": run_id, "facets": facets}, "job": job_obj,
                          "inputs": inputs(False), "outputs": output({})}, "start")
         row_count = size = None
@@ -396,7 +408,7 @@ class _Builder:
         if fail:
             error = _facet("ErrorMessageRunFacet", "1-0-1", message=f"{job.name} failed for {day}",
                            programmingLanguage="python")
-            self.add(end, {"eventType": "FAIL", "eventTime": _utc(end), "producer": PRODUCER,
+            self.add(end, {"eventType": "FAIL", "eventTime": self.stamp(end), "producer": PRODUCER,
                            "schemaURL": RUN_EVENT_SCHEMA, "run": {"runId": run_id, "facets": {**facets,
                                                                                              "errorMessage": error}},
                            "job": job_obj, "inputs": inputs(False), "outputs": output({})}, "fail")
@@ -418,7 +430,7 @@ class _Builder:
                 with_marker = rng.random() < 0.5  # on the output, else a marker event after the COMPLETE
                 if not with_marker:
                     self.marker_event(out, day, end + timedelta(seconds=20))
-            self.add(end, {"eventType": "COMPLETE", "eventTime": _utc(end), "producer": PRODUCER,
+            self.add(end, {"eventType": "COMPLETE", "eventTime": self.stamp(end), "producer": PRODUCER,
                            "schemaURL": RUN_EVENT_SCHEMA, "run": {"runId": run_id, "facets": facets},
                            "job": job_obj, "inputs": inputs(True), "outputs": output(io, with_marker)}, "complete")
         record = _Run(run_id, job, day, start, end, "FAIL" if fail else "COMPLETE", row_count, size, failed, marker,
@@ -438,7 +450,7 @@ class _Builder:
         facets = {"nominalTime": _facet("NominalTimeRunFacet", "1-0-1", nominalStartTime=f"{day}T00:00:00Z")}
         for event_type, moment, io in (("START", start, {}), ("COMPLETE", end, {"dataQualityAssertions": _facet(
                 "DataQualityAssertionsDatasetFacet", "1-0-1", assertions=assertions)})):
-            self.add(moment, {"eventType": event_type, "eventTime": _utc(moment), "producer": PRODUCER,
+            self.add(moment, {"eventType": event_type, "eventTime": self.stamp(moment), "producer": PRODUCER,
                               "schemaURL": RUN_EVENT_SCHEMA, "run": {"runId": run_id, "facets": facets}, "job": job,
                               "inputs": [self.reference(table, day, "inputFacets", io)], "outputs": []},
                      event_type.lower())

@@ -64,9 +64,12 @@ def test_every_event_validates_and_names_one_partition_after_normalizing(size: t
             for item in normalized[place]:
                 facet = item[io][PARTITION_FACET]
                 assert [k["name"] for k in facet["keys"]] == ["date"] and "/20" not in item["name"]
+                assert item["namespace"] in w.params["dataset_namespaces"]  # s3a:// spellings made canonical
                 paths += facet["source"] == "path"
                 facets += facet["source"] == "facet"
     assert paths > 100 and facets > 100  # both ways of naming a partition
+    sent = [e for e in w.events if "inputs" in e]
+    assert any("s3a://" in json.dumps(e["inputs"]) for e in sent) and any("+02:00" in e["eventTime"] for e in sent)
 
 
 def test_sizes_and_delivery() -> None:
