@@ -22,6 +22,8 @@ Faults inside the data (``PartitionWorkload.faults`` names where each landed):
 - ``failed``: one run FAILs; its partition is FAILED and its downstream closure skips that day (no partition);
 - ``assertion``: one run COMPLETEs with a failing assertion (FAILED, the assertion named); its readers run anyway
   (their partitions are SUCCESS but not ready);
+- ``in_flight``: one run of the last day is still going when the workload ends (START only): RUNNING, and its
+  downstream closure has not started that day;
 - ``check``: a data-quality task reads one table's partition every day and reports assertions on its input; one
   day an assertion fails, which makes that partition FAILED (a check of the version it read); readers run anyway;
 - ``marker``: one table requires ``_SUCCESS`` (``requiredMarker`` on every facet naming it); its marker comes with
@@ -163,7 +165,7 @@ class _Run:
     day: str
     start: datetime
     end: datetime
-    outcome: str  # COMPLETE or FAIL
+    outcome: str  # COMPLETE, FAIL, or START (still running when the workload ends)
     row_count: int | None
     size: int | None
     failed: tuple[str, ...]
@@ -274,14 +276,16 @@ class _Builder:
         taken = {root.index} | ({self.backfill_failed[0].index} if self.backfill_failed else set())
         picks = [j for j in with_readers if j.index not in taken]
         rng.shuffle(picks)
-        failed, assertion, marker, checked = (picks + with_readers * 4)[:4]
+        failed, assertion, marker, checked, hung = (picks + with_readers * 5)[:5]
         # different days: a failed day's skipped downstream never hides another fault
         fail_day, assertion_day, marker_day, check_day = rng.sample(outside, 4)
         self.failed, self.assertion, self.marker_missing = (failed, fail_day), (assertion, assertion_day), (
             marker, marker_day)
         # a data-quality task checks one table every day (assertions on what it reads); it fails one day
         self.checked, self.check_failed = checked, (checked, check_day)
-        self.fault_days = {self.failed, self.assertion, self.marker_missing, self.check_failed}
+        # a run of the last day still going when the workload ends (hung): RUNNING, its downstream waiting
+        self.in_flight = (hung, self.days[-1])
+        self.fault_days = {self.failed, self.assertion, self.marker_missing, self.check_failed, self.in_flight}
         marker.output.required_marker = MARKER
         marker.output.naming = "facet"  # the rule travels in the facet: every reference carries it
         assertion.checks = True
@@ -299,6 +303,8 @@ class _Builder:
                        "readers": readers(marker)},
             "backfill": {"dataset": name(root.output), "from": self.window[0], "to": self.window[-1],
                          "closure": [name(j.output) for j in self.backfill]},
+            "in_flight": {"dataset": name(hung.output), "day": self.days[-1],
+                          "downstream": [name(j.output) for j in self.closure(hung)[1:]]},
             "check": {"dataset": name(checked.output), "day": check_day, "job": f"check.{name(checked.output)}",
                       "assertion": FAILING_CHECK, "readers": readers(checked)},
             "backfill_failed": ({"dataset": name(self.backfill_failed[0].output), "day": self.backfill_failed[1],
@@ -405,7 +411,10 @@ class _Builder:
         row_count = size = None
         failed: tuple[str, ...] = ()
         marker = False
-        if fail:
+        outcome = "FAIL" if fail else "COMPLETE"
+        if (job, day) == self.in_flight and not backfill:
+            outcome, end = "START", start  # no end yet: a STALE check would use its start
+        elif fail:
             error = _facet("ErrorMessageRunFacet", "1-0-1", message=f"{job.name} failed for {day}",
                            programmingLanguage="python")
             self.add(end, {"eventType": "FAIL", "eventTime": self.stamp(end), "producer": PRODUCER,
@@ -433,8 +442,7 @@ class _Builder:
             self.add(end, {"eventType": "COMPLETE", "eventTime": self.stamp(end), "producer": PRODUCER,
                            "schemaURL": RUN_EVENT_SCHEMA, "run": {"runId": run_id, "facets": facets},
                            "job": job_obj, "inputs": inputs(True), "outputs": output(io, with_marker)}, "complete")
-        record = _Run(run_id, job, day, start, end, "FAIL" if fail else "COMPLETE", row_count, size, failed, marker,
-                      backfill)
+        record = _Run(run_id, job, day, start, end, outcome, row_count, size, failed, marker, backfill)
         self.runs[(out.index, day)].append(record)
         self.reads[run_id] = [(t.index, day) for t in job.inputs]
         return record
@@ -457,11 +465,11 @@ class _Builder:
         self.checks[(table.index, day)].append((start, (FAILING_CHECK,) if failing else ()))
 
     def usable(self, table: _Table, day: str) -> bool:
-        """The scheduler's view of an input partition: landed, or its latest run did not fail."""
+        """The scheduler's view of an input partition: landed, or its latest run completed."""
         if table.source:
             return (table.index, day) in self.landed
         runs = self.runs.get((table.index, day))
-        return bool(runs) and runs[-1].outcome != "FAIL"
+        return bool(runs) and runs[-1].outcome == "COMPLETE"
 
     def emit(self) -> None:
         rng = self.rng
@@ -519,6 +527,8 @@ class _Builder:
                 checked = any(failed and at >= last.start for at, failed in self.checks.get((index, day), ()))
                 if last.outcome == "FAIL" or last.failed or checked:
                     state = "FAILED"
+                elif last.outcome == "START":
+                    state = "RUNNING"  # started, not ended
                 elif table.required_marker and not last.marker:
                     state = "RUNNING"  # complete, waiting for its marker
                 else:

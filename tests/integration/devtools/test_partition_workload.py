@@ -22,7 +22,7 @@ def test_the_partition_workload_is_exact_through_the_real_pipeline(clients: Clie
     assert report.ok, f"{format_partition_report(report.check)}\ncomponents' logs: {tmp_path}"
     expected = report.summary["expected"]
     assert report.check.partitions == expected["partitions"] and report.check.ready_answers == 50 * 30 + 8 * 30
-    assert expected["FAILED"] >= 3 and expected["RUNNING"] == 1 and expected["STALE"] >= 1
+    assert expected["FAILED"] >= 4 and expected["RUNNING"] == 2 and expected["STALE"] >= 1
     assert report.summary["late_completes"] > 0 and report.summary["duplicates"] > 0
     assert elapsed < 180, f"took {elapsed:.0f}s"
 

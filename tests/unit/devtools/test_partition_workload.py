@@ -133,6 +133,17 @@ def test_a_failing_check_fails_the_partition_it_read() -> None:
         assert ("upstream", ns, fault["dataset"], key, "FAILED") in w.truth.ready[(ns, name, key)].missing
 
 
+def test_a_run_still_going_is_running_and_its_downstream_waits() -> None:
+    w = workload()
+    fault, ns = w.faults["in_flight"], _lake(w)
+    key = f"date={fault['day']}"
+    state = w.truth.partitions[(ns, fault["dataset"], key)]
+    assert (state.state, state.versions, state.row_count) == ("RUNNING", 1, None)
+    assert fault["downstream"] and all((ns, name, key) not in w.truth.partitions for name in fault["downstream"])
+    run = [e for e in w.events if e.get("run", {}).get("runId") == state.run_id]
+    assert {e["eventType"] for e in run} == {"START"}
+
+
 def test_missing_marker_stays_running_and_other_days_are_success() -> None:
     w = workload()
     fault, ns = w.faults["marker"], _lake(w)
