@@ -10,8 +10,8 @@ that differs.
 ``run_partition_workload`` (`lineage workload --partitions`): publish the workload to a pipeline of its own
 (processor and graph sink as real processes), wait until both have committed everything (consumer lag 0, twice in a
 row; not "until the graph equals the truth", so a wrong graph fails in seconds), then check exactly. With
-``kill_processor_mid_backfill`` (the fault suite) the processor is SIGKILLed in the middle of the backfill and
-restarted.
+``kills`` (the fault suite: ``((0.5, "processor"), …)``) the processor or the graph sink is SIGKILLed that far
+into the backfill's events and restarted.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,14 +191,15 @@ class PartitionRunReport:
 GRACE_SECONDS = 15.0
 
 
-def _backfill_middle(events: list[dict[str, Any]]) -> int:
-    """The index in publishing order halfway through the backfill's events."""
+def _into_backfill(events: list[dict[str, Any]], share: float) -> int:
+    """The index in publishing order ``share`` of the way through the backfill's events."""
     marks = [i for i, event in enumerate(events) if BACKFILL_FACET in event.get("run", {}).get("facets", {})]
-    return marks[len(marks) // 2] if marks else len(events) // 2
+    return marks[min(len(marks) - 1, int(len(marks) * share))] if marks else int(len(events) * share)
 
 
 def run_partition_workload(base: ClientSettings, *, jobs: int = 50, days: int = 30, seed: int = 22,
-                           rate: float = 2000.0, timeout: float = 300.0, kill_processor_mid_backfill: bool = False,
+                           rate: float = 2000.0, timeout: float = 300.0,
+                           kills: Sequence[tuple[float, str]] = (),
                            workdir: Path = Path(".lineage/partition-workload"),
                            say: Callable[[str], None] = print) -> PartitionRunReport:
     tag = f"p{seed}-{uuid.uuid4().hex[:6]}"
@@ -221,18 +222,18 @@ def run_partition_workload(base: ClientSettings, *, jobs: int = 50, days: int = 
         for component in components.values():
             component.start()
         started = time.monotonic()
-        phases: Iterable[list[dict[str, Any]]] = [workload.events]
-        if kill_processor_mid_backfill:
-            middle = _backfill_middle(workload.events)
-            phases = [workload.events[:middle], workload.events[middle:]]
-        for number, events in enumerate(phases):
-            if number:  # halfway through the backfill: the processor dies without committing, then restarts
+        # publish up to each kill point; there the component dies without committing, then restarts
+        cuts = [(_into_backfill(workload.events, share), share, name) for share, name in sorted(kills)]
+        done = 0
+        for cut, share, name in [*cuts, (len(workload.events), 1.0, "")]:
+            _publish(clients, workload.events[done:cut], rate, stop)
+            done = cut
+            if name:
                 sleep_watching(0.5, watched)  # in the middle of its work: offsets and tables not yet committed
-                text = "SIGKILL processor mid-backfill, restart"
+                text = f"SIGKILL {name} {share:.0%} into the backfill, restart"
                 say(f"  {time.monotonic() - started:6.1f}s  {text}")
                 report.faults.append(text)
-                components["processor"].kill_and_restart()
-            _publish(clients, events, rate, stop)
+                components[name].kill_and_restart()
         report.publish_seconds = time.monotonic() - started
         say(f"  {report.publish_seconds:6.1f}s  all {len(workload.events)} events acknowledged by Kafka")
         groups = default_groups({**os.environ, **env})

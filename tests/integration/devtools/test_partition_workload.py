@@ -1,5 +1,6 @@
 """The partition ground-truth workload (issue 22) on the real stack: 50 daily jobs over 30 days through the
-processor and the graph sink as real processes; every partition and every (dataset, day) ready answer exact."""
+processor and the graph sink as real processes; every partition and every (dataset, day) ready answer exact. In the
+fault suite (`make faults`) the same with the processor, then the graph sink, SIGKILLed during the backfill."""
 
 from __future__ import annotations
 
@@ -28,10 +29,10 @@ def test_the_partition_workload_is_exact_through_the_real_pipeline(clients: Clie
 
 
 @pytest.mark.fault
-def test_the_partition_workload_survives_a_processor_sigkill_mid_backfill(clients: ClientSettings,
-                                                                          tmp_path: Path) -> None:
+def test_the_partition_workload_survives_sigkills_mid_backfill(clients: ClientSettings, tmp_path: Path) -> None:
     report = run_partition_workload(clients, seed=23, workdir=tmp_path, timeout=240,
-                                    kill_processor_mid_backfill=True)
-    assert report.faults == ["SIGKILL processor mid-backfill, restart"]
+                                    kills=((0.5, "processor"), (0.75, "graph sink")))
+    assert report.faults == ["SIGKILL processor 50% into the backfill, restart",
+                             "SIGKILL graph sink 75% into the backfill, restart"]
     assert report.check is not None, f"the graph was never read; components' logs: {tmp_path}"
     assert report.ok, f"{format_partition_report(report.check)}\ncomponents' logs: {tmp_path}"
