@@ -250,7 +250,6 @@ class _Builder:
                 self.jobs.append(job)
                 made.append(table)
             by_layer.append(made)
-        self.writer = {job.output.index: job for job in self.jobs}
         self.choose_faults()
 
     def closure(self, job: _Job) -> list[_Job]:
