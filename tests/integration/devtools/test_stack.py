@@ -71,7 +71,7 @@ RECORD_V1 = {"type": "record", "name": "Thing", "namespace": "test", "fields": [
 
 def test_avro_through_the_registry_with_confluent_serializers(clients: ClientSettings) -> None:
     topic = f"test.avro.{uuid.uuid4().hex[:8]}"
-    registry = SchemaRegistryClient({"url": clients.schema_registry_url})
+    registry = SchemaRegistryClient(clients.registry_config())
     context = SerializationContext(topic, MessageField.VALUE)
     payload = AvroSerializer(registry, json.dumps(RECORD_V1))({"id": "abc"}, context)
     assert payload[0] == 0  # Confluent wire format: magic byte, then the 4-byte schema id
@@ -84,13 +84,13 @@ def test_avro_through_the_registry_with_confluent_serializers(clients: ClientSet
     assert producer.flush(30) == 0
     (message,) = consume(clients.kafka_bootstrap_servers, topic, 1)
     # A deserializer with a fresh client fetches the schema by id from the registry.
-    fresh = SchemaRegistryClient({"url": clients.schema_registry_url})
+    fresh = SchemaRegistryClient(clients.registry_config())
     assert AvroDeserializer(fresh)(message.value(), context) == {"id": "abc"}
 
 
 def test_backward_compatibility_rejects_an_incompatible_schema(clients: ClientSettings) -> None:
     subject = f"test.compat.{uuid.uuid4().hex[:8]}-value"
-    registry = SchemaRegistryClient({"url": clients.schema_registry_url})
+    registry = SchemaRegistryClient(clients.registry_config())
     registry.register_schema(subject, Schema(json.dumps(RECORD_V1), "AVRO"))
     registry.set_compatibility(subject, "BACKWARD")
     assert registry.get_compatibility(subject) == "BACKWARD"
@@ -151,12 +151,12 @@ def test_connector_created_listed_and_running(clients: ClientSettings, tmp_path:
 
 def test_registry_keeps_schemas_across_a_restart(stack_settings: StackSettings, clients: ClientSettings) -> None:
     subject = f"test.durable.{uuid.uuid4().hex[:8]}-value"
-    schema_id = SchemaRegistryClient({"url": clients.schema_registry_url}).register_schema(
+    schema_id = SchemaRegistryClient(clients.registry_config()).register_schema(
         subject, Schema(json.dumps(RECORD_V1), "AVRO")
     )
     lineage("stack", "down", "registry")
     lineage("stack", "up", "registry")
-    fetched = SchemaRegistryClient({"url": clients.schema_registry_url}).get_schema(schema_id)
+    fetched = SchemaRegistryClient(clients.registry_config()).get_schema(schema_id)
     assert json.loads(fetched.schema_str)["name"] == "Thing"  # KafkaSQL storage replayed from Kafka
 
 
