@@ -244,6 +244,10 @@ def run_partition_workload(base: ClientSettings, *, jobs: int = 50, days: int = 
             # window and the sink's batch), independently of what the graph holds
             status = collect_status(None, clients, {stage: groups[stage] for stage in ("processor", "graph-sink")})
             quiet.append(all(stage.lag == 0 and not stage.no_commits for stage in status.stages))
+            if len(quiet) % 10 == 0:  # every half minute: where it waits
+                say(f"  {time.monotonic() - started:6.1f}s  waiting: " + ", ".join(
+                    f"{stage.stage} lag {stage.lag}{' (no commits)' if stage.no_commits else ''}"
+                    f"{f' [{stage.lag_error}]' if stage.lag_error else ''}" for stage in status.stages))
             return len(quiet) > 1 and quiet[-1] and quiet[-2]
 
         with contextlib.suppress(TimeoutError):  # not caught up: the check below shows what is missing
@@ -258,6 +262,9 @@ def run_partition_workload(base: ClientSettings, *, jobs: int = 50, days: int = 
                 except (TransientError, ServiceUnavailable) as exc:  # the sink's writes in the way: ask again
                     say(f"  read failed ({exc.__class__.__name__}), asking again")
                     return False
+                if not report.check.ok:
+                    say(f"  {time.monotonic() - started:6.1f}s  not exact yet: {len(report.check.mismatches)} "
+                        "differences")
                 return report.check.ok
 
             # caught up, the graph must be exact: a short grace for the last transaction, not a wait for the truth
