@@ -34,6 +34,7 @@ from neo4j.exceptions import ServiceUnavailable, TransientError
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import prepare_pipeline
 from kafka_lineage.runtime.status import collect_status, default_groups
+from kafka_lineage.sinks.graph.backfill import fetch_facts, parse_day, plan
 from kafka_lineage.sinks.graph.partitions import UnknownDataset, dataset_partitions, ready
 from kafka_lineage.sinks.graph.sink import driver_for
 from kafka_lineage_devtools.faults import _Component, _publish
@@ -44,6 +45,7 @@ from kafka_lineage_devtools.partition_workload import (
     PartitionTruth,
     PartitionWorkload,
     ReadyAnswer,
+    backfill_closure,
     generate_partitions,
 )
 from kafka_lineage_devtools.processes import (
@@ -103,7 +105,7 @@ def read_ready(driver: Driver, truth: PartitionTruth, threads: int = 8) -> dict[
 # --- comparing (pure) -----------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Mismatch:
-    kind: str  # partition missing | partition extra | partition wrong | ready wrong
+    kind: str  # partition missing|extra|wrong, ready wrong, plan missing|extra|order
     key: Key
     expected: Any
     found: Any
@@ -140,6 +142,32 @@ def check_partitions(truth: PartitionTruth, partitions: Mapping[Key, PartitionSt
             if got_answer != want_answer:
                 report.mismatches.append(Mismatch("ready wrong", key, want_answer, got_answer))
     return report
+
+
+def check_plan(result: Mapping[str, Any], expected: set[Key]) -> list[Mismatch]:
+    """``lineage backfill plan``'s answer against the true closure: the partitions its items rebuild, and stages in
+    a valid order (every rebuilt input of an item is rebuilt in an earlier stage)."""
+    stage_of: dict[Key, int] = {}
+    items = [(stage["stage"], item) for stage in result["stages"] for item in stage["items"]]
+    for number, item in items:
+        for out in item["rebuild"]:
+            stage_of[(out["namespace"], out["name"], out.get("key") or "")] = number
+    mismatches = [Mismatch("plan missing", key, "rebuilt", None) for key in sorted(expected - set(stage_of))]
+    mismatches += [Mismatch("plan extra", key, None, "rebuilt") for key in sorted(set(stage_of) - expected)]
+    for number, item in items:
+        for used in item["inputs"]:
+            key = (used["namespace"], used["name"], used.get("key") or "")
+            if key in stage_of and stage_of[key] >= number:
+                mismatches.append(Mismatch("plan order", key, f"before stage {number}", f"stage {stage_of[key]}"))
+    return mismatches
+
+
+def read_plan(driver: Driver, workload: PartitionWorkload, depth: int = 50) -> dict[str, Any]:
+    """The backfill plan the product makes for the workload's backfill window (``lineage backfill plan``)."""
+    fault = workload.faults["backfill"]
+    namespace = next(ns for ns, name in workload.truth.datasets if name == fault["dataset"])
+    start, end = parse_day(fault["from"], "--from"), parse_day(fault["to"], "--to")
+    return plan(fetch_facts(driver, namespace, fault["dataset"], depth, timeout=60.0), start, end, depth)
 
 
 def _text(value: Any) -> str:
@@ -259,6 +287,11 @@ def run_partition_workload(base: ClientSettings, *, jobs: int = 50, days: int = 
             def exact() -> bool:
                 try:
                     report.check = check_graph(driver, workload.truth)
+                    if report.check.ok:  # the graph is exact: the backfill plan must be the true closure
+                        fault = workload.faults["backfill"]
+                        dataset = next(d for d in workload.truth.datasets if d[1] == fault["dataset"])
+                        report.check.mismatches += check_plan(read_plan(driver, workload), backfill_closure(
+                            workload.truth, dataset, fault["from"], fault["to"]))
                 except (TransientError, ServiceUnavailable) as exc:  # the sink's writes in the way: ask again
                     say(f"  read failed ({exc.__class__.__name__}), asking again")
                     return False

@@ -64,6 +64,7 @@ __all__ = [
     "PartitionTruth",
     "PartitionWorkload",
     "ReadyAnswer",
+    "backfill_closure",
     "generate_partitions",
 ]
 
@@ -613,6 +614,22 @@ def _deliver(timeline: list[tuple[datetime, int, dict[str, Any], str]], rng: ran
             early += 1
     return events, {"late_completes": late, "duplicates": duplicates + len(resent), "resent_after_backfill":
                     len(resent), "before_start": early}
+
+
+def backfill_closure(truth: PartitionTruth, dataset: tuple[str, str], first: str, last: str) -> set[Key]:
+    """The partitions a backfill of ``dataset``'s days ``first``..``last`` must rebuild: every partition whose
+    latest version's run read one of those, or one of those it derives from, transitively (the dataset's own
+    partitions not included)."""
+    affected = {key for key in truth.partitions if key[:2] == dataset and first <= key[2].removeprefix("date=") <= last}
+    roots = set(affected)
+    grew = True
+    while grew:
+        grew = False
+        for key, state in truth.partitions.items():
+            if key not in affected and any(up in affected for up in state.upstream):
+                affected.add(key)
+                grew = True
+    return affected - roots
 
 
 def generate_partitions(jobs: int = 50, days: int = 30, seed: int = 22, *, tag: str | None = None,

@@ -10,7 +10,7 @@ import pytest
 
 from kafka_lineage.processors.normalize import normalize_event
 from kafka_lineage.schemas.openlineage import validate_event
-from kafka_lineage_devtools.partition_checker import check_partitions, format_partition_report
+from kafka_lineage_devtools.partition_checker import check_partitions, check_plan, format_partition_report
 from kafka_lineage_devtools.partition_workload import (
     BACKFILL_FACET,
     FAILING_ASSERTION,
@@ -18,6 +18,7 @@ from kafka_lineage_devtools.partition_workload import (
     PartitionState,
     PartitionWorkload,
     ReadyAnswer,
+    backfill_closure,
     generate_partitions,
 )
 
@@ -178,6 +179,27 @@ def test_backfill_makes_new_versions_and_a_failed_backfill_task_leaves_stale_rea
         w.params["retries"]
     backfill_events = [e for e in w.events if BACKFILL_FACET in e.get("run", {}).get("facets", {})]
     assert {e["run"]["facets"][BACKFILL_FACET]["window"]["from"] for e in backfill_events} == {fault["from"]}
+
+
+def test_the_backfill_closure_is_what_the_backfill_rebuilt_and_a_plan_is_checked_against_it() -> None:
+    w = workload()
+    fault, ns = w.faults["backfill"], _lake(w)
+    closure = backfill_closure(w.truth, (ns, fault["dataset"]), fault["from"], fault["to"])
+    assert {name for _ns, name, _key in closure} == set(fault["closure"]) - {fault["dataset"]}
+    assert {key for _ns, _name, key in closure} == {f"date={d}" for d in w.truth.days
+                                                    if fault["from"] <= d <= fault["to"]}
+
+    def item(key: tuple[str, str, str], inputs: list[tuple[str, str, str]]) -> dict:
+        return {"rebuild": [dict(zip(("namespace", "name", "key"), key, strict=True))],
+                "inputs": [dict(zip(("namespace", "name", "key"), i, strict=True)) for i in inputs]}
+
+    a, b = sorted(closure)[:2]
+    good = {"stages": [{"stage": 1, "items": [item(a, [])]}, {"stage": 2, "items": [item(b, [a])]}]}
+    assert check_plan(good, {a, b}) == []
+    backwards = {"stages": [{"stage": 1, "items": [item(b, [a])]}, {"stage": 2, "items": [item(a, [])]}]}
+    assert [m.kind for m in check_plan(backwards, {a, b})] == ["plan order"]
+    assert [m.kind for m in check_plan(good, {a})] == ["plan extra"]
+    assert [m.kind for m in check_plan(good, {a, b, ("x", "y", "z")})] == ["plan missing"]
 
 
 def test_sources_are_landed_and_never_ready_themselves() -> None:
