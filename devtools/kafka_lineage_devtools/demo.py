@@ -31,6 +31,7 @@ from kafka_lineage.producers.client.kafka_avro_transport import KafkaAvroConfig,
 from kafka_lineage.producers.service.connect_watcher import watch
 from kafka_lineage.runtime.config import ClientSettings, ServerSettings
 from kafka_lineage.runtime.tail import tail
+from kafka_lineage.sinks.graph.partitions import UnknownDataset, dataset_partitions
 from kafka_lineage.sinks.graph.queries import as_rows, traverse
 from kafka_lineage.sinks.graph.sink import driver_for
 from kafka_lineage_devtools import engines
@@ -118,6 +119,20 @@ def _show_ready(table: str, day: date, wanted: int) -> None:
     for line in answer.stdout.splitlines():
         print(f"  {line}")
     print(f"  (exit {answer.returncode})", flush=True)
+
+
+def _logical_day(clients: ClientSettings, table: str) -> date:
+    """The day the demo's scheduler runs for: today, or, when a demo on this stack already wrote today's partition,
+    the first later day it has not (so that "not ready, then ready" holds however often the demo runs)."""
+    day = datetime.now(UTC).date()
+    with driver_for(clients) as driver:
+        try:
+            written = {p.facts.key for p in dataset_partitions(driver, "file", table)}
+        except UnknownDataset:
+            written = set()
+    while f"date={day.isoformat()}" in written:
+        day += timedelta(days=1)
+    return day
 
 
 def _wait_for_downstream(clients: ClientSettings, dataset: str, timeout: float = 120) -> None:
@@ -218,7 +233,8 @@ def run_demo(clients: ClientSettings, stack: StackSettings, *, streaming: bool =
 
         _step("PySpark pipeline (official OpenLineage listener → collector): raw CSV → orders_cleaned (join) → "
               "revenue_by_country")
-        today = datetime.now(UTC).date()
+        daily = str(workdir / "lake" / "daily_revenue")
+        today = _logical_day(clients, daily)
         _spark(workdir, collector.url, today - timedelta(days=1))
         _step("a file-load task and a SQL task in the warehouse (hooks → Kafka transport)")
         _downstream_tasks(workdir, client)
@@ -226,17 +242,16 @@ def run_demo(clients: ClientSettings, stack: StackSettings, *, streaming: bool =
         connector = _connector(clients, workdir, client)
         print(f"    connector {connector} is RUNNING; its run is in the graph", flush=True)
         _wait_for_downstream(clients, cleaned)
-        daily = str(workdir / "lake" / "daily_revenue")
-        _step(f"is today's partition of daily_revenue ready? (yesterday's is: the Spark job wrote "
-              f"daily_revenue/date={today - timedelta(days=1)})")
+        _step(f"a scheduler asks whether daily_revenue's partition of {today} is ready (the job has written "
+              f"date={today - timedelta(days=1)} so far)")
         _show_ready(daily, today, wanted=1)
 
-        _step("the upstream Spark job changes a column: orders_cleaned.amount double → string (and writes today's "
-              "partition)")
+        _step(f"the upstream Spark job changes a column: orders_cleaned.amount double → string (and writes the "
+              f"partition of {today})")
         changed_at = datetime.now(UTC)
         _spark(workdir, collector.url, today, "--amount-as-string")
         alert = _wait_for_alert(clients, cleaned, changed_at)
-        _step("today's partition, once the run completed")
+        _step(f"the partition of {today}, once the run completed")
         _show_ready(daily, today, wanted=0)
         transport.close()
         requests.delete(f"{clients.connect_url}/connectors/{connector}", timeout=30)
