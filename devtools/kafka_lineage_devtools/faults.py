@@ -17,7 +17,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -199,14 +199,21 @@ def run_faults(stack_settings: StackSettings, base: ClientSettings, *, jobs: int
         raise
     finally:
         stop.set()
-        workdir.mkdir(parents=True, exist_ok=True)
-        ended: list[ChildExited] = []
-        for name, component in components.items():
-            try:
-                component.stop()
-            except ChildExited as exc:  # ended by itself after the last wait: still a failed run
-                ended.append(exc)
-            (workdir / f"{name.replace(' ', '-')}.log").write_text("\n".join(component.outputs))
+        ended = stop_components(components, workdir)
     if ended:
         raise ended[0]
     return report
+
+
+def stop_components(components: Mapping[str, _Component], workdir: Path) -> list[ChildExited]:
+    """Stop every component and keep each one's whole output (all restarts) in ``workdir/<name>.log``; the ones
+    that had ended by themselves (a failed run, even after the last wait)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    ended: list[ChildExited] = []
+    for name, component in components.items():
+        try:
+            component.stop()
+        except ChildExited as exc:
+            ended.append(exc)
+        (workdir / f"{name.replace(' ', '-')}.log").write_text("\n".join(component.outputs))
+    return ended

@@ -37,7 +37,7 @@ from kafka_lineage.runtime.status import collect_status, default_groups
 from kafka_lineage.sinks.graph.backfill import fetch_facts, parse_day, plan
 from kafka_lineage.sinks.graph.partitions import UnknownDataset, dataset_partitions, ready
 from kafka_lineage.sinks.graph.sink import driver_for
-from kafka_lineage_devtools.faults import _Component, _publish
+from kafka_lineage_devtools.faults import _Component, _publish, stop_components
 from kafka_lineage_devtools.partition_workload import (
     BACKFILL_FACET,
     Key,
@@ -309,14 +309,7 @@ def run_partition_workload(base: ClientSettings, *, jobs: int = 50, days: int = 
         raise
     finally:
         stop.set()
-        workdir.mkdir(parents=True, exist_ok=True)
-        ended: list[ChildExited] = []
-        for name, component in components.items():
-            try:
-                component.stop()
-            except ChildExited as exc:
-                ended.append(exc)
-            (workdir / f"{name.replace(' ', '-')}.log").write_text("\n".join(component.outputs))
+        ended = stop_components(components, workdir)
     if ended:
         raise ended[0]
     return report
