@@ -169,6 +169,9 @@ class ClientSettings:
     neo4j_user: str
     neo4j_password: str
     connect_url: str
+    # The Neo4j installation (home with bin/neo4j and bin/neo4j-admin) serving neo4j_uri on this machine: only
+    # `lineage replay --fresh --bulk` needs it (an offline import into the stopped database); "" = not local.
+    neo4j_home: str = ""
     kafka_security: tuple[tuple[str, str], ...] = ()  # librdkafka security settings (SASL/SSL), see kafka_config
     registry_auth: str = ""  # "user:password" (HTTP basic auth)
     registry_ca_location: str = ""
@@ -200,6 +203,7 @@ class ClientSettings:
             neo4j_user=values.get("NEO4J_USER", "neo4j"),
             neo4j_password=_neo4j_password(values) if neo4j else "",
             connect_url=values.get("LINEAGE_CONNECT_URL", f"http://{local('LINEAGE_CONNECT_PORT', 8083)}"),
+            neo4j_home=values.get("LINEAGE_NEO4J_HOME", "").strip(),
             kafka_security=_kafka_security(values),
             registry_auth=_registry_auth(values),
             registry_ca_location=_existing_file(values, "SCHEMA_REGISTRY_CA_LOCATION"),
