@@ -382,6 +382,10 @@ class CollectorSettings:
     queue_bytes: int = 256 * 1024 * 1024  # librdkafka's local queue: beyond it requests are 503 at once
     tls_cert: str = ""  # PEM certificate (chain) and key: with both, the collector serves HTTPS only
     tls_key: str = ""
+    # librdkafka's linger.ms for the collector's records. The pipeline's 20 ms is paid in full by every request of
+    # one event (its answer waits for the acknowledgement); records of concurrent requests are still batched while
+    # a produce request is in flight, so a short linger costs little batching.
+    linger_ms: float = 1.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> CollectorSettings:
@@ -398,6 +402,7 @@ class CollectorSettings:
             queue_bytes=_count(values, "LINEAGE_COLLECTOR_QUEUE_BYTES", 256 * 1024 * 1024),
             tls_cert=_existing_file(values, "LINEAGE_COLLECTOR_TLS_CERT"),
             tls_key=_existing_file(values, "LINEAGE_COLLECTOR_TLS_KEY"),
+            linger_ms=cls._linger(values, "LINEAGE_COLLECTOR_LINGER_MS", 1.0),
         )._checked()
 
     def _checked(self) -> CollectorSettings:
@@ -410,7 +415,22 @@ class CollectorSettings:
         503 (no acknowledgement within ``ack_timeout``) expire soon after it instead of holding the queue for five
         minutes."""
         return {"queue.buffering.max.kbytes": str(max(1, self.queue_bytes // 1024)),
-                "message.timeout.ms": str(int(self.ack_timeout * 1000) + 5000)}
+                "message.timeout.ms": str(int(self.ack_timeout * 1000) + 5000),
+                "linger.ms": f"{self.linger_ms:g}"}
+
+    @staticmethod
+    def _linger(values: Mapping[str, str], key: str, default: float) -> float:
+        """A producer linger in milliseconds: 0 (send at once) up to librdkafka's 900,000."""
+        raw = values.get(key)
+        if raw is None or raw == "":
+            return default
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ConfigError(f"{key}: expected a number of milliseconds, got {raw!r}") from None
+        if not 0 <= value <= 900_000:  # also refuses nan (every comparison with it is False)
+            raise ConfigError(f"{key}: must be between 0 and 900000 ms, got {raw!r}")
+        return value
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,101 @@
+"""The HTTP collector under OpenLineage clients' usual load: one event per request from several keep-alive clients.
+
+Most emitters (the Spark and Flink agents, Airflow's listener) post each event as it happens, one per request, so
+the collector's single-event rate and latency are the figures that matter; 100 events per request is measured in the
+same run for comparison. The client is asyncio + aiohttp with one keep-alive connection per simulated client: a
+thread pool of ``requests`` sessions costs more CPU per request than the collector itself on a 2-core machine, and
+the bench would measure itself. ``http_ceiling`` is the same client against the collector's liveness endpoint (no
+body, no Kafka): the most any collector could answer on this machine with this client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import aiohttp
+
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage_devtools.bench_events import run_pairs
+from kafka_lineage_devtools.processes import collector_process
+
+BATCH_SIZE = 100  # events per request of the batched comparison
+WARMUP_REQUESTS = 50
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile (0-1) of ``values`` by the nearest-rank method; NaN when there are none."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, max(0, int(q * len(ordered) + 0.5) - 1))]
+
+
+def batches(events: Sequence[Any], size: int) -> list[bytes]:
+    """The JSON bodies of ``events``: one event each (``size`` 1: a bare object, as agents send it) or arrays of
+    up to ``size``."""
+    if size == 1:
+        return [json.dumps(event).encode() for event in events]
+    return [json.dumps(list(events[start:start + size])).encode() for start in range(0, len(events), size)]
+
+
+async def drive(url: str, bodies: Sequence[bytes | None], clients: int) -> dict[str, float]:
+    """POST every body (``None``: GET ``url`` instead) from ``clients`` concurrent keep-alive connections, each
+    sending its next request once the previous is answered; events/s (the answers' ``accepted`` counts), requests/s
+    and request latency percentiles in ms. A non-2xx answer fails the run."""
+    latencies: list[float] = []
+    accepted = 0
+    next_body = iter(range(len(bodies)))
+
+    async def client() -> None:
+        nonlocal accepted
+        # One connection per client, kept alive: what an agent's HTTP transport holds.
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1)) as session:
+            for index in next_body:
+                body = bodies[index]
+                started = time.perf_counter()
+                if body is None:
+                    async with session.get(url) as answer:
+                        await answer.read()
+                        answer.raise_for_status()
+                else:
+                    async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as answer:
+                        reply = await answer.json()
+                        if answer.status != 200:
+                            raise RuntimeError(f"collector answered {answer.status}: {str(reply)[:300]}")
+                        accepted += reply["accepted"]
+                latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    elapsed = time.perf_counter() - started
+    return {"events_per_s": round(accepted / elapsed, 1), "requests_per_s": round(len(bodies) / elapsed, 1),
+            "p50_ms": round(percentile(latencies, 0.50) * 1000, 2),
+            "p99_ms": round(percentile(latencies, 0.99) * 1000, 2),
+            "events": accepted, "requests": len(bodies), "seconds": round(elapsed, 2)}
+
+
+def bench_collector_single(count: int, clients: int = 8, shape: str = "realistic", *,
+                           env: dict[str, str] | None = None, topic: str | None = None) -> dict[str, Any]:
+    """A collector process fed ``count`` spec-valid events of ``shape`` (bench_events), one per request from
+    ``clients`` keep-alive clients, then the same events 100 per request; events/s and p50/p99 latency of each,
+    and the client's ceiling. ``env``: the collector's environment over ours (settings, or another tree's
+    PYTHONPATH to compare with older code); ``topic``: the events topic (default: the bench topic)."""
+    if topic is None:
+        from kafka_lineage_devtools.bench import bench_topic  # the bench module is heavy: only when needed
+
+        topic = bench_topic(ClientSettings.from_env())
+    events = run_pairs(count, shape)
+    singles, grouped = batches(events, 1), batches(events, BATCH_SIZE)
+    with collector_process({"LINEAGE_EVENTS_TOPIC": topic, **(env or {})}) as child:
+        lineage = f"{child.url}/api/v1/lineage"
+        asyncio.run(drive(lineage, singles[:WARMUP_REQUESTS], clients))  # registry lookup, connections, caches
+        ceiling = asyncio.run(drive(f"{child.url}/health/live", [None] * min(count, 5000), clients))
+        single = asyncio.run(drive(lineage, singles, clients))
+        batched = asyncio.run(drive(lineage, grouped, clients))
+    return {"shape": shape, "event_bytes": round(sum(map(len, singles)) / len(singles)), "concurrent_clients": clients,
+            "single": single, f"batch_{BATCH_SIZE}": batched,
+            "http_ceiling_requests_per_s": ceiling["requests_per_s"]}
