@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,7 +25,6 @@ from confluent_kafka import Consumer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import schema_dataset
-from openlineage.client.serde import Serde
 from openlineage.client.transport.kafka import KafkaConfig, KafkaTransport
 
 from kafka_lineage.producers.client.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
@@ -39,6 +39,7 @@ from kafka_lineage.schemas.wire import AvroCodec
 from kafka_lineage.sinks.graph import partitions as partition_reads
 from kafka_lineage.sinks.graph.queries import field_lineage, impact, traverse, upstream
 from kafka_lineage.sinks.graph.sink import driver_for, ensure_constraints
+from kafka_lineage_devtools import bench_events, cpu_budget
 from kafka_lineage_devtools.processes import (
     TAIL_LINES,
     alert_sink_process,
@@ -51,9 +52,12 @@ from kafka_lineage_devtools.processes import (
     sleep_watching,
     wait_until,
 )
+from kafka_lineage_devtools.stack.config import StackSettings
+from kafka_lineage_devtools.stack.manager import Stack
 from kafka_lineage_devtools.stack.smoke import ensure_topic
 
 PRODUCER = "https://github.com/kafka-lineage/kafka-lineage/tree/main/devtools/kafka_lineage_devtools/bench.py"
+EVENT_SHAPE = "realistic"  # of the events every bench sends (``lineage bench --shape``; bench_events.SHAPES)
 
 
 def sample_events(count: int) -> list[RunEvent]:
@@ -121,7 +125,7 @@ def bench_emit_transports(settings: ClientSettings, topic: str, count: int) -> d
 
 def bench_collector(topic: str, count: int, batch_size: int = 500, clients: int = 4) -> dict[str, Any]:
     bodies = []
-    events = [Serde.to_dict(event) for event in sample_events(count)]
+    events = run_pairs(count)
     for start in range(0, count, batch_size):
         bodies.append(json.dumps(events[start:start + batch_size]).encode())
     with collector_process({"LINEAGE_EVENTS_TOPIC": topic}) as child, requests.Session() as warmup:
@@ -159,12 +163,9 @@ def run_emit_bench(count: int, output: Path) -> dict[str, Any]:
 
 
 def run_pairs(count: int) -> list[dict[str, Any]]:
-    """``count`` events as START/COMPLETE pairs of distinct runs (the common shape: nothing is held back)."""
-    events = [Serde.to_dict(event) for event in sample_events(count)]
-    for index in range(0, count - 1, 2):
-        events[index + 1]["run"] = events[index]["run"]
-        events[index + 1]["job"] = events[index]["job"]
-    return events
+    """``count`` events as START/COMPLETE pairs of fresh runs (the common shape: nothing is held back), shaped as
+    ``EVENT_SHAPE`` (``lineage bench --shape``)."""
+    return bench_events.run_pairs(count, EVENT_SHAPE)
 
 
 def _rss_mib(pid: int) -> float:
@@ -807,25 +808,58 @@ def _schema_change(namespace: str, index: int) -> list[dict[str, Any]]:
              "inputs": [], "outputs": [output]} for state in ("START", "COMPLETE")]
 
 
-def bench_end_to_end(settings: ClientSettings, count: int, rate: int = 1000, seconds: float = 20.0
-                     ) -> dict[str, Any]:
-    """The whole pipeline as deployed (processor, graph sink, alert sink as processes): events/s on a backlog of
-    ``count`` events, then produce→graph and produce→alert latency at a steady ``rate`` events/s."""
+def _post_all(url: str, bodies: list[bytes], clients: int) -> int:
+    """POST every body to the collector's lineage endpoint from ``clients`` keep-alive sessions; events accepted."""
+    sessions = [requests.Session() for _ in range(clients)]
+
+    def post(index: int) -> int:
+        answer = sessions[index % clients].post(f"{url}/api/v1/lineage", data=bodies[index], timeout=300,
+                                                headers={"Content-Type": "application/json"})
+        answer.raise_for_status()
+        return answer.json()["accepted"]
+
+    try:
+        with ThreadPoolExecutor(clients) as pool:
+            return sum(pool.map(post, range(len(bodies))))
+    finally:
+        for session in sessions:
+            session.close()
+
+
+def _component_pids(children: Mapping[str, Any]) -> dict[str, int | None]:
+    """The pipeline's processes and the stack's services, for the CPU budget; the bench itself as ``bench client``."""
+    stack = Stack(StackSettings.from_env(), report=lambda _line: None)
+    pids: dict[str, int | None] = {name: child.process.pid for name, child in children.items()}
+    pids.update({f"{name} (JVM)": stack.running_pid(name) for name in ("kafka", "registry", "neo4j")})
+    pids["bench client (JSON, HTTP)"] = os.getpid()
+    return pids
+
+
+def bench_end_to_end(settings: ClientSettings, count: int, rate: int = 1000, seconds: float = 20.0,
+                     batch_size: int = 100, clients: int = 4) -> dict[str, Any]:
+    """The whole pipeline as deployed (collector, processor, graph sink, alert sink as processes; HTTP in): events/s
+    on a backlog of ``count`` events posted ``batch_size`` per request, each component's CPU µs per event on it
+    (the budget table), then produce→graph and produce→alert latency at a steady ``rate`` events/s."""
     prefix = f"lineage.bench.e2e.{uuid.uuid4().hex[:8]}"
     env = {**pipeline_env(prefix, 6, Path(".lineage/bench") / prefix), "LINEAGE_SINK_POLL_SECONDS": "0.1"}
-    local = ClientSettings.from_env({**os.environ, **env})
     namespace = f"bench-e2e-{uuid.uuid4().hex[:6]}"
     backlog = run_pairs(count)
     for event in backlog:
         event["job"] = {**event["job"], "namespace": namespace}
-    with processor_process(env), sink_process(env) as sink, alert_sink_process(env) as alerts:
-        publisher = EventPublisher.from_settings(local)
-        records = [publisher.encode(event) for event in backlog]
+    bodies = [json.dumps(backlog[start:start + batch_size]).encode() for start in range(0, count, batch_size)]
+    with collector_process(env) as collector, processor_process(env) as processor, sink_process(env) as sink, \
+            alert_sink_process(env) as alerts:
+        pids = _component_pids({"collector": collector, "processor": processor, "graph sink": sink,
+                                "alert sink": alerts})
+        cpu_before = cpu_budget.cpu_seconds(pids, alone=frozenset({"bench client (JSON, HTTP)"}))
         started = time.perf_counter()
-        publisher.send(records).result(600)
+        accepted = _post_all(collector.url, bodies, clients)
+        posted = time.perf_counter() - started
         wait_until(lambda: _counter(sink.metrics_url, "lineage_events_out_total", stage="graph-sink") >= count,
                    1800, what="the graph sink catching up with the backlog")
         elapsed = time.perf_counter() - started
+        cpu_after = cpu_budget.cpu_seconds(pids, alone=frozenset({"bench client (JSON, HTTP)"}))
+        budget = cpu_budget.per_event_us(cpu_before, cpu_after, count)
         graph_before = _histogram(sink.metrics_url, "lineage_end_to_end_latency_seconds", path="graph")
         alert_before = _histogram(alerts.metrics_url, "lineage_end_to_end_latency_seconds", path="alert")
         steady, tick, changes = run_pairs(int(rate * seconds)), 0.1, 0
@@ -833,15 +867,16 @@ def bench_end_to_end(settings: ClientSettings, count: int, rate: int = 1000, sec
         for event in steady:
             event["job"] = {**event["job"], "namespace": namespace}
         next_tick = time.monotonic()
-        for index in range(0, len(steady), per_tick):
-            batch = steady[index:index + per_tick]
-            if index % (per_tick * 20) == 0:  # a schema change every 2 s
-                batch = batch + _schema_change(namespace, changes)
-                changes += 1
-            publisher.send([publisher.encode(event) for event in batch])
-            next_tick += tick
-            sleep_watching(max(0.0, next_tick - time.monotonic()))
-        publisher.close()
+        with requests.Session() as session:
+            for index in range(0, len(steady), per_tick):
+                batch = steady[index:index + per_tick]
+                if index % (per_tick * 20) == 0:  # a schema change every 2 s
+                    batch = batch + _schema_change(namespace, changes)
+                    changes += 1
+                session.post(f"{collector.url}/api/v1/lineage", data=json.dumps(batch).encode(), timeout=60,
+                             headers={"Content-Type": "application/json"}).raise_for_status()
+                next_tick += tick
+                sleep_watching(max(0.0, next_tick - time.monotonic()))
         expected = count + len(steady) + 2 * changes
         with contextlib.suppress(TimeoutError):  # the latencies are of what arrived by then
             wait_until(lambda: (_counter(sink.metrics_url, "lineage_events_out_total", stage="graph-sink") >= expected
@@ -849,12 +884,39 @@ def bench_end_to_end(settings: ClientSettings, count: int, rate: int = 1000, sec
                                              stage="alert-sink") >= changes - 1), 120, interval=0.5)
         graph_after = _histogram(sink.metrics_url, "lineage_end_to_end_latency_seconds", path="graph")
         alert_after = _histogram(alerts.metrics_url, "lineage_end_to_end_latency_seconds", path="alert")
-    return {"events": count, "events_per_s": count / elapsed, "seconds": elapsed, "steady_rate": rate,
+    cores = os.cpu_count() or 1
+    return {"events": count, "accepted": accepted, "shape": EVENT_SHAPE,
+            "mean_event_bytes": bench_events.mean_bytes(backlog[:1000]), "events_per_s": count / elapsed,
+            "seconds": elapsed, "http_seconds": posted, "batch_size": batch_size, "steady_rate": rate,
+            "cpu_us_per_event": budget, "budget": cpu_budget.budget_rows(budget, cores), "cores": cores,
             "graph_latency_s_at_most": {q: histogram_quantile(graph_before, graph_after, p)
                                         for q, p in (("p50", 0.5), ("p99", 0.99))},
             "alert_latency_s_at_most": {q: histogram_quantile(alert_before, alert_after, p)
                                         for q, p in (("p50", 0.5), ("p99", 0.99))},
             "schema_changes": changes}
+
+
+def run_e2e_bench(count: int, output: Path) -> dict[str, Any]:
+    """``lineage bench e2e``: a short warm-up, then the end-to-end bench with its CPU budget table."""
+    settings = ClientSettings.from_env()
+    bench_end_to_end(settings, min(count, 3000), seconds=2.0)  # not reported: JIT and page caches warm up
+    result = {"bench": "e2e", "at": datetime.now(UTC).isoformat(),
+              "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+              "end_to_end": bench_end_to_end(settings, count)}
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def format_e2e(result: dict[str, Any]) -> str:
+    e2e = result["end_to_end"]
+    graph, alert = e2e["graph_latency_s_at_most"], e2e["alert_latency_s_at_most"]
+    return "\n".join([
+        f"{e2e['events']:,} {e2e['shape']} events (~{e2e['mean_event_bytes'] / 1000:.1f} KB), HTTP in, "
+        f"{e2e['batch_size']} per request: {e2e['events_per_s']:,.0f} events/s end to end (target >= 10,000)",
+        f"produce -> graph p50 / p99 at {e2e['steady_rate']:,} events/s (s, at most): {graph['p50']} / "
+        f"{graph['p99']} (target p99 <= 1); produce -> drift alert p99: {alert['p99']}",
+        cpu_budget.format_budget(e2e["budget"], e2e["cores"])])
 
 
 def run_suite(count: int, jobs: int, output: Path) -> dict[str, Any]:
@@ -881,10 +943,12 @@ def format_suite(result: dict[str, Any]) -> str:
     e2e = result["end_to_end"]
     graph, alert = e2e["graph_latency_s_at_most"], e2e["alert_latency_s_at_most"]
     graph_text = f"{graph['p50']} / {graph['p99']}"
-    rows = [f"{'measure':52} {'figure':>16}  target",
+    rows = [f"events: {e2e['shape']} (~{e2e['mean_event_bytes'] / 1000:.1f} KB)",
+            f"{'measure':52} {'figure':>16}  target",
             f"{'end to end, backlog (events/s)':52} {e2e['events_per_s']:>16,.0f}  >= 10,000",
             f"{'produce -> graph p50 / p99 at 1,000 events/s (s, at most)':52} {graph_text:>16}  p99 <= 1",
             f"{'produce -> drift alert p99 (s, at most)':52} {alert['p99']!s:>16}  <= 1",
+            cpu_budget.format_budget(e2e["budget"], e2e["cores"]),
             format_emit(result["emit"]), format_processor(result["processor"]),
             format_graph({"sink": result["sink"], "replay": result["replay"], "query": result["query"]})]
     return "\n".join(rows)

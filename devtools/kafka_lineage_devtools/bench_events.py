@@ -122,11 +122,12 @@ def _template(job: int, complete: bool, shape: str, jobs: int) -> str:
     return json.dumps(event)
 
 
-def run_pairs(count: int, shape: str = "realistic", seed: int = 0, jobs: int = JOBS,
+def run_pairs(count: int, shape: str = "realistic", seed: int | None = None, jobs: int = JOBS,
               namespace: str | None = None) -> list[dict[str, Any]]:
     """``count`` events as START/COMPLETE pairs of fresh runs of the DAG's jobs (in run order: nothing is held back).
 
-    ``namespace`` replaces the job namespace, so a bench's events never mix with another's in the graph.
+    ``namespace`` replaces the job namespace, so a bench's events never mix with another's in the graph. Without a
+    ``seed`` every call makes runs of its own (a bench's later phase must not repeat its backlog's run ids).
     """
     if shape not in SHAPES:
         raise ValueError(f"unknown event shape {shape!r}: one of {', '.join(SHAPES)}")

@@ -147,7 +147,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise ConfigError("--events must be at least 2, --graph-jobs and --partitions at least 1")
     if not (math.isfinite(args.dedupe_ttl) and args.dedupe_ttl > 0):
         raise ConfigError(f"--dedupe-ttl: a positive number of seconds, got {args.dedupe_ttl}")
-    if args.stage == "emit":
+    bench.EVENT_SHAPE = args.shape
+    if args.stage == "e2e":
+        print(bench.format_e2e(bench.run_e2e_bench(args.events, output)))
+    elif args.stage == "emit":
         result = bench.run_emit_bench(args.events, output)
         print(bench.format_emit(result))
     elif args.stage == "all":
@@ -215,16 +218,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     workload.set_defaults(handler=_failing_as_commands(cmd_workload), inject=False, neo4j_outage=0.0)
 
     bench = sub.add_parser("bench", help="measure throughput/latency side by side (writes a JSON result file)")
-    bench.add_argument("stage", choices=["all", "emit", "processor", "memory", "sink", "query", "graph", "api",
-                                        "partitions"],
+    bench.add_argument("stage", choices=["all", "e2e", "emit", "processor", "memory", "sink", "query", "graph",
+                                        "api", "partitions"],
                        help="all: every bench below (but memory) plus the whole pipeline end to end, in one JSON "
-                            "file; memory: one processor worker's memory over --events (e.g. 1000000) with the "
-                            "dedupe TTL --dedupe-ttl; sink: "
+                            "file; e2e: the whole pipeline end to end (HTTP in) with each component's CPU "
+                            "µs/event (the budget table); memory: one processor worker's memory over --events "
+                            "(e.g. 1000000) with the dedupe TTL --dedupe-ttl; sink: "
                             "graph sink backlog and replay events/s; query: impact/upstream latency on a generated "
                             "DAG; graph: both; api: the lineage server (lineage, column lineage, search over HTTP, "
                             "the web UI's first render in Chromium) on a DAG of --graph-jobs jobs; partitions: "
                             "`lineage ready` p50/p99 on a graph of --partitions partitions")
     bench.add_argument("--events", type=int, default=20_000, help="events per measurement (default 20000)")
+    bench.add_argument("--shape", choices=["light", "realistic", "heavy"], default="realistic",
+                       help="events: realistic (default; ~6.6 KB: a 2,000-job DAG, 20-field schemas on every "
+                            "dataset, column lineage, SQL), heavy (~29 KB, 150-field schemas) or light (~1.1 KB, "
+                            "the old synthetic events)")
     bench.add_argument("--graph-jobs", type=int, default=100_000,
                        help="query/graph: jobs in the generated DAG (3 relationships each; default 100000)")
     bench.add_argument("--partitions", type=int, default=1_095_000,
