@@ -453,8 +453,22 @@ def cmd_replay(args: argparse.Namespace) -> int:
               "allow_partial_history": args.allow_partial_history, "processing": processing}
     if args.repair and args.engine == "spark":
         raise ConfigError("--repair runs on the local engine (a window is small; the removals need the whole window)")
+    if args.bulk and (not args.fresh or args.repair or args.engine != "local"):
+        raise ConfigError("--bulk rebuilds the whole graph: with --fresh, on the local engine, without --repair")
     try:
-        if args.engine == "spark":
+        if args.bulk:
+            from kafka_lineage.replay.bulk import importer
+
+            try:
+                report = importer.bulk_replay(clients, start=args.from_, end=args.to, processing=processing,
+                                              allow_partial_history=args.allow_partial_history,
+                                              progress=progress_bar())
+            except importer.BulkImportUnavailable as exc:
+                print(f"lineage: {exc}", file=sys.stderr)
+                return importer.EXIT_UNAVAILABLE
+            except importer.BulkImportFailed as exc:
+                raise CommandFailed(f"bulk replay: {exc}") from None
+        elif args.engine == "spark":
             from kafka_lineage.replay.spark import replay_on_spark
 
             report = replay_on_spark(clients, master=args.spark_master, **window)
@@ -668,6 +682,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with --from: also remove, inside the window, what its events no longer produce (runs, "
                              "edges, partitions, datasets and jobs left without lineage); nothing outside changes")
     replay.add_argument("--yes", action="store_true", help="with --fresh: empty the graph without asking")
+    replay.add_argument("--bulk", action="store_true",
+                        help="with --fresh: rebuild by an offline neo4j-admin import into the local Neo4j "
+                             "(LINEAGE_NEO4J_HOME; stops and restarts it); exit 3 when that is not possible here")
     replay.add_argument("--allow-partial-history", action="store_true",
                         help="with --fresh: rebuild even when the topic no longer holds its first records")
     replay.add_argument("--engine", choices=["local", "spark"], default="local",

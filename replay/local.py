@@ -223,6 +223,17 @@ def first_offsets(clients: ClientSettings, begins: dict[int, int]) -> dict[int, 
         consumer.close()
 
 
+def refuse_partial_history(clients: ClientSettings, begins: dict[int, int]) -> None:
+    """``PartialHistory`` when replaying from ``begins`` would not start at offset 0 of every partition."""
+    missing = missing_history(first_offsets(clients, begins))
+    if missing:
+        lost = ", ".join(f"partition {p} from offset {offset}" for p, offset in missing.items())
+        raise PartialHistory(f"a fresh rebuild would start after the first record of {clients.events_topic} "
+                             f"({lost}): the records before are deleted (retention) or excluded by --from, so "
+                             "emptying the graph would lose their lineage; replay without --fresh to repair, or "
+                             "add --allow-partial-history")
+
+
 def prepare_replay(clients: ClientSettings, start: str | None, end: str | None, fresh: bool,
                    allow_partial_history: bool = False, ahead_seconds: float = DEFAULT_AHEAD_SECONDS
                    ) -> tuple[dict[int, int], dict[int, int]]:
@@ -231,13 +242,7 @@ def prepare_replay(clients: ClientSettings, start: str | None, end: str | None, 
     partition raises ``PartialHistory`` before touching the graph, unless ``allow_partial_history``."""
     begins, ends = offset_range(clients, start, end, ahead_seconds)
     if fresh and not allow_partial_history:
-        missing = missing_history(first_offsets(clients, begins))
-        if missing:
-            lost = ", ".join(f"partition {p} from offset {offset}" for p, offset in missing.items())
-            raise PartialHistory(f"a fresh rebuild would start after the first record of {clients.events_topic} "
-                                 f"({lost}): the records before are deleted (retention) or excluded by --from, so "
-                                 "emptying the graph would lose their lineage; replay without --fresh to repair, or "
-                                 "add --allow-partial-history")
+        refuse_partial_history(clients, begins)
     with driver_for(clients) as driver:
         if fresh:
             wipe(driver)

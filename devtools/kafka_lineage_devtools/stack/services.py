@@ -11,9 +11,11 @@ from __future__ import annotations
 import base64
 import os
 import secrets
+import shlex
 import shutil
 import socket
 import subprocess
+import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -322,7 +324,7 @@ class Neo4j(Service):
         # The password itself is never printed (status output ends up in logs): only where to read it.
         return (
             f"bolt://127.0.0.1:{s.neo4j_bolt_port} (http://127.0.0.1:{s.neo4j_http_port}), "
-            f"user neo4j, password in {s.neo4j_password_file}"
+            f"user neo4j, password in {s.neo4j_password_file}; LINEAGE_NEO4J_HOME={self.home(s)}"
         )
 
     def _classpath(self, s: StackSettings) -> str:
@@ -336,7 +338,31 @@ class Neo4j(Service):
         )
 
     def fetch(self, s: StackSettings) -> None:
-        self._classpath(s)
+        self.write_scripts(s)
+
+    def write_scripts(self, s: StackSettings) -> None:
+        """``bin/neo4j-admin`` and ``bin/neo4j start|stop`` in the home, as an installation has them: what
+        ``lineage replay --fresh --bulk`` needs (LINEAGE_NEO4J_HOME) without knowing about this stack. ``neo4j``
+        starts and stops the stack's process (pid file, health probe) with this stack's settings."""
+        home = self.home(s)
+        classpath = _classpath_args(home, self._classpath(s))
+        bin_dir = home / "bin"
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        quote = shlex.quote
+        admin = (f"#!/bin/sh\nexport NEO4J_HOME={quote(str(home))} NEO4J_CONF={quote(str(home / 'conf'))}\n"
+                 f"exec {quote(self.java(s))} -Xmx{s.neo4j_heap} -XX:+UseG1GC -Dfile.encoding=UTF-8 "
+                 f"{quote(classpath)} org.neo4j.cli.AdminTool \"$@\"\n")
+        settings = {"LINEAGE_STATE_DIR": s.state_dir, "LINEAGE_CACHE_DIR": s.cache_dir,
+                    "LINEAGE_NEO4J_VERSION": s.neo4j_version, "LINEAGE_NEO4J_BOLT_PORT": s.neo4j_bolt_port,
+                    "LINEAGE_NEO4J_HTTP_PORT": s.neo4j_http_port, "LINEAGE_NEO4J_HEAP": s.neo4j_heap,
+                    "LINEAGE_NEO4J_PAGECACHE": s.neo4j_pagecache,
+                    **dict(zip(("LINEAGE_JAVA_HOME", "JAVA_HOME"), s.java_homes, strict=True))}
+        exports = " ".join(f"{key}={quote(str(value))}" for key, value in settings.items() if str(value))
+        control = (f"#!/bin/sh\nexport {exports}\n"
+                   f"exec {quote(sys.executable)} -m kafka_lineage_devtools.stack.neo4j_control \"$@\"\n")
+        for name, text in (("neo4j-admin", admin), ("neo4j", control)):
+            (bin_dir / name).write_text(text)
+            (bin_dir / name).chmod(0o755)
 
     def prepare(self, s: StackSettings) -> Launch:
         home = self.home(s)

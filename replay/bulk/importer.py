@@ -1,0 +1,186 @@
+"""``lineage replay --fresh --bulk``: read the whole events topic, fold every event into ONE ``GraphBatch`` (the
+sink's own merge rules, so each row is already the final node or edge), write neo4j-admin CSV files
+(``tables``), stop Neo4j, ``neo4j-admin database import full --overwrite-destination``, start it, recreate the
+constraints and indexes (``ensure_constraints``).
+
+Only for a Neo4j on this machine whose installation ``LINEAGE_NEO4J_HOME`` names: ``bin/neo4j-admin`` imports,
+``bin/neo4j stop|start`` stops and starts the server (Community Edition cannot stop one database). Anything else is
+``BulkImportUnavailable`` before the topic is read or the graph touched.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from neo4j.exceptions import Neo4jError, ServiceUnavailable
+
+from kafka_lineage.replay.bulk.tables import import_tables, write_csv
+from kafka_lineage.replay.local import (
+    ALL_TIME,
+    DEFAULT_PROCESSING,
+    EventWindow,
+    ReplayReport,
+    _batches,
+    offset_range,
+    refuse_partial_history,
+    replay_core,
+)
+from kafka_lineage.runtime.config import ClientSettings, ProcessorSettings
+from kafka_lineage.runtime.kafka_io import reading_consumer
+from kafka_lineage.sinks.graph.model import graph_batch
+from kafka_lineage.sinks.graph.sink import driver_for, ensure_constraints
+
+EXIT_UNAVAILABLE = 3  # `lineage replay --bulk` when the database is not local or its tools are missing
+_LOCAL_HOSTS = frozenset(("localhost", "127.0.0.1", "::1"))
+START_TIMEOUT_SECONDS = 300.0
+
+
+class BulkImportUnavailable(RuntimeError):
+    """An offline import is not possible here (remote database, no installation, missing tools)."""
+
+
+class BulkImportFailed(RuntimeError):
+    """A step of the import failed; the message names it and ends with the tool's own words."""
+
+
+@dataclass(frozen=True)
+class Neo4jInstallation:
+    home: Path
+
+    @property
+    def admin(self) -> Path:
+        return self.home / "bin" / "neo4j-admin"
+
+    @property
+    def control(self) -> Path:
+        return self.home / "bin" / "neo4j"
+
+    @classmethod
+    def of(cls, clients: ClientSettings) -> Neo4jInstallation:
+        host = urlsplit(clients.neo4j_uri).hostname or ""
+        if host not in _LOCAL_HOSTS and not host.startswith("127."):
+            raise BulkImportUnavailable(f"--bulk imports into a database on this machine; NEO4J_URI is "
+                                        f"{clients.neo4j_uri} (replay without --bulk writes through Bolt)")
+        if not clients.neo4j_home:
+            raise BulkImportUnavailable("--bulk needs LINEAGE_NEO4J_HOME: the home of the Neo4j installation "
+                                        f"serving {clients.neo4j_uri} (with bin/neo4j-admin and bin/neo4j)")
+        installation = cls(Path(clients.neo4j_home))
+        for tool in (installation.admin, installation.control):
+            if not tool.is_file():
+                raise BulkImportUnavailable(f"--bulk: {tool} not found (LINEAGE_NEO4J_HOME={clients.neo4j_home} "
+                                            "should be a Neo4j home with bin/neo4j-admin and bin/neo4j)")
+        return installation
+
+    def run(self, tool: Path, *arguments: str, step: str) -> str:
+        result = subprocess.run([str(tool), *arguments], stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        if result.returncode != 0:
+            words = (result.stderr.strip() or result.stdout.strip())[-1500:]
+            raise BulkImportFailed(f"{step}: {tool.name} exited {result.returncode}: {words}")
+        return result.stdout
+
+
+@dataclass
+class BulkReplayReport(ReplayReport):
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per step: read, tables, csv, stop, import, …
+    counts: dict[str, int] = field(default_factory=dict)  # rows imported per label and relationship type
+
+
+def _events(clients: ClientSettings, begins: dict[int, int], ends: dict[int, int], batch_size: int,
+            processing: ProcessorSettings, window: EventWindow, report: ReplayReport,
+            progress: Callable[[ReplayReport, int], None] | None) -> Iterator[dict[str, Any]]:
+    """The topic's events in ``window``, decoded and normalized as the live replay does; counts into ``report``."""
+    core = replay_core(clients, processing)
+    total = sum(ends[p] - max(begins[p], 0) for p in ends)
+    consumer = reading_consumer(clients, "lineage-replay")
+    try:
+        for batch in _batches(consumer, clients.events_topic, begins, ends, batch_size):
+            report.scanned += len(batch)
+            events, output = core.normalize(batch)
+            if not window.whole:
+                events = [event for event in events if window.holds(event)]
+            report.records += len(events) + len(output.dead_letters)
+            report.written += len(events)
+            report.dead_letters += len(output.dead_letters)
+            yield from events
+            if progress:
+                progress(report, total)
+    finally:
+        consumer.close()
+
+
+def _default_database(clients: ClientSettings) -> str:
+    with driver_for(clients) as driver:
+        records, _, _ = driver.execute_query("SHOW DEFAULT DATABASE YIELD name", database_="system")
+    return str(records[0]["name"])
+
+
+def wait_for_neo4j(clients: ClientSettings, timeout: float = START_TIMEOUT_SECONDS) -> None:
+    """Until a query answers (an installation's ``neo4j start`` returns before the server listens)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with driver_for(clients, connection_timeout=3) as driver:
+                driver.execute_query("RETURN 1")
+            return
+        except (ServiceUnavailable, Neo4jError, OSError) as exc:
+            if time.monotonic() > deadline:
+                raise BulkImportFailed(f"start: Neo4j did not answer within {timeout:.0f}s: {exc}") from None
+            time.sleep(0.5)
+
+
+def bulk_replay(clients: ClientSettings, *, start: str | None = "earliest", end: str | None = None,
+                allow_partial_history: bool = False, processing: ProcessorSettings = DEFAULT_PROCESSING,
+                batch_size: int = 2000, progress: Callable[[ReplayReport, int], None] | None = None,
+                work_dir: Path | None = None) -> BulkReplayReport:
+    """Rebuild the whole graph from the topic's ``start``..``end`` (eventTime) by an offline import (module doc).
+    ``work_dir``: where the CSV files are written (a temporary directory in it, removed after)."""
+    installation = Neo4jInstallation.of(clients)
+    report = BulkReplayReport()
+    started = mark = time.monotonic()
+
+    def phase(name: str) -> None:
+        nonlocal mark
+        now = time.monotonic()
+        report.phases[name] = now - mark
+        mark = now
+
+    window = EventWindow.parse(start, end) if (start, end) != ("earliest", None) else ALL_TIME
+    begins, ends = offset_range(clients, start, end, processing.max_event_time_ahead_seconds)
+    if not allow_partial_history:
+        refuse_partial_history(clients, begins)
+    database = _default_database(clients)  # also: Neo4j answers before anything is stopped
+    phase("prepare")
+    batch = graph_batch(_events(clients, begins, ends, batch_size, processing, window, report, progress))
+    phase("read")
+    tables = import_tables(batch)
+    del batch
+    report.counts = tables.counts()
+    phase("tables")
+    with tempfile.TemporaryDirectory(prefix="lineage-bulk-", dir=work_dir) as directory:
+        files = write_csv(tables, Path(directory))
+        del tables
+        phase("csv")
+        installation.run(installation.control, "stop", step="stop")
+        phase("stop")
+        try:
+            installation.run(installation.admin, "database", "import", "full", *files.admin_arguments(database),
+                             step="import")
+            phase("import")
+        finally:
+            installation.run(installation.control, "start", step="start")  # with the old graph if import failed
+            wait_for_neo4j(clients)
+            phase("start")
+    with driver_for(clients) as driver:
+        ensure_constraints(driver)
+        # the indexes are built in the background: the rebuild is done when they are online
+        driver.execute_query("CALL db.awaitIndexes(600)")
+    phase("constraints")
+    report.seconds = time.monotonic() - started
+    return report
