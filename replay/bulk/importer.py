@@ -170,8 +170,8 @@ def bulk_replay(clients: ClientSettings, *, start: str | None = "earliest", end:
         installation.run(installation.control, "stop", step="stop")
         phase("stop")
         try:
-            installation.run(installation.admin, "database", "import", "full", *files.admin_arguments(database),
-                             step="import")
+            installation.run(installation.admin, "database", "import", "full", *files.admin_arguments(
+                database, Path(directory) / "import.report"), step="import")
             phase("import")
         finally:
             installation.run(installation.control, "start", step="start")  # with the old graph if import failed

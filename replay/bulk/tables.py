@@ -294,12 +294,13 @@ class CsvFiles:
     array_delimiter: str
     multiline: bool  # some value holds a line break: the parser must allow quoted line breaks (slower)
 
-    def admin_arguments(self, database: str) -> list[str]:
+    def admin_arguments(self, database: str, report_file: Path) -> list[str]:
         """``neo4j-admin database import full`` arguments (after ``full``) importing these files into
-        ``database``, replacing it."""
+        ``database``, replacing it; the tool's report of bad entries goes to ``report_file`` (else: the cwd)."""
         return [
             database,  # first: the --nodes/--relationships options take any number of files after them
             "--overwrite-destination=true",
+            f"--report-file={report_file}",
             "--id-type=INTEGER",
             f"--array-delimiter=U+{ord(self.array_delimiter):04X}",
             f"--multiline-fields={'true' if self.multiline else 'false'}",
