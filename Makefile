@@ -42,6 +42,16 @@ test: lint $(UI_BUILT) $(BROWSER_STAMP)
 faults: $(STAMP)
 	$(VENV)/bin/pytest -m fault
 
+# For `lineage bench peer` only (not part of install or test): Debian's PostgreSQL, and Marquez's API server with its
+# jars (its published artifact, else its source release given as MARQUEZ_SOURCE=<checkout or git dir>, built with
+# Maven). Exits non-zero, saying why, when Marquez cannot be set up.
+.PHONY: peer-deps
+peer-deps: $(STAMP)
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; \
+		else echo "lineage bench peer needs Debian's postgresql: sudo apt-get install postgresql" >&2; exit 1; fi; }
+	$(VENV)/bin/python -m kafka_lineage_devtools.bench_peer setup $(if $(MARQUEZ_SOURCE),--source $(MARQUEZ_SOURCE))
+
 stack-down: $(STAMP)
 	$(VENV)/bin/lineage stack down
 
