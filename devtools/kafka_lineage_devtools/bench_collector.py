@@ -5,13 +5,16 @@ the collector's single-event rate and latency are the figures that matter; 100 e
 same run for comparison. The client is asyncio + aiohttp with one keep-alive connection per simulated client: a
 thread pool of ``requests`` sessions costs more CPU per request than the collector itself on a 2-core machine, and
 the bench would measure itself. ``http_ceiling`` is the same client against the collector's liveness endpoint (no
-body, no Kafka): the most any collector could answer on this machine with this client.
+body, no Kafka): the most any collector could answer on this machine with this client. CPU time per request, of the
+collector process and of the client, is reported beside the rates: on a shared machine it varies far less than
+events/s, and says where a request's cost lies.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -42,10 +45,19 @@ def batches(events: Sequence[Any], size: int) -> list[bytes]:
     return [json.dumps(list(events[start:start + size])).encode() for start in range(0, len(events), size)]
 
 
-async def drive(url: str, bodies: Sequence[bytes | None], clients: int) -> dict[str, float]:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (Linux)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()  # after the command name, which may hold spaces
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+async def drive(url: str, bodies: Sequence[bytes | None], clients: int, server_pid: int | None = None
+                ) -> dict[str, float]:
     """POST every body (``None``: GET ``url`` instead) from ``clients`` concurrent keep-alive connections, each
-    sending its next request once the previous is answered; events/s (the answers' ``accepted`` counts), requests/s
-    and request latency percentiles in ms. A non-2xx answer fails the run."""
+    sending its next request once the previous is answered; events/s (the answers' ``accepted`` counts), requests/s,
+    request latency percentiles in ms, and CPU µs per request of this client and of ``server_pid``. A non-2xx
+    answer fails the run."""
     latencies: list[float] = []
     accepted = 0
     next_body = iter(range(len(bodies)))
@@ -69,12 +81,18 @@ async def drive(url: str, bodies: Sequence[bytes | None], clients: int) -> dict[
                         accepted += reply["accepted"]
                 latencies.append(time.perf_counter() - started)
 
-    started = time.perf_counter()
+    server_cpu = cpu_seconds(server_pid) if server_pid else 0.0
+    client_cpu, started = time.process_time(), time.perf_counter()
     await asyncio.gather(*(client() for _ in range(clients)))
-    elapsed = time.perf_counter() - started
+    elapsed, client_cpu = time.perf_counter() - started, time.process_time() - client_cpu
+    if server_pid:
+        server_cpu = cpu_seconds(server_pid) - server_cpu
+    per_request = 1e6 / len(bodies)
     return {"events_per_s": round(accepted / elapsed, 1), "requests_per_s": round(len(bodies) / elapsed, 1),
             "p50_ms": round(percentile(latencies, 0.50) * 1000, 2),
             "p99_ms": round(percentile(latencies, 0.99) * 1000, 2),
+            "collector_cpu_us_per_request": round(server_cpu * per_request) if server_pid else None,
+            "client_cpu_us_per_request": round(client_cpu * per_request),
             "events": accepted, "requests": len(bodies), "seconds": round(elapsed, 2)}
 
 
@@ -91,11 +109,13 @@ def bench_collector_single(count: int, clients: int = 8, shape: str = "realistic
     events = run_pairs(count, shape)
     singles, grouped = batches(events, 1), batches(events, BATCH_SIZE)
     with collector_process({"LINEAGE_EVENTS_TOPIC": topic, **(env or {})}) as child:
-        lineage = f"{child.url}/api/v1/lineage"
+        lineage, pid = f"{child.url}/api/v1/lineage", child.process.pid
         asyncio.run(drive(lineage, singles[:WARMUP_REQUESTS], clients))  # registry lookup, connections, caches
-        ceiling = asyncio.run(drive(f"{child.url}/health/live", [None] * min(count, 5000), clients))
-        single = asyncio.run(drive(lineage, singles, clients))
-        batched = asyncio.run(drive(lineage, grouped, clients))
+        ceiling = asyncio.run(drive(f"{child.url}/health/live", [None] * min(count, 5000), clients, pid))
+        single = asyncio.run(drive(lineage, singles, clients, pid))
+        batched = asyncio.run(drive(lineage, grouped, clients, pid))
     return {"shape": shape, "event_bytes": round(sum(map(len, singles)) / len(singles)), "concurrent_clients": clients,
             "single": single, f"batch_{BATCH_SIZE}": batched,
-            "http_ceiling_requests_per_s": ceiling["requests_per_s"]}
+            "http_ceiling": {key: ceiling[key] for key in ("requests_per_s", "p50_ms", "p99_ms",
+                                                            "collector_cpu_us_per_request",
+                                                            "client_cpu_us_per_request")}}

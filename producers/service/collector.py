@@ -353,8 +353,9 @@ def serve(publisher: EventPublisher, settings: CollectorSettings) -> None:
     print(f"OpenLineage collector on {scheme}://{settings.host}:{settings.port}{LINEAGE_PATH} → topic "
           f"{publisher.topic}" + (" (bearer token required)" if settings.token else ""), flush=True)
     try:
+        # access_log: aiohttp's default logger, or None (no line per request: LINEAGE_COLLECTOR_ACCESS_LOG)
         web.run_app(collector.app(), host=settings.host, port=settings.port, print=None, ssl_context=tls,
-                    shutdown_timeout=settings.ack_timeout)
+                    shutdown_timeout=settings.ack_timeout, **({} if settings.access_log else {"access_log": None}))
     finally:
         remaining = publisher.close(settings.ack_timeout)
         print(f"collector stopped: {collector.accepted} events accepted, {collector.rejected} requests rejected"

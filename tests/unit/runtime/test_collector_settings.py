@@ -22,3 +22,11 @@ def test_collector_linger_is_passed_to_the_producer(raw: str, expected: str) -> 
 def test_collector_linger_outside_librdkafkas_range_is_refused(raw: str) -> None:
     with pytest.raises(ConfigError, match="LINEAGE_COLLECTOR_LINGER_MS"):
         CollectorSettings.from_env({"LINEAGE_COLLECTOR_LINGER_MS": raw})
+
+
+def test_collector_access_log_is_off_unless_asked_for() -> None:
+    # one INFO line per request cost ~200 µs of a one-event request's ~700; refusals are logged as warnings anyway
+    assert CollectorSettings.from_env({}).access_log is False
+    assert CollectorSettings.from_env({"LINEAGE_COLLECTOR_ACCESS_LOG": "true"}).access_log is True
+    with pytest.raises(ConfigError, match="LINEAGE_COLLECTOR_ACCESS_LOG"):
+        CollectorSettings.from_env({"LINEAGE_COLLECTOR_ACCESS_LOG": "sometimes"})
