@@ -501,6 +501,16 @@ def _marquez_has_runs(url: str, events: list[dict[str, Any]]) -> bool:
 
 
 def run_peer_bench(count: int, output: Path, source: Path | None = None) -> dict[str, Any]:
+    """``lineage bench peer``; when Marquez or PostgreSQL cannot be set up or started, says why on stderr and
+    exits 2 (``SystemExit``)."""
+    try:
+        return _run_peer_bench(count, output, source)
+    except PeerSetupError as error:
+        print(f"lineage bench peer: cannot set Marquez up: {error}", file=sys.stderr)
+        raise SystemExit(2) from error
+
+
+def _run_peer_bench(count: int, output: Path, source: Path | None = None) -> dict[str, Any]:
     """``lineage bench peer``: set Marquez up (``PeerSetupError`` when it cannot be), start PostgreSQL, Marquez
     and our pipeline (collector, processor, graph sink, lineage server on the running stack), feed both the same
     ``count`` events one per request and then ``count`` more batched, query both, write the result to ``output``."""

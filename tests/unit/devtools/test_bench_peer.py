@@ -13,6 +13,7 @@ from kafka_lineage_devtools.bench_peer import (
     pom_xml,
     query_nodes,
     ratio,
+    run_peer_bench,
     setup_marquez,
     tag_namespaces,
 )
@@ -102,3 +103,15 @@ def test_setup_without_a_published_artifact_or_sources_says_why(tmp_path: Path,
     monkeypatch.setattr("kafka_lineage_devtools.bench_peer.fetch_published", lambda _target: False)
     with pytest.raises(PeerSetupError, match="source release"):
         setup_marquez(None, tmp_path)
+
+
+def test_the_bench_exits_2_with_the_reason_when_marquez_cannot_be_set_up(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    def refuse(_source: object) -> str:
+        raise PeerSetupError("no Marquez here")
+
+    monkeypatch.setattr("kafka_lineage_devtools.bench_peer.setup_marquez", refuse)
+    with pytest.raises(SystemExit) as exited:
+        run_peer_bench(10, tmp_path / "peer.json")
+    assert exited.value.code == 2
+    assert "cannot set Marquez up: no Marquez here" in capsys.readouterr().err
