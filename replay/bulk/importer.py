@@ -152,31 +152,36 @@ def bulk_replay(clients: ClientSettings, *, start: str | None = "earliest", end:
         mark = now
 
     window = EventWindow.parse(start, end) if (start, end) != ("earliest", None) else ALL_TIME
-    begins, ends = offset_range(clients, start, end, processing.max_event_time_ahead_seconds)
+    ahead = processing.max_event_time_ahead_seconds
+    begins, _ = offset_range(clients, start, end, ahead)
     if not allow_partial_history:
         refuse_partial_history(clients, begins)
     database = _default_database(clients)  # also: Neo4j answers before anything is stopped
     phase("prepare")
-    batch = graph_batch(_events(clients, begins, ends, batch_size, processing, window, report, progress))
-    phase("read")
-    tables = import_tables(batch)
-    del batch
-    report.counts = tables.counts()
-    phase("tables")
-    with tempfile.TemporaryDirectory(prefix="lineage-bulk-", dir=work_dir) as directory:
-        files = write_csv(tables, Path(directory))
-        del tables
-        phase("csv")
-        installation.run(installation.control, "stop", step="stop")
-        phase("stop")
-        try:
+    # Stopped BEFORE the end offsets are taken: a graph sink still running then either wrote before the stop (an
+    # event whose raw record is below the end offsets, so in the import) or fails and retries until Neo4j is back
+    # (on top of the import); nothing it writes is overwritten.
+    installation.run(installation.control, "stop", step="stop")
+    phase("stop")
+    try:
+        begins, ends = offset_range(clients, start, end, ahead)
+        batch = graph_batch(_events(clients, begins, ends, batch_size, processing, window, report, progress))
+        phase("read")
+        tables = import_tables(batch)
+        del batch
+        report.counts = tables.counts()
+        phase("tables")
+        with tempfile.TemporaryDirectory(prefix="lineage-bulk-", dir=work_dir) as directory:
+            files = write_csv(tables, Path(directory))
+            del tables
+            phase("csv")
             installation.run(installation.admin, "database", "import", "full", *files.admin_arguments(
                 database, Path(directory) / "import.report"), step="import")
             phase("import")
-        finally:
-            installation.run(installation.control, "start", step="start")  # with the old graph if import failed
-            wait_for_neo4j(clients)
-            phase("start")
+    finally:
+        installation.run(installation.control, "start", step="start")  # with the old graph if anything failed
+        wait_for_neo4j(clients)
+        phase("start")
     with driver_for(clients) as driver:
         ensure_constraints(driver)
         # the indexes are built in the background: the rebuild is done when they are online
