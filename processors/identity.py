@@ -76,7 +76,7 @@ def canonical_json(value: Any, facets: FacetCache | None = None) -> str:
         for name in names:
             if type(name) is not str:
                 return _encode(obj)
-            parts.append(encode_basestring(name) + ":" + facets.derived(obj[name], "canonical", _encode))
+            parts.append(encode_basestring(name) + ":" + facets.canonical(obj[name]))
         return "{" + ",".join(parts) + "}"
 
     return canonical(value)

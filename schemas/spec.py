@@ -33,7 +33,7 @@ import pkgutil
 import re
 import types
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import attr
@@ -226,6 +226,76 @@ def _violation(validator: Validator, instance: Any, where: str) -> SpecViolation
     return SpecViolation("; ".join(problems))
 
 
+def _facet_validator(facet: Any, standard: str | None) -> Validator:
+    if isinstance(facet, Mapping) and facet.get("_deleted") is not True:
+        return _FACETS.get(standard or facet_name(facet.get("_schemaURL")) or "", _BASE_FACET)
+    return _BASE_FACET
+
+
+_SPEC_KINDS: dict[str | None, str] = {}  # standard facet name → FacetCache.derived kind of its validity
+
+
+def _valid_by_parts(event: Mapping[str, Any], kind: str, memo: Memo) -> bool:
+    """Whether the event is valid, judged from its shell (the event with empty facet maps) and each facet on its
+    own, a cached facet's validity remembered; False also when that cannot be told this way. A facet map of objects
+    under string keys passes the event's schema whatever the objects hold, so shell and facets valid ⇔ event valid.
+    """
+    shell = _shell(event)
+    try:
+        if shell is None or not _EVENTS[kind].is_valid(shell):
+            return False
+        for where, owner, obj in _core_objects(event):
+            for _where, standard, facet in _facets(obj, where, owner):
+                validator = _facet_validator(facet, standard)
+                memo_kind = _SPEC_KINDS.get(standard)
+                if memo_kind is None:
+                    memo_kind = _SPEC_KINDS[standard] = f"spec:{standard}"
+                if not memo(facet, memo_kind, validator.is_valid):
+                    return False
+    except (ValueError, TypeError):  # a value the validator cannot read: the whole check says which
+        return False
+    return True
+
+
+def _shell(event: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The event with each facet map of its core objects emptied (shallow copies); None if a map holds anything but
+    objects under string keys (the whole check then judges it)."""
+    if type(event) is not dict:
+        return None
+    shell = dict(event)
+    for key in ("run", "job", "dataset"):
+        obj = event.get(key)
+        if type(obj) is dict:
+            emptied = _emptied(obj)
+            if emptied is None:
+                return None
+            shell[key] = emptied
+    for key in ("inputs", "outputs"):
+        items = event.get(key)
+        if type(items) is list:
+            emptied_items = []
+            for item in items:
+                emptied = _emptied(item) if type(item) is dict else item
+                if emptied is None:
+                    return None
+                emptied_items.append(emptied)
+            shell[key] = emptied_items
+    return shell
+
+
+def _emptied(obj: dict[str, Any]) -> dict[str, Any] | None:
+    emptied = obj
+    for key in FACET_MAPS:
+        facets = obj.get(key)
+        if type(facets) is dict and facets:
+            if not all(type(name) is str and type(facet) is dict for name, facet in facets.items()):
+                return None
+            if emptied is obj:
+                emptied = dict(obj)
+            emptied[key] = {}
+    return emptied
+
+
 def _facets(obj: Any, where: str, owner: str) -> Iterator[tuple[str, str | None, Any]]:
     """Every facet of a core object (``run``, ``job``, a dataset): where it is, its spec facet name, the facet."""
     if isinstance(obj, Mapping):
@@ -247,8 +317,18 @@ def _core_objects(event: Mapping[str, Any]) -> Iterator[tuple[str, str, Any]]:
                 yield f"{key}.{index}", "dataset", item
 
 
-def check(event: Mapping[str, Any], kind: str) -> None:
-    """``event`` (a ``kind``: RunEvent, DatasetEvent, JobEvent) against the spec's schemas, its facets included."""
+Memo = Callable[[Any, str, Callable[[Any], Any]], Any]  # FacetCache.derived: (value, kind, compute) → result
+
+
+def check(event: Mapping[str, Any], kind: str, memo: Memo | None = None) -> None:
+    """``event`` (a ``kind``: RunEvent, DatasetEvent, JobEvent) against the spec's schemas, its facets included.
+
+    ``memo`` (``FacetCache.derived``): each facet's validity is computed once per cached facet, and the event's own
+    schema sees the event without its facets (each is checked on its own anyway). That path only ever concludes
+    "valid"; any problem on it runs the whole check again as without ``memo``, so refusals read the same.
+    """
+    if memo is not None and _valid_by_parts(event, kind, memo):
+        return
     problem = _violation(_EVENTS[kind], event, "")
     if problem is not None:
         raise problem
@@ -260,9 +340,6 @@ def check(event: Mapping[str, Any], kind: str) -> None:
 def check_facet(facet: Any, where: str, standard: str | None = None) -> None:
     """One facet: the ``standard`` facet (the one registered under its key), else the facet its ``_schemaURL``
     names, else (custom, or ``_deleted``) the base facet rules."""
-    validator = _BASE_FACET
-    if isinstance(facet, Mapping) and facet.get("_deleted") is not True:
-        validator = _FACETS.get(standard or facet_name(facet.get("_schemaURL")) or "", _BASE_FACET)
-    problem = _violation(validator, facet, where)
+    problem = _violation(_facet_validator(facet, standard), facet, where)
     if problem is not None:
         raise problem

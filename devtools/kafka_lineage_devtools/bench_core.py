@@ -7,8 +7,10 @@ an in-memory fetcher. Each round uses fresh runs (new run ids, times and row cou
 datasets, as in a real stream), so caches keyed by content only help as much as they would in production. The cores
 live across rounds, as a worker does; the first round warms them up and is not counted. Per-step figures time each
 step on its own over the same events; ``other`` is what ``process`` spends beyond them (state, reorder buffer,
-records). ``--digest`` prints a hash of every output byte and state write (of the first round, from fresh cores), to
-check that a change keeps the output identical. Figures are the best round: the machines are shared and noisy.
+records). ``--shape light|realistic|heavy`` streams ``bench_events``' platform-shaped events instead (a layered
+DAG of 2,000 jobs; every round fresh runs). ``--digest`` prints a hash of every output byte and state write (of the
+first round, from fresh cores), to check that a change keeps the output identical. Figures are the best round: the
+machines are shared and noisy.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from kafka_lineage.processors.normalize import normalize_event
 from kafka_lineage.schemas.avro_schemas import schema_text
 from kafka_lineage.schemas.openlineage import event_to_record, partition_key, record_to_event, validate_event
 from kafka_lineage.schemas.wire import AvroCodec, SchemaNotFound
+from kafka_lineage_devtools.bench_events import SHAPES, run_pairs
 
 PRODUCER = "https://github.com/OpenLineage/OpenLineage/tree/1.54.0/integration/spark"
 SCHEMA_IDS = {1: "openlineage_event", 2: "normalized_event", 3: "dead_letter"}
@@ -128,6 +131,23 @@ def build_events(count: int, seed: int) -> list[dict[str, Any]]:
         events += pair
         if rng.random() < 0.1:
             events.append(pair[rng.randrange(2)])  # an exact repeat (client retry)
+    return events[:count]
+
+
+def platform_events(count: int, seed: int, shape: str) -> list[dict[str, Any]]:
+    """``bench_events.run_pairs`` events with 5% exact repeats (client retries), as in ``build_events``. Their times
+    (from the clock) are moved to a fixed day, so that a seed gives the same bytes on every run (``--digest``)."""
+    rng = random.Random(seed)
+    base = datetime(2024, 5, 1, tzinfo=UTC) + timedelta(days=seed)
+    events: list[dict[str, Any]] = []
+    first: datetime | None = None
+    for event in run_pairs(count, shape, seed=seed):
+        at = datetime.fromisoformat(event["eventTime"])
+        first = first or at
+        event["eventTime"] = (base + (at - first)).isoformat(timespec="microseconds")
+        events.append(event)
+        if rng.random() < 0.05:
+            events.append(event)
     return events[:count]
 
 
@@ -264,18 +284,21 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=5000, help="events per round (batches of 500)")
     parser.add_argument("--rounds", type=int, default=5, help="measured rounds (best of); one warm-up round first")
+    parser.add_argument("--shape", choices=("spark", *SHAPES), default="spark",
+                        help="spark: 100 jobs built with openlineage-python (the default); else bench_events' shape")
     parser.add_argument("--digest", action="store_true", help="print a hash of all outputs (byte-identity check)")
     args = parser.parse_args(argv)
     logging.getLogger("kafka_lineage.processors.core").setLevel(logging.ERROR)  # the dead letters' warnings
     codecs = {name: AvroCodec(name, _fetch) for name in SCHEMA_IDS.values()}
-    streams = [frame(codecs["openlineage_event"], build_events(args.events, seed)) for seed in range(args.rounds + 1)]
+    build = build_events if args.shape == "spark" else lambda n, seed: platform_events(n, seed, args.shape)
+    streams = [frame(codecs["openlineage_event"], build(args.events, seed)) for seed in range(args.rounds + 1)]
     digest = hashlib.sha256() if args.digest else None
     pipeline = Pipeline(codecs)
     gc.collect()
     gc.freeze()  # the inputs stay out of the GC's way: a full collection then costs what the pipeline keeps alive
     rounds = [pipeline.round(stream, digest if seed == 0 else None) for seed, stream in enumerate(streams)]
     rounds = rounds[1:]  # the first round warms the caches up
-    print(f"{args.events} events per round, batches of {BATCH}, best of {args.rounds} rounds: µs/event")
+    print(f"{args.shape} events, {args.events} per round, batches of {BATCH}, best of {args.rounds} rounds: µs/event")
     for name in rounds[0]:
         best = min(r[name] for r in rounds)
         print(f"  {name:<38} {best / args.events * 1e6:8.1f}")
