@@ -839,7 +839,8 @@ def bench_end_to_end(settings: ClientSettings, count: int, rate: int = 1000, sec
                      batch_size: int = 100, clients: int = 4) -> dict[str, Any]:
     """The whole pipeline as deployed (collector, processor, graph sink, alert sink as processes; HTTP in): events/s
     on a backlog of ``count`` events posted ``batch_size`` per request, each component's CPU µs per event on it
-    (the budget table), then produce→graph and produce→alert latency at a steady ``rate`` events/s."""
+    (the budget table), then produce→graph and produce→alert latency at a steady ``rate`` events/s (or half the
+    backlog's events/s if that is less)."""
     prefix = f"lineage.bench.e2e.{uuid.uuid4().hex[:8]}"
     env = {**pipeline_env(prefix, 6, Path(".lineage/bench") / prefix), "LINEAGE_SINK_POLL_SECONDS": "0.1"}
     namespace = f"bench-e2e-{uuid.uuid4().hex[:6]}"
@@ -862,6 +863,8 @@ def bench_end_to_end(settings: ClientSettings, count: int, rate: int = 1000, sec
         budget = cpu_budget.per_event_us(cpu_before, cpu_after, count)
         graph_before = _histogram(sink.metrics_url, "lineage_end_to_end_latency_seconds", path="graph")
         alert_before = _histogram(alerts.metrics_url, "lineage_end_to_end_latency_seconds", path="alert")
+        # Latency means something only at a rate the pipeline sustains: at most half of the backlog's rate.
+        rate = min(rate, max(10, int(count / elapsed / 2)))
         steady, tick, changes = run_pairs(int(rate * seconds)), 0.1, 0
         per_tick = max(1, int(rate * tick))
         for event in steady:
@@ -946,7 +949,8 @@ def format_suite(result: dict[str, Any]) -> str:
     rows = [f"events: {e2e['shape']} (~{e2e['mean_event_bytes'] / 1000:.1f} KB)",
             f"{'measure':52} {'figure':>16}  target",
             f"{'end to end, backlog (events/s)':52} {e2e['events_per_s']:>16,.0f}  >= 10,000",
-            f"{'produce -> graph p50 / p99 at 1,000 events/s (s, at most)':52} {graph_text:>16}  p99 <= 1",
+            f"{'produce -> graph p50 / p99 at ' + format(e2e['steady_rate'], ',') + ' events/s (s, at most)':52} "
+            f"{graph_text:>16}  p99 <= 1 at 1,000/s",
             f"{'produce -> drift alert p99 (s, at most)':52} {alert['p99']!s:>16}  <= 1",
             cpu_budget.format_budget(e2e["budget"], e2e["cores"]),
             format_emit(result["emit"]), format_processor(result["processor"]),
