@@ -235,9 +235,23 @@ def _facets(b: _Builder, of: str, namespace: str, name: str, facets: Mapping[str
                          "facet": {"order": f"{time or _NO_TIME_MAX}|{done[2]}", "json": done[1]}})
 
 
+_GROUP_DIGESTS: dict[tuple[tuple[str, Any], ...], str] = {}  # values → digest: most groups repeat (transformations)
+
+
 def _group(order: str, **props: Any) -> Row:
     """A "latest wins" property group; the digest of its values breaks ties between equal (rank, time) keys."""
-    return {"order": f"{order}|{_digest(props)}", **props}
+    if any(isinstance(value, str) and len(value) > 256 for value in props.values()):
+        return {"order": f"{order}|{_digest(props)}", **props}  # long texts (facet JSON) rarely repeat: not kept
+    key = tuple(props.items())
+    try:
+        digest = _GROUP_DIGESTS.get(key)
+    except TypeError:  # an unhashable value (a list): digest it every time
+        return {"order": f"{order}|{_digest(props)}", **props}
+    if digest is None:
+        if len(_GROUP_DIGESTS) > 100_000:  # bounded: a long-running sink sees endless distinct values
+            _GROUP_DIGESTS.clear()
+        digest = _GROUP_DIGESTS[key] = _digest(props)
+    return {"order": f"{order}|{digest}", **props}
 
 
 def field_paths(fields: Any, prefix: str = "") -> list[str]:
@@ -273,6 +287,10 @@ class GraphBatch:
     """Parameter rows per statement (``STATEMENTS`` names), each row list sorted by identity: one row per node/edge."""
 
     rows: Mapping[str, tuple[Row, ...]] = field(default_factory=dict)
+    # (namespace, name, hash) of each schema version of the batch → its field paths (stored keys): ``statements``
+    # sends them with the version and writes them only when the version is new (ARCHITECTURE 61). Not rows: the
+    # ``fields``/``has_field`` rows still hold every field, for whoever reads the rows themselves.
+    schema_paths: Mapping[tuple[str, str, str], tuple[str, ...]] = field(default_factory=dict)
 
     def __getitem__(self, name: str) -> tuple[Row, ...]:
         return self.rows.get(name, ())
@@ -388,13 +406,21 @@ _FULL: dict[str, dict[str, str]] = {
 _KEY_OF: dict[str, Callable[[Row], Any]] = {kind: itemgetter(*columns) for kind, columns in _KEYS.items()}
 
 
+# fields JSON → schema version, across batches: every run of a job repeats its datasets' schemas (a pure function)
+_VERSIONS: dict[str, str] = {}
+
+
 class _Builder:
     def __init__(self) -> None:
         self.rows: dict[str, dict[Any, Row]] = {kind: {} for kind in _KEYS}
         self.originals: dict[str, str] = {}  # stored key → the value it stands for, for values stored by hash
         # (namespace, name, version) whose field rows are in: every event of a job repeats its output's schema
         self.schemas_done: set[tuple[str, str, str]] = set()
-        self.versions: dict[str, str] = {}  # fields JSON → schema version: hashing is the costlier step
+        self.versions = _VERSIONS  # fields JSON → schema version: hashing is the costlier step
+        self.schema_paths: dict[tuple[str, str, str], tuple[str, ...]] = {}  # GraphBatch.schema_paths
+        # (namespace, name, field) whose Field, HAS_FIELD and Dataset rows are in (none has merge rules): column
+        # lineage names the same fields in every event of a job
+        self.fields_done: set[tuple[str, str, str]] = set()
         # (id(facet), key) → (facet, its stored JSON, that JSON's digest): the sink's FacetCache shares one object per
         # distinct facet text, and every event of a job repeats its facets (the facet is kept, so its id stays its)
         self.documents: dict[tuple[int, str], tuple[Any, str | None, str]] = {}
@@ -445,6 +471,10 @@ class _Builder:
         self.full_names("datasets", row)
 
     def field(self, namespace: str, name: str, path: str, with_dataset: bool = True) -> None:
+        done = (namespace, name, path)
+        if done in self.fields_done:
+            return
+        self.fields_done.add(done)
         if with_dataset:
             self.dataset(namespace, name)
         row = {"namespace": namespace, "name": name, "field": path}
@@ -482,6 +512,8 @@ def _dataset_facets(b: _Builder, dataset: Any, time: str | None) -> tuple[str, s
         fields_json = json.dumps(fields, separators=(",", ":"), ensure_ascii=False)  # as the drift alert writes it
         version = b.versions.get(fields_json)
         if version is None:  # the processor's hash, so alerts and graph name versions alike
+            if len(b.versions) > 20_000:  # bounded (~1 KB a key for 20 fields)
+                b.versions.clear()
             version = b.versions[fields_json] = schema_version(fields)
         b.dataset(namespace, name, _group(time or _NO_TIME_MAX, version=version))
         version_row = {"namespace": namespace, "name": name, "hash": version,
@@ -491,8 +523,10 @@ def _dataset_facets(b: _Builder, dataset: Any, time: str | None) -> tuple[str, s
         b.add("has_schema", {"namespace": namespace, "name": name, "hash": version})
         if (namespace, name, version) not in b.schemas_done:  # field rows have no merge rules: once is enough
             b.schemas_done.add((namespace, name, version))
-            for path in field_paths(fields):
-                b.field(namespace, name, b.key(path), with_dataset=False)
+            paths = tuple(b.key(path) for path in field_paths(fields))
+            b.schema_paths[(namespace, name, version)] = paths
+            for path in paths:
+                b.field(namespace, name, path, with_dataset=False)
     else:
         b.dataset(namespace, name)
     for identifier in _list(_dict(facets.get("symlinks")).get("identifiers")):
@@ -699,7 +733,8 @@ def graph_batch(events: Iterable[Mapping[str, Any]]) -> GraphBatch:
     for event in events:
         if isinstance(event, Mapping):
             _add_event(b, event)
-    return GraphBatch({kind: tuple(rows[key] for key in sorted(rows)) for kind, rows in b.rows.items() if rows})
+    return GraphBatch({kind: tuple(rows[key] for key in sorted(rows)) for kind, rows in b.rows.items() if rows},
+                      b.schema_paths)
 
 
 # --- Cypher --------------------------------------------------------------------------------------------------------
@@ -794,7 +829,20 @@ STATEMENTS: dict[str, str] = {
     "facets": "UNWIND $rows AS row\n"
               "MERGE (f:Facet {of: row.of, namespace: row.namespace, name: row.name, key: row.key})\n"
               + _take_latest("f", "facet", {"json": "json"}),
+    # A version's fields and HAS_FIELD edges are written with it, in its first transaction, and deleted only with it
+    # (replay repair): when the version exists they do, and rewriting 20-150 of them per dataset per event was most
+    # of a batch's time (ARCHITECTURE 61). ``row.paths``: GraphBatch.schema_paths.
     "schema_versions": "UNWIND $rows AS row\n"
+                       "OPTIONAL MATCH (known:SchemaVersion {namespace: row.namespace, name: row.name, "
+                       "hash: row.hash})\n"
+                       "CALL (row, known) {\n"
+                       "  WITH row, known WHERE known IS NULL\n"
+                       "  MATCH (d:Dataset {namespace: row.namespace, name: row.name})\n"
+                       "  UNWIND coalesce(row.paths, []) AS path\n"
+                       "  MERGE (f:Field {namespace: row.namespace, name: row.name, field: path})\n"
+                       "  ON CREATE SET f.searchKey = toLower(path)\n"
+                       "  MERGE (d)-[:HAS_FIELD]->(f)\n"
+                       "}\n"
                        "MERGE (s:SchemaVersion {namespace: row.namespace, name: row.name, hash: row.hash})\n"
                        + _take_latest("s", "first", {"fields": "fields", "firstSeen": "firstSeen"}, earliest=True),
     "partitions": "UNWIND $rows AS row\n"
@@ -912,8 +960,28 @@ BACKFILL: list[str] = [
 
 def statements(batch: GraphBatch) -> list[tuple[str, dict[str, Any]]]:
     """``(cypher, {"rows": rows})`` for every non-empty row list, nodes before relationships: run all in ONE
-    transaction (relationship statements MATCH their ends)."""
-    return [(STATEMENTS[name], {"rows": [dict(row) for row in batch[name]]}) for name in _ORDER if batch[name]]
+    transaction (relationship statements MATCH their ends).
+
+    The fields of the batch's schema versions (``batch.schema_paths``) go with their ``schema_versions`` rows
+    (``paths``), written only for a version new to the graph; the ``fields``/``has_field`` statements get the other
+    fields (column lineage naming a field no schema of the batch has), and may then have no rows (nothing to run).
+    """
+    paths = batch.schema_paths
+    covered = {(namespace, name, path) for (namespace, name, _), keys in paths.items() for path in keys}
+    work = []
+    for name in _ORDER:
+        rows = batch[name]
+        if not rows:
+            continue
+        if name == "schema_versions":
+            params = [{**row, "paths": list(paths.get((row["namespace"], row["name"], row["hash"]), ()))}
+                      for row in rows]
+        elif covered and name in ("fields", "has_field"):
+            params = [dict(row) for row in rows if (row["namespace"], row["name"], row["field"]) not in covered]
+        else:
+            params = [dict(row) for row in rows]
+        work.append((STATEMENTS[name], {"rows": params}))
+    return work
 
 
 # --- fingerprint ---------------------------------------------------------------------------------------------------

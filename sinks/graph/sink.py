@@ -78,7 +78,8 @@ def write_statements(driver: Driver, work: list[tuple[str, dict[str, Any]]]) -> 
 
     def transaction(tx: Any) -> None:
         for query, parameters in work:
-            tx.run(query, parameters).consume()
+            if parameters.get("rows") != []:  # a statement whose rows all went with another (schema fields)
+                tx.run(query, parameters).consume()
 
     with driver.session() as session:
         session.execute_write(transaction)

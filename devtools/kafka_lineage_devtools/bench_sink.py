@@ -1,0 +1,226 @@
+"""The graph sink on realistic events (issue 23): events/s of a ``lineage sink`` process on a backlog of normalized
+events, and where a batch's time goes — Neo4j server time per statement, Avro decode and model building in Python.
+
+``bench_graph_sink(settings, count)`` is what ``lineage bench`` calls. With ``baseline`` (a checkout of an older
+commit, e.g. ``git worktree add /tmp/old-sink <commit>``) the older sink runs in the same call, on a backlog of the
+same size and shape, alternating with this one, and every figure is reported for both and as a ratio: the machine
+is shared and noisy, so only figures of one run compare.
+
+Every backlog is a fresh set of runs (its own seed) of the same 2,000-job DAG in one job namespace, after a warm-up
+that wrote the DAG's jobs, datasets and fields once: the steady state of a platform, where runs are new and the
+tables they read and write are not.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import requests
+from confluent_kafka.schema_registry import SchemaRegistryClient
+
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.runtime.kafka_io import AckingProducer, prepare_pipeline
+from kafka_lineage.schemas import registry
+from kafka_lineage.schemas.openlineage import FacetCache, event_to_record, record_to_event
+from kafka_lineage.schemas.wire import AvroCodec
+from kafka_lineage.sinks.graph import model as current_model
+from kafka_lineage.sinks.graph.sink import driver_for, ensure_constraints
+from kafka_lineage_devtools.bench_events import run_pairs
+from kafka_lineage_devtools.processes import pipeline_env, sink_process
+
+_OUT = re.compile(r'^lineage_events_out_total\{stage="graph-sink"\} (\S+)$', re.MULTILINE)
+
+
+def _baseline_path(checkout: Path) -> Path:
+    """A directory that, first on PYTHONPATH, makes ``kafka_lineage`` the checkout's (its folders are the package's
+    subpackages, as pyproject's package-dir maps them; the editable install's finder comes after the path)."""
+    root = Path(tempfile.mkdtemp(prefix="bench-baseline-"))
+    (root / "kafka_lineage").mkdir()
+    for folder in ("schemas", "runtime", "producers", "processors", "sinks", "replay", "server", "app"):
+        (root / "kafka_lineage" / folder).symlink_to(checkout.resolve() / folder)
+    return root
+
+
+def _load_model(checkout: Path) -> ModuleType:
+    """The checkout's graph model module (pure: it imports only ``kafka_lineage.schemas``), beside this one."""
+    spec = importlib.util.spec_from_file_location("baseline_graph_model", checkout / "sinks/graph/model.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _records(local: ClientSettings, events: list[dict[str, Any]]) -> list[tuple[bytes, bytes]]:
+    client = SchemaRegistryClient(local.registry_config())
+    schema_id = registry.registered_id(client, local.normalized_topic, "normalized_event")
+    codec = AvroCodec("normalized_event", registry.schema_fetcher(client))
+    now = datetime.now(UTC)
+    return [(f"run:{event['run']['runId']}".encode(), codec.encode({
+        "event": event_to_record(event), "schemaChanges": [], "processing": {
+            "dedupeId": str(index), "processedAt": now, "late": False, "sourceTopic": None,
+            "sourcePartition": None, "sourceOffset": None, "producedAt": None, "renamedDatasets": []}},
+        schema_id)) for index, event in enumerate(events)]
+
+
+def _written(url: str) -> float:
+    found = _OUT.search(requests.get(url, timeout=5).text)
+    return float(found.group(1)) if found else 0.0
+
+
+def _sink_rate(settings: ClientSettings, count: int, shape: str, namespace: str, seed: int,
+               pythonpath: Path | None, extra_env: dict[str, str]) -> dict[str, Any]:
+    """Events/s of one sink process reading a backlog of ``count`` events produced before it starts; timed from its
+    first written batch to its last (group join and start-up left out), by its ``events_out`` counter."""
+    prefix = f"lineage.bench.gsink.{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, **pipeline_env(prefix, 6, Path(".lineage/bench") / prefix), **extra_env}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = f"{pythonpath}{os.pathsep}{env.get('PYTHONPATH', '')}"
+    local = ClientSettings.from_env(env)
+    prepare_pipeline(local, 6)
+    records = _records(local, run_pairs(count, shape, seed=seed, namespace=namespace))
+    producer = AckingProducer({"bootstrap.servers": local.kafka_bootstrap_servers})
+    producer.send(local.normalized_topic, records).result(600)
+    producer.close()
+    with sink_process(env) as sink:
+        url = sink.metrics_url if sink.metrics_url.endswith("/metrics") else sink.metrics_url.rstrip("/") + "/metrics"
+        first: tuple[float, float] | None = None
+        deadline = time.monotonic() + 3600
+        while True:
+            done, now = _written(url), time.perf_counter()
+            if first is None and done > 0:
+                first = (now, done)
+            if done >= count or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+    if first is None or done <= first[1]:
+        raise RuntimeError(f"the sink wrote {done:.0f} of {count} events")
+    return {"events": count, "events_per_s": (done - first[1]) / (now - first[0]), "seconds": now - first[0]}
+
+
+def _python_costs(model: ModuleType, events: list[dict[str, Any]], codec: AvroCodec, encoded: list[bytes],
+                  batch: int) -> dict[str, float]:
+    """µs/event of Avro decode (bytes → record → event dict, as the sink does) and of the model (rows and
+    statement parameters)."""
+    facets = FacetCache()
+    started = time.perf_counter()
+    for value in encoded:
+        record_to_event(codec.decode(value)["event"], facets)
+    decode = time.perf_counter() - started
+    started = time.perf_counter()
+    for start in range(0, len(events), batch):
+        model.statements(model.graph_batch(events[start:start + batch]))
+    build = time.perf_counter() - started
+    return {"decode_us_per_event": decode / len(encoded) * 1e6, "model_us_per_event": build / len(events) * 1e6}
+
+
+def _statement_times(driver: Any, model: ModuleType, batches: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    """Per statement of the model: rows per batch and Neo4j's time per batch (server: available + consumed, ms) and
+    the client's (ms, packing and sending the rows included); medians over ``batches`` (one transaction each)."""
+    per: dict[str, dict[str, list[float]]] = {}
+    totals: list[float] = []
+    names = {query: name for name, query in model.STATEMENTS.items()}
+    for events in batches:
+        work = model.statements(model.graph_batch(events))
+        timings: list[tuple[str, int, float, float]] = []
+
+        def transaction(tx: Any, work: list[tuple[str, dict[str, Any]]] = work,
+                        timings: list[tuple[str, int, float, float]] = timings) -> None:
+            timings.clear()
+            for query, parameters in work:
+                started = time.perf_counter()
+                summary = tx.run(query, parameters).consume()
+                client = (time.perf_counter() - started) * 1000
+                server = (summary.result_available_after or 0) + (summary.result_consumed_after or 0)
+                timings.append((names.get(query, query[:40]), len(parameters.get("rows", ())), server, client))
+
+        started = time.perf_counter()
+        with driver.session() as session:
+            session.execute_write(transaction)
+        totals.append((time.perf_counter() - started) * 1000)
+        for name, rows, server, client in timings:
+            entry = per.setdefault(name, {"rows": [], "server_ms": [], "client_ms": []})
+            entry["rows"].append(rows)
+            entry["server_ms"].append(server)
+            entry["client_ms"].append(client)
+    size = len(batches[0])
+    return {"batch_events": size, "transaction_ms": statistics.median(totals),
+            "transaction_us_per_event": statistics.median(totals) * 1000 / size,
+            "statements": {name: {key: round(statistics.median(values), 1) for key, values in entry.items()}
+                           for name, entry in per.items()}}
+
+
+def bench_graph_sink(settings: ClientSettings, count: int, shape: str = "realistic", *, baseline: str | None = None,
+                     batches: int = 3, rounds: int = 1, sink_env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Events/s of a ``lineage sink`` process on a backlog of ``count`` normalized ``shape`` events, plus Neo4j
+    time per statement per batch (``batches`` transactions of ``LINEAGE_SINK_BATCH`` events, written in-process) and
+    the Python costs per event. ``baseline``: a checkout whose sink and model are measured in the same call,
+    alternating over ``rounds``; ``sink_env``: extra environment for the sink processes (``LINEAGE_SINK_BATCH``)."""
+    extra = dict(sink_env or {})
+    batch_size = int(extra.get("LINEAGE_SINK_BATCH", os.environ.get("LINEAGE_SINK_BATCH", "2000")))
+    namespace = f"bench-gsink-{uuid.uuid4().hex[:6]}"
+    variants: dict[str, tuple[ModuleType, Path | None]] = {"new": (current_model, None)}
+    if baseline is not None:
+        variants = {"old": (_load_model(Path(baseline)), _baseline_path(Path(baseline))), **variants}
+    prefix = f"lineage.bench.gsink.{uuid.uuid4().hex[:8]}"
+    local = ClientSettings.from_env({**os.environ, **pipeline_env(prefix, 1, Path(".lineage/bench") / prefix)})
+    prepare_pipeline(local, 1)  # registers the schemas under the bench's own topics
+    codec = AvroCodec("normalized_event", registry.schema_fetcher(SchemaRegistryClient(local.registry_config())))
+    with driver_for(settings) as driver:
+        ensure_constraints(driver)
+        # warm-up: the DAG's jobs, datasets, fields and schema versions exist, as on a running platform
+        warm = run_pairs(max(count, 8000), shape, seed=1, namespace=namespace)
+        for start in range(0, len(warm), batch_size):
+            current_model_write(driver, warm[start:start + batch_size])
+        seed = 100
+        result: dict[str, Any] = {"events": count, "shape": shape, "batch": batch_size, "namespace": namespace}
+        for name, (model, _) in variants.items():
+            events = run_pairs(batch_size * batches, shape, seed=(seed := seed + 1), namespace=namespace)
+            result.setdefault(name, {})["neo4j"] = _statement_times(
+                driver, model, [events[i:i + batch_size] for i in range(0, len(events), batch_size)])
+            sample = run_pairs(min(count, 4000), shape, seed=(seed := seed + 1), namespace=namespace)
+            encoded = [value for _, value in _records(local, sample)]
+            result[name]["python"] = _python_costs(model, sample, codec, encoded, batch_size)
+    rates: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, (_, path) in variants.items():
+            seed += 1
+            rates[name].append(_sink_rate(settings, count, shape, namespace, seed, path, extra)["events_per_s"])
+    for name, values in rates.items():
+        result[name]["events_per_s"] = [round(value) for value in values]
+    if baseline is not None:
+        old, new = result["old"], result["new"]
+        result["ratio_events_per_s"] = round(statistics.median(new["events_per_s"])
+                                             / statistics.median(old["events_per_s"]), 2)
+        result["ratio_neo4j_transaction"] = round(old["neo4j"]["transaction_ms"] / new["neo4j"]["transaction_ms"], 2)
+    return result
+
+
+def current_model_write(driver: Any, events: list[dict[str, Any]]) -> None:
+    """Write ``events`` with this checkout's statements, one transaction."""
+    work = current_model.statements(current_model.graph_batch(events))
+
+    def transaction(tx: Any) -> None:
+        for query, parameters in work:
+            tx.run(query, parameters).consume()
+
+    with driver.session() as session:
+        session.execute_write(transaction)
+
+
+if __name__ == "__main__":  # python -m kafka_lineage_devtools.bench_sink COUNT [BASELINE_CHECKOUT]
+    import json
+
+    print(json.dumps(bench_graph_sink(ClientSettings.from_env(os.environ), int(sys.argv[1]),
+                                      baseline=sys.argv[2] if len(sys.argv) > 2 else None), indent=1))
