@@ -127,9 +127,11 @@ def _python_costs(model: ModuleType, events: list[dict[str, Any]], codec: AvroCo
 
 def _statement_times(driver: Any, model: ModuleType, batches: list[list[dict[str, Any]]]) -> dict[str, Any]:
     """Per statement of the model: rows per batch and Neo4j's time per batch (server: available + consumed, ms) and
-    the client's (ms, packing and sending the rows included); medians over ``batches`` (one transaction each)."""
+    the client's (ms, packing and sending the rows included); the commit (the transaction's time beside its
+    statements: Neo4j applies the writes then); medians over ``batches`` (one transaction each)."""
     per: dict[str, dict[str, list[float]]] = {}
     totals: list[float] = []
+    commits: list[float] = []
     names = {query: name for name, query in model.STATEMENTS.items()}
     for events in batches:
         work = model.statements(model.graph_batch(events))
@@ -149,6 +151,7 @@ def _statement_times(driver: Any, model: ModuleType, batches: list[list[dict[str
         with driver.session() as session:
             session.execute_write(transaction)
         totals.append((time.perf_counter() - started) * 1000)
+        commits.append(totals[-1] - sum(client for *_, client in timings))  # commit (applying the writes) + begin
         for name, rows, server, client in timings:
             entry = per.setdefault(name, {"rows": [], "server_ms": [], "client_ms": []})
             entry["rows"].append(rows)
@@ -157,6 +160,7 @@ def _statement_times(driver: Any, model: ModuleType, batches: list[list[dict[str
     size = len(batches[0])
     return {"batch_events": size, "transaction_ms": statistics.median(totals),
             "transaction_us_per_event": statistics.median(totals) * 1000 / size,
+            "commit_ms": statistics.median(commits),
             "statements": {name: {key: round(statistics.median(values), 1) for key, values in entry.items()}
                            for name, entry in per.items()}}
 

@@ -751,6 +751,20 @@ def _take_latest(var: str, group: str, props: Mapping[str, str], earliest: bool 
             f"SET {sets},\n    {var}.{group}Order = CASE WHEN take THEN row.{group}.order ELSE {var}.{group}Order END")
 
 
+def _take_all(var: str, groups: Mapping[str, Mapping[str, str]], sets: Sequence[str] = (),
+              decide: Sequence[str] = ()) -> str:
+    """``_take_latest`` for several groups at once, with ``sets`` (other SET items) and ``decide`` (other WITH
+    expressions) beside them: every decision in one WITH, every write in one SET. A chain of WITH … SET pairs reads
+    a property after writing one, and the planner puts an Eager (all rows materialized) between every pair."""
+    takes = "".join(f", row.{group} IS NOT NULL AND ({var}.{group}Order IS NULL OR row.{group}.order > "
+                    f"{var}.{group}Order) AS take_{group}" for group in groups)
+    items = [*sets, *(f"{var}.{prop} = CASE WHEN take_{group} THEN row.{group}.{key} ELSE {var}.{prop} END"
+                      for group, props in groups.items() for prop, key in props.items()),
+             *(f"{var}.{group}Order = CASE WHEN take_{group} THEN row.{group}.order ELSE {var}.{group}Order END"
+               for group in groups)]
+    return f"WITH {var}, row{''.join(', ' + item for item in decide)}{takes}\nSET " + ",\n    ".join(items)
+
+
 def _min_set(var: str, prop: str) -> str:
     return (f"{var}.{prop} = CASE WHEN row.{prop} IS NOT NULL AND ({var}.{prop} IS NULL OR row.{prop} < {var}.{prop})"
             f" THEN row.{prop} ELSE {var}.{prop} END")
@@ -788,7 +802,8 @@ _LATEST_RUN = (
     "}")
 # Lineage edges keep the event times they were first and last seen at (not wall-clock times: a replay reproduces
 # them), which as-of questions read.
-_SEEN = f"SET {_min_set('e', 'firstSeen')}, {_max_set('e', 'lastSeen')}"
+_SEEN_ITEMS = (_min_set("e", "firstSeen"), _max_set("e", "lastSeen"))
+_SEEN = f"SET {', '.join(_SEEN_ITEMS)}"
 _DATASET = "MATCH (d:Dataset {namespace: row.namespace, name: row.name})"
 _PARTITION = "MATCH (p:Partition {namespace: row.namespace, name: row.name, key: row.key})"
 _VERSION = "MATCH (v:PartitionVersion {namespace: row.namespace, name: row.name, key: row.key, runId: row.runId})"
@@ -800,27 +815,24 @@ STATEMENTS: dict[str, str] = {
     # --- nodes
     "jobs": "UNWIND $rows AS row\nMERGE (j:Job {namespace: row.namespace, name: row.name})\n"
             "ON CREATE SET j.searchKey = toLower(row.name)\n"
-            f"SET {_max_set('j', 'lastEventTime')}\n"
-            + _take_latest("j", "jobType", {"processingType": "processingType", "integration": "integration",
-                                            "jobType": "jobType", "eventContentMode": "eventContentMode"}),
+            + _take_all("j", {"jobType": {"processingType": "processingType", "integration": "integration",
+                                          "jobType": "jobType", "eventContentMode": "eventContentMode"}},
+                        [_max_set("j", "lastEventTime")]),
     "runs": "UNWIND $rows AS row\nMERGE (r:Run {runId: row.runId})\n"
             # state only moves forward: rank first, then (eventTime, state) between events of one rank
             "WITH r, row, coalesce(r.stateRank, -1) AS oldRank\n"
-            "WITH r, row, row.rank IS NOT NULL AND (row.rank > oldRank OR (row.rank = oldRank AND "
-            "row.stateOrder > r.stateOrder)) AS advance\n"
-            "SET r.state = CASE WHEN advance THEN row.state ELSE r.state END,\n"
-            "    r.stateRank = CASE WHEN advance THEN row.rank ELSE r.stateRank END,\n"
-            "    r.stateOrder = CASE WHEN advance THEN row.stateOrder ELSE r.stateOrder END,\n"
-            f"    {_min_set('r', 'startTime')},\n    {_max_set('r', 'endTime')},\n"
-            f"    {_max_set('r', 'lastEventTime')}\n"
-            + _take_latest("r", "nominalTime", {"nominalStartTime": "nominalStartTime",
-                                                "nominalEndTime": "nominalEndTime"}) + "\n"
-            + _take_latest("r", "startRunFacets", {"startRunFacets": "json"}) + "\n"
-            + _take_latest("r", "runFacets", {"runFacets": "json"}) + "\n"
-            + _take_latest("r", "errorMessage", {"errorMessage": "message",
-                                                 "errorLanguage": "programmingLanguage"}) + "\n"
-            + _take_latest("r", "backfill", {"backfillPlanId": "planId", "backfillFrom": "start",
-                                             "backfillTo": "end"}),
+            + _take_all("r", {"nominalTime": {"nominalStartTime": "nominalStartTime",
+                                              "nominalEndTime": "nominalEndTime"},
+                              "startRunFacets": {"startRunFacets": "json"}, "runFacets": {"runFacets": "json"},
+                              "errorMessage": {"errorMessage": "message", "errorLanguage": "programmingLanguage"},
+                              "backfill": {"backfillPlanId": "planId", "backfillFrom": "start",
+                                           "backfillTo": "end"}},
+                        ["r.state = CASE WHEN advance THEN row.state ELSE r.state END",
+                         "r.stateRank = CASE WHEN advance THEN row.rank ELSE r.stateRank END",
+                         "r.stateOrder = CASE WHEN advance THEN row.stateOrder ELSE r.stateOrder END",
+                         _min_set("r", "startTime"), _max_set("r", "endTime"), _max_set("r", "lastEventTime")],
+                        ["row.rank IS NOT NULL AND (row.rank > oldRank OR (row.rank = oldRank AND "
+                         "row.stateOrder > r.stateOrder)) AS advance"]),
     "datasets": "UNWIND $rows AS row\nMERGE (d:Dataset {namespace: row.namespace, name: row.name})\n"
                 "ON CREATE SET d.searchKey = toLower(row.name)\n"
                 + _take_latest("d", "schema", {"schemaVersion": "version"}),
@@ -870,9 +882,8 @@ STATEMENTS: dict[str, str] = {
     "child_of": "UNWIND $rows AS row\nMATCH (r:Run {runId: row.runId})\nMATCH (p:Run {runId: row.parentRunId})\n"
                 "MERGE (r)-[:CHILD_OF]->(p)",
     "read": f"UNWIND $rows AS row\nMATCH (r:Run {{runId: row.runId}})\n{_DATASET}\nMERGE (r)-[e:READ]->(d)\n"
-            + _take_latest("e", "stats", {"rowCount": "rowCount", "bytes": "bytes"}) + "\n"
-            + _take_latest("e", "dataQuality", {"dataQuality": "json"}) + "\n"
-            + _take_latest("e", "assertions", {"assertions": "json"}),
+            + _take_all("e", {"stats": {"rowCount": "rowCount", "bytes": "bytes"},
+                              "dataQuality": {"dataQuality": "json"}, "assertions": {"assertions": "json"}}),
     "wrote": f"UNWIND $rows AS row\nMATCH (r:Run {{runId: row.runId}})\n{_DATASET}\nMERGE (r)-[e:WROTE]->(d)\n"
              + _take_latest("e", "stats", {"rowCount": "rowCount", "bytes": "bytes"}),
     "input_to": f"UNWIND $rows AS row\n{_DATASET}\n{_JOB}\nMERGE (d)-[e:INPUT_TO]->(j)\n{_SEEN}",
@@ -883,15 +894,15 @@ STATEMENTS: dict[str, str] = {
     "derives_from": "UNWIND $rows AS row\n"
                     "MATCH (o:Field {namespace: row.namespace, name: row.name, field: row.field})\n"
                     "MATCH (i:Field {namespace: row.inputNamespace, name: row.inputName, field: row.inputField})\n"
-                    f"MERGE (o)-[e:DERIVES_FROM]->(i)\n{_SEEN}\n"
-                    + _take_latest("e", "lineage", {"transformation": "transformation"}),
+                    "MERGE (o)-[e:DERIVES_FROM]->(i)\n"
+                    + _take_all("e", {"lineage": {"transformation": "transformation"}}, _SEEN_ITEMS),
     "same_as": f"UNWIND $rows AS row\n{_DATASET}\n"
                "MATCH (a:Dataset {namespace: row.aliasNamespace, name: row.aliasName})\n"
                f"MERGE (d)-[e:SAME_AS]->(a)\n{_SEEN}, {_min_set('e', 'type')}",
     "depends_on": f"UNWIND $rows AS row\n{_DATASET}\n"
                   "MATCH (i:Field {namespace: row.inputNamespace, name: row.inputName, field: row.inputField})\n"
-                  f"MERGE (d)-[e:DEPENDS_ON]->(i)\n{_SEEN}\n"
-                  + _take_latest("e", "lineage", {"transformation": "transformation"}),
+                  "MERGE (d)-[e:DEPENDS_ON]->(i)\n"
+                  + _take_all("e", {"lineage": {"transformation": "transformation"}}, _SEEN_ITEMS),
     "has_schema": f"UNWIND $rows AS row\n{_DATASET}\n"
                   "MATCH (s:SchemaVersion {namespace: row.namespace, name: row.name, hash: row.hash})\n"
                   "MERGE (d)-[:HAS_SCHEMA]->(s)",
