@@ -249,10 +249,12 @@ def import_tables(batch: GraphBatch) -> ImportTables:
         elif spec.kind == "runs":
             header += [f"{prop}:long" for prop in _TOTALS]
         table, space = Table(spec.label, header), ids.setdefault(spec.label, {})
+        getters = [column.get for column in spec.columns]
         for row in batch[spec.kind]:
             identity = tuple(row[key] for key in spec.keys)
             space[identity] = node_id = len(space)
-            values = [node_id, *identity, *(column.get(row) for column in spec.columns)]
+            values = [node_id, *identity]
+            values += [get(row) for get in getters]
             if full_props:
                 names = full.get(identity, {})
                 values += [names.get(prop) for prop in full_props]
@@ -269,13 +271,16 @@ def import_tables(batch: GraphBatch) -> ImportTables:
         starts, ends = ids[start_label], ids[end_label]
         table = Table(rel.type, [f":START_ID({start_label})", f":END_ID({end_label})",
                                  *(f"{column.name}:{column.type}" for column in rel.columns)])
+        getters = [column.get for column in rel.columns]
         for row in batch[rel.kind]:
             try:
                 start = starts[tuple(row[column] for column in start_cols)]
                 end = ends[tuple(row[column] for column in end_cols)]
             except KeyError:
                 raise TableError(f"a {rel.type} row names a node the batch has no row for: {dict(row)}") from None
-            table.rows.append([start, end, *(column.get(row) for column in rel.columns)])
+            values = [start, end]
+            values += [get(row) for get in getters]
+            table.rows.append(values)
         relationships.append(table)
     return ImportTables(nodes, relationships)
 
@@ -333,20 +338,22 @@ def _quoted(text: str) -> str:
 def csv_line(values: Iterable[Any], array_delimiter: str) -> str:
     """One CSV record: null → an empty unquoted field (no property), a string always quoted (so "" stays an empty
     string), an int as digits, a list as one quoted field of its elements joined by ``array_delimiter``."""
-    fields = []
+    fields: list[str] = []
+    append = fields.append
     for value in values:
-        if value is None:
-            fields.append("")
-        elif isinstance(value, str):
-            fields.append(_quoted(value))
-        elif isinstance(value, bool):
+        kind = type(value)  # exact types, cheapest first: strings are most of the values
+        if kind is str:
+            append(f'"{value}"' if '"' not in value else _quoted(value))
+        elif value is None:
+            append("")
+        elif kind is int:
+            append(str(value))
+        elif kind is list:
+            append(_quoted(array_delimiter.join(value)))
+        elif kind is bool:
             raise TableError(f"no booleans in the graph's properties: {value!r}")
-        elif isinstance(value, int):
-            fields.append(str(value))
-        elif isinstance(value, list):
-            fields.append(_quoted(array_delimiter.join(value)))
         else:
-            raise TableError(f"no CSV form for {type(value).__name__} {value!r}")
+            raise TableError(f"no CSV form for {kind.__name__} {value!r}")
     return ",".join(fields) + "\n"
 
 
