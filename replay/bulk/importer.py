@@ -31,6 +31,7 @@ from kafka_lineage.replay.local import (
     offset_range,
     refuse_partial_history,
     replay_core,
+    wipe,
 )
 from kafka_lineage.runtime.config import ClientSettings, ProcessorSettings
 from kafka_lineage.runtime.kafka_io import reading_consumer
@@ -175,14 +176,17 @@ def bulk_replay(clients: ClientSettings, *, start: str | None = "earliest", end:
             files = write_csv(tables, Path(directory))
             del tables
             phase("csv")
-            installation.run(installation.admin, "database", "import", "full", *files.admin_arguments(
-                database, Path(directory) / "import.report"), step="import")
+            if files.nodes:  # neo4j-admin refuses an import of nothing; an empty topic is emptied below
+                installation.run(installation.admin, "database", "import", "full", *files.admin_arguments(
+                    database, Path(directory) / "import.report"), step="import")
             phase("import")
     finally:
         installation.run(installation.control, "start", step="start")  # with the old graph if anything failed
         wait_for_neo4j(clients)
         phase("start")
     with driver_for(clients) as driver:
+        if not report.counts or not any(report.counts.values()):
+            wipe(driver)  # nothing was imported: the rebuilt graph of an empty topic is an empty graph
         ensure_constraints(driver)
         # the indexes are built in the background: the rebuild is done when they are online
         driver.execute_query("CALL db.awaitIndexes(600)")
