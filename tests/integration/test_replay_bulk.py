@@ -15,6 +15,7 @@ from neo4j import Driver
 from kafka_lineage.producers.client.publisher import EventPublisher
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import prepare_pipeline
+from kafka_lineage.sinks.graph.model import CONSTRAINTS, fingerprint
 from kafka_lineage.sinks.graph.sink import driver_for, graph_fingerprint
 from kafka_lineage_devtools.bench_events import run_pairs
 from kafka_lineage_devtools.stack.config import StackSettings
@@ -102,6 +103,18 @@ def test_bulk_replay_is_refused_where_it_cannot_import(clients: ClientSettings, 
     assert says in refused.stderr
     with driver_for(clients) as driver:
         assert graph_fingerprint(driver) == before
+
+
+def test_bulk_replay_of_an_empty_topic_empties_the_graph(clients: ClientSettings, bulk_env: dict[str, str]):
+    empty = {**bulk_env, "LINEAGE_EVENTS_TOPIC": f"test.replay-bulk.{uuid.uuid4().hex[:8]}.empty"}
+    prepare_pipeline(ClientSettings.from_env({**os.environ, **empty}), 3)
+    with driver_for(clients) as driver:
+        assert driver.execute_query("MATCH (n) RETURN count(n) AS n").records[0]["n"] > 0
+    rebuilt = lineage("replay", "--fresh", "--yes", "--bulk", env=empty)
+    assert "0 events written" in rebuilt.stdout
+    with driver_for(clients) as driver:
+        assert graph_fingerprint(driver) == fingerprint({})
+        assert len(graph_dump(driver)["constraints"]) == sum("CONSTRAINT" in c for c in CONSTRAINTS)
 
 
 def test_bulk_needs_fresh(bulk_env: dict[str, str]):
