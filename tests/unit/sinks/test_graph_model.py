@@ -606,3 +606,20 @@ def test_a_facet_object_shared_by_events_and_keys_is_stored_as_each_key_says():
                     ("custom", "2024-05-01T13:00:00"): {"custom": shared}}
     copies = [copy.deepcopy(first), copy.deepcopy(later)]  # the same rows from unshared objects
     assert graph_batch(copies)["facets"] == graph_batch([first, later])["facets"]
+
+
+def test_schema_fields_go_with_their_version_and_every_field_is_still_sent():
+    batch = graph_batch(scenario())
+    by_name = {next(n for n, q in STATEMENTS.items() if q == query): params["rows"]
+               for query, params in statements(batch)}
+    with_versions = {(row["namespace"], row["name"], path)
+                     for row in by_name["schema_versions"] for path in row["paths"]}
+    alone = {(row["namespace"], row["name"], row["field"]) for row in by_name["fields"]}
+    edges = {(row["namespace"], row["name"], row["field"]) for row in by_name["has_field"]}
+    every = {(row["namespace"], row["name"], row["field"]) for row in batch["fields"]}
+    assert with_versions and not with_versions & alone and with_versions | alone == every
+    assert edges == alone  # HAS_FIELD of a schema's field is written with the version
+    assert {(r["namespace"], r["name"], r["field"]) for r in batch["has_field"]} == every  # the rows keep them all
+    # a batch built by hand (no schema paths) sends every field row itself
+    plain = statements(GraphBatch(batch.rows))
+    assert [len(params["rows"]) for _, params in plain] == [len(batch[name]) for name in STATEMENTS if batch[name]]
