@@ -47,6 +47,8 @@ MARQUEZ_PORT = int(os.environ.get("LINEAGE_PEER_MARQUEZ_PORT", "15000"))
 MARQUEZ_ADMIN_PORT = int(os.environ.get("LINEAGE_PEER_MARQUEZ_ADMIN_PORT", "15001"))
 CLIENTS = 8
 DEPTH = 10
+# Our server cuts a lineage answer at 2,000 nodes by default (Marquez never does): lifted so both answer in full.
+UNCAPPED = 1_000_000
 
 
 class PeerSetupError(RuntimeError):
@@ -556,7 +558,8 @@ def _run_peer_bench(count: int, output: Path, source: Path | None = None) -> dic
     with tempfile.TemporaryDirectory(prefix="peer-marquez-") as workdir, private_postgres() as postgres, \
             marquez_server(classpath, postgres["port"], Path(workdir)) as marquez, \
             collector_process(env) as collector, processor_process(env) as processor, \
-            sink_process(env) as sink, server_process(env) as server:
+            sink_process(env) as sink, \
+            server_process({**env, "LINEAGE_SERVER_MAX_NODES": str(UNCAPPED)}) as server:
         def completed(events: list[dict[str, Any]]) -> float:
             ids = _completed_run_ids(events)
             wait_until(lambda: _completed_in_neo4j(settings, ids) >= len(set(ids)), 1800,
