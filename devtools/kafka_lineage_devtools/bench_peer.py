@@ -186,11 +186,12 @@ def setup_marquez(source: Path | None = None, target: Path = PEER_DIR) -> str:
         shutil.rmtree(target / "lib", ignore_errors=True)
         if source is None:
             raise PeerSetupError(
-                f"Maven Central serves no {MARQUEZ_GROUP}:marquez-api:{MARQUEZ_VERSION} here (dependency:get finds "
-                "no version of it), so Marquez must be built from its source release: pass --source with a "
-                f"checkout of Marquez {MARQUEZ_VERSION} (or a git directory holding tag {MARQUEZ_VERSION}), or set "
-                "LINEAGE_PEER_MARQUEZ_SOURCE for make peer-deps. Marquez's own build (./gradlew) cannot run here: "
-                "it downloads a Gradle distribution and Gradle plugins from hosts these machines do not reach.")
+                f"Maven could not resolve {MARQUEZ_GROUP}:marquez-api:{MARQUEZ_VERSION} (Maven Central served no "
+                "version of it on 2026-11-25), so Marquez must be built from its source release: give a checkout "
+                f"of Marquez {MARQUEZ_VERSION} (or a git directory holding tag {MARQUEZ_VERSION}) as "
+                "make peer-deps MARQUEZ_SOURCE=<dir>, --source <dir> or LINEAGE_PEER_MARQUEZ_SOURCE. Marquez's own "
+                "build (./gradlew) cannot run here: it downloads a Gradle distribution and Gradle plugins from "
+                "hosts these machines do not reach.")
         build_from_source(source, target)
     classpath = marquez_classpath(target)
     if classpath is None:
