@@ -975,3 +975,52 @@ def format_emit(result: dict[str, Any]) -> str:
         f"undelivered: {ours['undelivered']}",
     ]
     return "\n".join(rows)
+
+
+def _saved(bench: str, output: Path, **figures: Any) -> dict[str, Any]:
+    result = {"bench": bench, "at": datetime.now(UTC).isoformat(), "shape": EVENT_SHAPE,
+              "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}, **figures}
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def run_collector_bench(count: int, output: Path) -> dict[str, Any]:
+    """``lineage bench collector``: one event per request from 8 clients, then 100 per request (bench_collector)."""
+    from kafka_lineage_devtools.bench_collector import bench_collector_single
+
+    return _saved("collector", output, collector=bench_collector_single(count, shape=EVENT_SHAPE))
+
+
+def format_collector(result: dict[str, Any]) -> str:
+    collector = result["collector"]
+    rows = [f"{collector['concurrent_clients']} keep-alive clients, {result['shape']} events "
+            f"(~{collector['event_bytes'] / 1000:.1f} KB)",
+            f"{'requests':28} {'events/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'collector CPU µs/request':>25}"]
+    for name, label in (("single", "one event per request"), ("batch_100", "100 events per request"),
+                        ("http_ceiling", "health check (the ceiling)")):
+        run = collector[name]
+        rate = run.get("events_per_s", run["requests_per_s"])
+        rows.append(f"{label:28} {rate:>10,.0f} {run['p50_ms']:>8} {run['p99_ms']:>8} "
+                    f"{run['collector_cpu_us_per_request']!s:>25}")
+    rows.append("target: one event per request >= 3,000 events/s, p99 <= 20 ms")
+    return "\n".join(rows)
+
+
+def run_bulk_replay_bench(count: int, output: Path) -> dict[str, Any]:
+    """``lineage bench replay-bulk``: live ``replay --fresh`` then ``--fresh --bulk`` (neo4j-admin import) of the
+    same events. Replaces the stack's whole graph: a bench stack only."""
+    from kafka_lineage_devtools.bench_replay_bulk import bench_bulk_replay
+
+    return _saved("replay-bulk", output, replay=bench_bulk_replay(ClientSettings.from_env(), count, EVENT_SHAPE))
+
+
+def format_bulk_replay(result: dict[str, Any]) -> str:
+    replay_result = result["replay"]
+    live, bulk = replay_result["live"], replay_result["bulk"]
+    phases = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in bulk["phases"].items())
+    return "\n".join([
+        f"{replay_result['events']:,} events: live replay {live['events_per_s']:,.0f} events/s, bulk import "
+        f"{bulk['events_per_s']:,.0f} events/s ({replay_result['bulk_over_live']:.2f}x; target >= 30,000)",
+        f"bulk phases: {phases}",
+        f"same graph (fingerprint): {'yes' if replay_result['fingerprint_equal'] else 'NO'}"])

@@ -46,11 +46,11 @@ def fill_topic(settings: ClientSettings, count: int, shape: str = "realistic") -
     return local
 
 
-def bench_bulk_replay(settings: ClientSettings, count: int) -> dict[str, Any]:
+def bench_bulk_replay(settings: ClientSettings, count: int, shape: str = "realistic") -> dict[str, Any]:
     """Live replay (``replay --fresh``, after an untimed wipe so the timed one empties an empty graph) then bulk
-    replay (``replay --fresh --bulk``) of the same ``count`` realistic events; events/s of each, their ratio, the
+    replay (``replay --fresh --bulk``) of the same ``count`` events of ``shape``; events/s of each, their ratio, the
     bulk replay's phases and the two graphs' fingerprints."""
-    local = fill_topic(settings, count)
+    local = fill_topic(settings, count, shape)
     with driver_for(local) as driver:
         wipe(driver)
     live = replay(local, start="earliest", fresh=True)

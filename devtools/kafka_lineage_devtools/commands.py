@@ -150,6 +150,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     bench.EVENT_SHAPE = args.shape
     if args.stage == "e2e":
         print(bench.format_e2e(bench.run_e2e_bench(args.events, output)))
+    elif args.stage == "collector":
+        print(bench.format_collector(bench.run_collector_bench(args.events, output)))
+    elif args.stage == "replay-bulk":
+        print(bench.format_bulk_replay(bench.run_bulk_replay_bench(args.events, output)))
+    elif args.stage == "peer":
+        from kafka_lineage_devtools import bench_peer
+
+        print(bench_peer.format_peer(bench_peer.run_peer_bench(args.events, output)))
     elif args.stage == "emit":
         result = bench.run_emit_bench(args.events, output)
         print(bench.format_emit(result))
@@ -218,11 +226,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     workload.set_defaults(handler=_failing_as_commands(cmd_workload), inject=False, neo4j_outage=0.0)
 
     bench = sub.add_parser("bench", help="measure throughput/latency side by side (writes a JSON result file)")
-    bench.add_argument("stage", choices=["all", "e2e", "emit", "processor", "memory", "sink", "query", "graph",
-                                        "api", "partitions"],
+    bench.add_argument("stage", choices=["all", "e2e", "collector", "emit", "processor", "memory", "sink", "query",
+                                        "graph", "api", "partitions", "replay-bulk", "peer"],
                        help="all: every bench below (but memory) plus the whole pipeline end to end, in one JSON "
                             "file; e2e: the whole pipeline end to end (HTTP in) with each component's CPU "
-                            "µs/event (the budget table); memory: one processor worker's memory over --events "
+                            "µs/event (the budget table); collector: one event per request from 8 clients (and 100 "
+                            "per request); replay-bulk: live replay vs the neo4j-admin bulk import (replaces the "
+                            "stack's graph); peer: Marquez beside us on the same events (make peer-deps first; "
+                            "use --events 2000); memory: one processor worker's memory over --events "
                             "(e.g. 1000000) with the dedupe TTL --dedupe-ttl; sink: "
                             "graph sink backlog and replay events/s; query: impact/upstream latency on a generated "
                             "DAG; graph: both; api: the lineage server (lineage, column lineage, search over HTTP, "
