@@ -76,7 +76,9 @@ def bench_processor_realistic(settings: ClientSettings, count: int, workers: int
             recorder = subprocess.Popen([str(profile), "record", "--pid", str(children[0].process.pid), "--rate",
                                          "100", "--nonblocking", "--format", "raw", "--output", str(out)],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        cpu = [_cpu_seconds(child.process.pid) for child in children]
         times = _drain(clients, len(records), timeout=1800)
+        cpu = [_cpu_seconds(child.process.pid) - before for child, before in zip(children, cpu, strict=True)]
         if recorder is not None:
             recorder.send_signal(signal.SIGINT)  # py-spy writes its output on an interrupt (not on SIGTERM)
             recorder.wait(60)
@@ -90,6 +92,9 @@ def bench_processor_realistic(settings: ClientSettings, count: int, workers: int
             "code": str(code) if code else "this checkout",
             "events_per_s": (len(times) - 1) / max(1e-3, (last - first) / 1000),
             "steady_events_per_s": (len(times) - 1 - len(times) // 10) / max(1e-3, (last - tenth) / 1000),
+            # CPU the workers spent on the backlog (all their threads) per event: steadier than events/s when the
+            # machine is shared, as the wall clock stretches with the other processes' load and CPU time does not
+            "cpu_us_per_event": sum(cpu) / len(times) * 1e6,
             "rss_mib": rss, **({"bare_faust": ceiling} if ceiling else {})}
 
 
@@ -123,6 +128,12 @@ def _drain(clients: ClientSettings, count: int, timeout: float) -> list[float]:
     return sorted(times)[:count]  # (a rebalance on a loaded machine can repeat a batch: at-least-once)
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (all threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (fields 14, 15)
+
+
 def _rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -139,21 +150,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--old", type=Path, help="a directory holding another checkout's kafka_lineage/ to compare")
     parser.add_argument("--profile", type=Path, help="py-spy's binary: record the (new) worker's stacks")
     parser.add_argument("--faust", action="store_true", help="also a bare Faust consumer on the same backlog")
+    parser.add_argument("--only", choices=("old", "new"), help="run this version alone: start two of these at once "
+                                                               "(same --events) for a side by side under the same load")
     args = parser.parse_args(argv)
     settings = ClientSettings.from_env()
     records, size = encode_backlog(settings, args.events, args.shape)
     print(f"{len(records)} {args.shape} events of {size:,.0f} bytes (JSON) encoded", flush=True)
     runs: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
     for _ in range(args.repeat):
-        for version in (("old", "new") if args.old else ("new",)):
+        for version in (args.only,) if args.only else ("old", "new") if args.old else ("new",):
             result = bench_processor_realistic(settings, args.events, args.workers, args.shape, records=records,
                                                code=args.old if version == "old" else None,
                                                profile=args.profile if version == "new" else None,
                                                faust_ceiling=args.faust and version == "new")
             runs[version].append(result)
             print(version, json.dumps(result), flush=True)
-    if args.old:
-        for key in ("events_per_s", "steady_events_per_s"):
+    if args.old and not args.only:
+        for key in ("events_per_s", "steady_events_per_s", "cpu_us_per_event"):
             ratios = [new[key] / old[key] for old, new in zip(runs["old"], runs["new"], strict=True)]
             print(f"new/old {key}: " + ", ".join(f"{ratio:.2f}" for ratio in ratios))
 
