@@ -479,7 +479,8 @@ class _Builder:
             self.dataset(namespace, name)
         row = {"namespace": namespace, "name": name, "field": path}
         self.add("fields", row)
-        self.full_names("fields", row)
+        if self.originals:  # a hashed key somewhere in the batch (rare): the call is most of a field's cost
+            self.full_names("fields", row)
         self.add("has_field", {"namespace": namespace, "name": name, "field": path})
 
 
