@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -203,6 +204,9 @@ def bench_graph_sink(settings: ClientSettings, count: int, shape: str = "realist
             rates[name].append(_sink_rate(settings, count, shape, namespace, seed, path, extra)["events_per_s"])
     for name, values in rates.items():
         result[name]["events_per_s"] = [round(value) for value in values]
+    for _, path in variants.values():
+        if path is not None:
+            shutil.rmtree(path)  # the symlinks only
     if baseline is not None:
         old, new = result["old"], result["new"]
         result["ratio_events_per_s"] = round(statistics.median(new["events_per_s"])
