@@ -116,12 +116,11 @@ class FacetCache:
     Anything is cached once it has been seen ``admit_after`` times: run statistics never repeat, and a run's own
     facets only on its few events; caching those would only push out useful entries and load the cyclic GC
     (``max_seen`` bounds that count). Bounded by the characters of JSON behind the entries (a map or object counts
-    its facets again), least recently used first out. The default holds the working set of a 2,000-job platform
-    (``bench_events`` realistic: ~48 M characters, ~110 MB): a stream's jobs recur in any order, so a cache
-    smaller than that mostly misses (4 M characters held ~8% of it; 64 M made a worker 1.22x faster for +77 MiB).
+    its facets again), least recently used first out: the default holds ~100 jobs' worth of a Spark stream in
+    ~25 MB (the processor's holds a platform's: ``processors/core.py`` ``FACET_CACHE_CHARS``).
     """
 
-    def __init__(self, max_chars: int = 48_000_000, admit_after: int = 2, max_seen: int = 50_000) -> None:
+    def __init__(self, max_chars: int = 4_000_000, admit_after: int = 2, max_seen: int = 50_000) -> None:
         self.max_chars = max_chars
         self.admit_after = admit_after
         self.max_seen = max_seen
