@@ -903,12 +903,7 @@ def run_e2e_bench(count: int, output: Path) -> dict[str, Any]:
     """``lineage bench e2e``: a short warm-up, then the end-to-end bench with its CPU budget table."""
     settings = ClientSettings.from_env()
     bench_end_to_end(settings, min(count, 3000), seconds=2.0)  # not reported: JIT and page caches warm up
-    result = {"bench": "e2e", "at": datetime.now(UTC).isoformat(),
-              "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-              "end_to_end": bench_end_to_end(settings, count)}
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(result, indent=2) + "\n")
-    return result
+    return _saved("e2e", output, end_to_end=bench_end_to_end(settings, count))
 
 
 def format_e2e(result: dict[str, Any]) -> str:
