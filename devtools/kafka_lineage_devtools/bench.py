@@ -836,13 +836,16 @@ def _component_pids(children: Mapping[str, Any]) -> dict[str, int | None]:
 
 
 def bench_end_to_end(settings: ClientSettings, count: int, rate: int = 1000, seconds: float = 20.0,
-                     batch_size: int = 100, clients: int = 4) -> dict[str, Any]:
+                     batch_size: int = 100, clients: int = 4, code: Mapping[str, str] | None = None
+                     ) -> dict[str, Any]:
     """The whole pipeline as deployed (collector, processor, graph sink, alert sink as processes; HTTP in): events/s
     on a backlog of ``count`` events posted ``batch_size`` per request, each component's CPU µs per event on it
     (the budget table), then produce→graph and produce→alert latency at a steady ``rate`` events/s (or half the
-    backlog's events/s if that is less)."""
+    backlog's events/s if that is less). ``code``: environment that makes the components run other code (an older
+    checkout first on PYTHONPATH), to compare two versions side by side in one run."""
     prefix = f"lineage.bench.e2e.{uuid.uuid4().hex[:8]}"
-    env = {**pipeline_env(prefix, 6, Path(".lineage/bench") / prefix), "LINEAGE_SINK_POLL_SECONDS": "0.1"}
+    env = {**pipeline_env(prefix, 6, Path(".lineage/bench") / prefix), "LINEAGE_SINK_POLL_SECONDS": "0.1",
+           **(code or {})}
     namespace = f"bench-e2e-{uuid.uuid4().hex[:6]}"
     backlog = run_pairs(count)
     for event in backlog:
