@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -23,6 +22,7 @@ import aiohttp
 
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage_devtools.bench_events import run_pairs
+from kafka_lineage_devtools.cpu_budget import process_cpu_seconds as cpu_seconds
 from kafka_lineage_devtools.processes import collector_process
 
 BATCH_SIZE = 100  # events per request of the batched comparison
@@ -44,13 +44,6 @@ def batches(events: Sequence[Any], size: int) -> list[bytes]:
     if size == 1:
         return [json.dumps(event).encode() for event in events]
     return [json.dumps(list(events[start:start + size])).encode() for start in range(0, len(events), size)]
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time a process has used so far (Linux)."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rpartition(")")[2].split()  # after the command name, which may hold spaces
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 async def drive(url: str, bodies: Sequence[bytes | None], clients: int, server_pid: int | None = None

@@ -30,6 +30,7 @@ from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import prepare_pipeline
 from kafka_lineage_devtools.bench import bare_faust
 from kafka_lineage_devtools.bench_events import mean_bytes, run_pairs
+from kafka_lineage_devtools.cpu_budget import process_cpu_seconds
 from kafka_lineage_devtools.processes import check_children, pipeline_env, processor_process
 
 PARTITIONS = 6
@@ -76,9 +77,9 @@ def bench_processor_realistic(settings: ClientSettings, count: int, workers: int
             recorder = subprocess.Popen([str(profile), "record", "--pid", str(children[0].process.pid), "--rate",
                                          "100", "--nonblocking", "--format", "raw", "--output", str(out)],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        cpu = [_cpu_seconds(child.process.pid) for child in children]
+        cpu = [process_cpu_seconds(child.process.pid) for child in children]
         times = _drain(clients, len(records), timeout=1800)
-        cpu = [_cpu_seconds(child.process.pid) - before for child, before in zip(children, cpu, strict=True)]
+        cpu = [process_cpu_seconds(child.process.pid) - before for child, before in zip(children, cpu, strict=True)]
         if recorder is not None:
             recorder.send_signal(signal.SIGINT)  # py-spy writes its output on an interrupt (not on SIGTERM)
             recorder.wait(60)
@@ -126,12 +127,6 @@ def _drain(clients: ClientSettings, count: int, timeout: float) -> list[float]:
     if len(times) < 2:
         raise RuntimeError(f"the workers wrote {len(times)} of {count} outputs within {timeout:.0f} s")
     return sorted(times)[:count]  # (a rebalance on a loaded machine can repeat a batch: at-least-once)
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process so far (all threads), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (fields 14, 15)
 
 
 def _rss_mib(pid: int) -> float:

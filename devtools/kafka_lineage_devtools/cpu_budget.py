@@ -26,6 +26,14 @@ def _cpu_ticks(fields: list[str]) -> int:
     return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of one process so far (all its threads, not its children)."""
+    fields = _stat_fields(pid)
+    if fields is None:
+        raise ProcessLookupError(pid)
+    return _cpu_ticks(fields) / TICKS
+
+
 def _children() -> dict[int, list[int]]:
     tree: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
