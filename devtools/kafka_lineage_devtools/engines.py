@@ -183,7 +183,10 @@ def flink_run_states(driver: Driver, scenario: EngineScenario) -> list[str]:
 
 def wait_for_streaming(driver: Driver, scenario: EngineScenario, watch: Iterable[Watched]) -> None:
     """Until Flink wrote the three source orders to ``orders_clean`` and its run is RUNNING in the graph."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    settling = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT}
 
     def clean_records() -> int:
         consumer = Consumer({"bootstrap.servers": scenario.bootstrap, "group.id": "engines-probe",
@@ -194,6 +197,10 @@ def wait_for_streaming(driver: Driver, scenario: EngineScenario, watch: Iterable
                 return 0
             marks = [consumer.get_watermark_offsets(TopicPartition(scenario.orders_clean, p), timeout=10)
                      for p in topic.partitions]
+        except KafkaException as exc:  # a topic Flink just created has no leader for a moment: ask again
+            if not (exc.args[0].retriable() or exc.args[0].code() in settling):
+                raise
+            return 0
         finally:
             consumer.close()
         return sum(high - low for low, high in marks)
