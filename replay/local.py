@@ -15,6 +15,7 @@ not re-sent.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -176,6 +177,29 @@ def _batches(consumer: Consumer, topic: str, begins: dict[int, int], ends: dict[
             yield batch
 
 
+def normalized_ranges(clients: ClientSettings, begins: dict[int, int], ends: dict[int, int], *, batch_size: int,
+                      report: ReplayReport, processing: ProcessorSettings = DEFAULT_PROCESSING,
+                      progress: Callable[[ReplayReport, int], None] | None = None,
+                      window: EventWindow = ALL_TIME) -> Iterator[tuple[list[dict[str, Any]], Output]]:
+    """Partitions' offset ranges → processor core: each batch's normalized events in ``window`` and the core's
+    output (dead letters), counted into ``report``; ``progress`` is told once the caller has handled a batch."""
+    core = replay_core(clients, processing)
+    total = sum(ends[p] - max(begins[p], 0) for p in ends)
+    consumer = reading_consumer(clients, "lineage-replay")
+    try:
+        for batch in _batches(consumer, clients.events_topic, begins, ends, batch_size):
+            report.scanned += len(batch)
+            events, output = core.normalize(batch)
+            if not window.whole:
+                events = [event for event in events if window.holds(event)]
+            report.records += len(events) + len(output.dead_letters)
+            yield events, output
+            if progress:
+                progress(report, total)
+    finally:
+        consumer.close()
+
+
 def replay_ranges(clients: ClientSettings, driver: Driver, begins: dict[int, int], ends: dict[int, int], *,
                   batch_size: int, report: ReplayReport, processing: ProcessorSettings = DEFAULT_PROCESSING,
                   progress: Callable[[ReplayReport, int], None] | None = None,
@@ -183,22 +207,11 @@ def replay_ranges(clients: ClientSettings, driver: Driver, begins: dict[int, int
     """Partitions' offset ranges → processor core → the events in ``window`` → graph. Partitions are independent (a
     run's events share a key), so any split of them over processes (Spark tasks) builds the same graph as one pass
     over all."""
-    core = replay_core(clients, processing)
-    total = sum(ends[p] - max(begins[p], 0) for p in ends)
-    consumer = reading_consumer(clients, "lineage-replay")
-    try:
-        with PipelinedWriter(driver) as writer:
-            for batch in _batches(consumer, clients.events_topic, begins, ends, batch_size):
-                report.scanned += len(batch)
-                events, output = core.normalize(batch)
-                if not window.whole:
-                    events = [event for event in events if window.holds(event)]
-                report.records += len(events) + len(output.dead_letters)
-                writer.write(events, output, report, produced)
-                if progress:
-                    progress(report, total)
-    finally:
-        consumer.close()
+    batches = normalized_ranges(clients, begins, ends, batch_size=batch_size, report=report, processing=processing,
+                                progress=progress, window=window)
+    with contextlib.closing(batches), PipelinedWriter(driver) as writer:
+        for events, output in batches:
+            writer.write(events, output, report, produced)
 
 
 class PartialHistory(ValueError):

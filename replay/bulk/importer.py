@@ -10,6 +10,7 @@ Only for a Neo4j on this machine whose installation ``LINEAGE_NEO4J_HOME`` names
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import tempfile
 import time
@@ -27,14 +28,12 @@ from kafka_lineage.replay.local import (
     DEFAULT_PROCESSING,
     EventWindow,
     ReplayReport,
-    _batches,
+    normalized_ranges,
     offset_range,
     refuse_partial_history,
-    replay_core,
     wipe,
 )
 from kafka_lineage.runtime.config import ClientSettings, ProcessorSettings
-from kafka_lineage.runtime.kafka_io import reading_consumer
 from kafka_lineage.sinks.graph.model import graph_batch
 from kafka_lineage.sinks.graph.sink import driver_for, ensure_constraints
 
@@ -97,23 +96,12 @@ def _events(clients: ClientSettings, begins: dict[int, int], ends: dict[int, int
             processing: ProcessorSettings, window: EventWindow, report: ReplayReport,
             progress: Callable[[ReplayReport, int], None] | None) -> Iterator[dict[str, Any]]:
     """The topic's events in ``window``, decoded and normalized as the live replay does; counts into ``report``."""
-    core = replay_core(clients, processing)
-    total = sum(ends[p] - max(begins[p], 0) for p in ends)
-    consumer = reading_consumer(clients, "lineage-replay")
-    try:
-        for batch in _batches(consumer, clients.events_topic, begins, ends, batch_size):
-            report.scanned += len(batch)
-            events, output = core.normalize(batch)
-            if not window.whole:
-                events = [event for event in events if window.holds(event)]
-            report.records += len(events) + len(output.dead_letters)
+    with contextlib.closing(normalized_ranges(clients, begins, ends, batch_size=batch_size, report=report,
+                                              processing=processing, progress=progress, window=window)) as batches:
+        for events, output in batches:
             report.written += len(events)
             report.dead_letters += len(output.dead_letters)
             yield from events
-            if progress:
-                progress(report, total)
-    finally:
-        consumer.close()
 
 
 def _default_database(clients: ClientSettings) -> str:
