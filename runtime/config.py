@@ -301,7 +301,8 @@ def _registry_auth(values: Mapping[str, str]) -> str:
     return raw
 
 
-def _positive(values: Mapping[str, str], key: str, default: float) -> float:
+def _finite(values: Mapping[str, str], key: str, default: float) -> float:
+    """A number setting, or ``default`` when unset; "nan", "inf" and words are refused."""
     raw = values.get(key)
     if raw is None or raw == "":
         return default
@@ -311,8 +312,13 @@ def _positive(values: Mapping[str, str], key: str, default: float) -> float:
         raise ConfigError(f"{key}: expected a number, got {raw!r}") from None
     if not math.isfinite(value):  # float() takes "nan" and "inf", and nan <= 0 is False
         raise ConfigError(f"{key}: expected a finite number, got {raw!r}")
+    return value
+
+
+def _positive(values: Mapping[str, str], key: str, default: float) -> float:
+    value = _finite(values, key, default)
     if value <= 0:
-        raise ConfigError(f"{key}: must be positive, got {raw!r}")
+        raise ConfigError(f"{key}: must be positive, got {values[key]!r}")
     return value
 
 
@@ -425,15 +431,9 @@ class CollectorSettings:
     @staticmethod
     def _linger(values: Mapping[str, str], key: str, default: float) -> float:
         """A producer linger in milliseconds: 0 (send at once) up to librdkafka's 900,000."""
-        raw = values.get(key)
-        if raw is None or raw == "":
-            return default
-        try:
-            value = float(raw)
-        except ValueError:
-            raise ConfigError(f"{key}: expected a number of milliseconds, got {raw!r}") from None
-        if not 0 <= value <= 900_000:  # also refuses nan (every comparison with it is False)
-            raise ConfigError(f"{key}: must be between 0 and 900000 ms, got {raw!r}")
+        value = _finite(values, key, default)
+        if not 0 <= value <= 900_000:
+            raise ConfigError(f"{key}: must be between 0 and 900000 ms, got {values[key]!r}")
         return value
 
 
