@@ -14,15 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import statistics
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage_devtools.bench_events import run_pairs
-from kafka_lineage_devtools.cpu_budget import process_cpu_seconds as cpu_seconds
+from kafka_lineage_devtools.cpu_budget import cpu_seconds as tree_cpu_seconds
+from kafka_lineage_devtools.cpu_budget import process_cpu_seconds as cpu_seconds  # noqa: F401 (its unit test)
 from kafka_lineage_devtools.processes import collector_process
 
 BATCH_SIZE = 100  # events per request of the batched comparison
@@ -82,12 +86,12 @@ async def drive(url: str, bodies: Sequence[bytes | None], clients: int, server_p
                     accepted += reply["accepted"]
                 latencies.append(time.perf_counter() - started)
 
-    server_cpu = cpu_seconds(server_pid) if server_pid else 0.0
+    server_cpu = _tree_cpu(server_pid) if server_pid else 0.0
     client_cpu, started = time.process_time(), time.perf_counter()
     await asyncio.gather(*(client() for _ in range(clients)))
     elapsed, client_cpu = time.perf_counter() - started, time.process_time() - client_cpu
     if server_pid:
-        server_cpu = cpu_seconds(server_pid) - server_cpu
+        server_cpu = _tree_cpu(server_pid) - server_cpu
     per_request = 1e6 / len(bodies)
     return {"events_per_s": round(accepted / elapsed, 1), "requests_per_s": round(len(bodies) / elapsed, 1),
             "p50_ms": round(percentile(latencies, 0.50) * 1000, 2),
@@ -95,6 +99,11 @@ async def drive(url: str, bodies: Sequence[bytes | None], clients: int, server_p
             "collector_cpu_us_per_request": round(server_cpu * per_request) if server_pid else None,
             "client_cpu_us_per_request": round(client_cpu * per_request),
             "events": accepted, "requests": len(bodies), "retried_503": retried, "seconds": round(elapsed, 2)}
+
+
+def _tree_cpu(pid: int) -> float:
+    """CPU seconds of a process and its children: a collector of several processes is a supervisor and workers."""
+    return tree_cpu_seconds({"collector": pid})["collector"]
 
 
 def bench_collector_single(count: int, clients: int = 8, shape: str = "realistic", *,
@@ -120,3 +129,39 @@ def bench_collector_single(count: int, clients: int = 8, shape: str = "realistic
             "http_ceiling": {key: ceiling[key] for key in ("requests_per_s", "p50_ms", "p99_ms",
                                                             "collector_cpu_us_per_request",
                                                             "client_cpu_us_per_request")}}
+
+
+def bench_collector_compare(count: int, old: Path, rounds: int = 3, clients: int = 8, shape: str = "realistic", *,
+                            env: dict[str, str] | None = None, old_env: dict[str, str] | None = None
+                            ) -> dict[str, Any]:
+    """The collector of ``old`` (a checkout, e.g. ``git worktree add /tmp/old HEAD``) and this one side by side on a
+    shared machine: ``rounds`` rounds, each feeding both the same ``count`` fresh events of ``shape`` one per request
+    from ``clients`` keep-alive clients, old and new alternating (the order flips every round so that a drift of the
+    machine's load favours neither). Each run starts its own collector process (cold caches, same warm-up). Per run:
+    events/s, p50/p99, collector and client CPU µs per request and the load average; then the medians and new/old."""
+    from kafka_lineage_devtools.bench import bench_topic
+    from kafka_lineage_devtools.bench_sink import _baseline_path
+
+    topic = bench_topic(ClientSettings.from_env())
+    pythonpath = os.pathsep.join(filter(None, [str(_baseline_path(old)), os.environ.get("PYTHONPATH")]))
+    sides = {"old": {"PYTHONPATH": pythonpath, **(old_env or {})}, "new": dict(env or {})}
+    runs: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
+    for round_index in range(rounds):
+        singles = batches(run_pairs(count, shape), 1)
+        for side in ("old", "new") if round_index % 2 == 0 else ("new", "old"):
+            with collector_process({"LINEAGE_EVENTS_TOPIC": topic, **sides[side]}) as child:
+                lineage, pid = f"{child.url}/api/v1/lineage", child.process.pid
+                asyncio.run(drive(lineage, batches(run_pairs(WARMUP_REQUESTS, shape), 1), clients))
+                load = os.getloadavg()[0]
+                result = asyncio.run(drive(lineage, singles, clients, pid))
+            runs[side].append({"round": round_index + 1, "load_average_1m": round(load, 2), **result})
+
+    def median(side: str, key: str) -> float:
+        return round(statistics.median(run[key] for run in runs[side]), 2)
+
+    keys = ("events_per_s", "p50_ms", "p99_ms", "collector_cpu_us_per_request", "client_cpu_us_per_request")
+    medians = {side: {key: median(side, key) for key in keys} for side in runs}
+    return {"shape": shape, "events_per_run": count, "rounds": rounds, "concurrent_clients": clients,
+            "old": str(old), "runs": runs, "median": medians,
+            "new_over_old": {key: round(medians["new"][key] / medians["old"][key], 2) for key in keys
+                             if medians["old"][key]}}
