@@ -21,6 +21,7 @@ import gzip
 import hmac
 import json
 import logging
+import os
 import ssl
 import zlib
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from aiohttp import web
 from confluent_kafka import KafkaException
 
 from kafka_lineage.producers.client.publisher import EventPublisher, PublishError
+from kafka_lineage.producers.service import collector_workers
 from kafka_lineage.producers.service.backfill import (
     STRICT_DECODER,
     NotJSON,
@@ -206,7 +208,8 @@ class Collector:
         app.router.add_post(BATCH_PATH, self.post_batch)
         app.router.add_get("/health/live", self.live)
         app.router.add_get("/health/ready", self._http.ready)
-        app.router.add_get("/metrics", self._http.metrics)
+        # a worker of several answers every worker's counters (collector_workers), not only its own
+        app.router.add_get("/metrics", collector_workers.multiprocess_metrics() or self._http.metrics)
         return app
 
     async def post_lineage(self, request: web.Request) -> web.Response:
@@ -343,20 +346,43 @@ class Collector:
 
 
 def serve(publisher: EventPublisher, settings: CollectorSettings) -> None:
-    """Run until SIGINT/SIGTERM; aiohttp stops accepting, finishes in-flight requests, then the producer flushes."""
-    collector = Collector(publisher, settings, Metrics())
+    """Run until SIGINT/SIGTERM; aiohttp stops accepting, finishes in-flight requests, then the producer flushes.
+    With ``settings.processes`` > 1 this process only supervises workers that each do all of that
+    (``collector_workers``)."""
     tls = None
     if settings.tls_cert:
         tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        tls.load_cert_chain(settings.tls_cert, settings.tls_key)
+        tls.load_cert_chain(settings.tls_cert, settings.tls_key)  # checked here, before any worker starts
     scheme = "https" if tls else "http"
-    print(f"OpenLineage collector on {scheme}://{settings.host}:{settings.port}{LINEAGE_PATH} → topic "
-          f"{publisher.topic}" + (" (bearer token required)" if settings.token else ""), flush=True)
+
+    def announce(port: int) -> None:
+        print(f"OpenLineage collector on {scheme}://{settings.host}:{port}{LINEAGE_PATH} → topic {publisher.topic}"
+              + (" (bearer token required)" if settings.token else "")
+              + (f" ({settings.processes} processes)" if settings.processes > 1 else ""), flush=True)
+
+    if settings.processes > 1:
+        publisher.close(0)  # the workers publish, each with its own producer
+        collector_workers.supervise(settings.host, settings.port, settings.processes, settings.ack_timeout,
+                                    announce)
+        print(f"collector stopped: its {settings.processes} worker processes stopped", flush=True)
+        return
+    collector = Collector(publisher, settings, Metrics())
+    app = collector.app()
+    sockets = collector_workers.inherited_sockets()
+    worker = collector_workers.worker_name()
+    if sockets is None:
+        announce(settings.port)
+        where: dict[str, Any] = {"host": settings.host, "port": settings.port}
+    else:  # a worker of a supervisor: its sockets are bound already
+        print(f"collector worker {worker} (pid {os.getpid()}) serving", flush=True)
+        collector_workers.watch_supervisor(app)
+        where = {"sock": sockets}
     try:
         # access_log: aiohttp's default logger, or None (no line per request: LINEAGE_COLLECTOR_ACCESS_LOG)
-        web.run_app(collector.app(), host=settings.host, port=settings.port, print=None, ssl_context=tls,
-                    shutdown_timeout=settings.ack_timeout, **({} if settings.access_log else {"access_log": None}))
+        web.run_app(app, print=None, ssl_context=tls, shutdown_timeout=settings.ack_timeout, **where,
+                    **({} if settings.access_log else {"access_log": None}))
     finally:
         remaining = publisher.close(settings.ack_timeout)
-        print(f"collector stopped: {collector.accepted} events accepted, {collector.rejected} requests rejected"
+        print(f"collector{f' worker {worker}' if worker else ''} stopped: {collector.accepted} events accepted, "
+              f"{collector.rejected} requests rejected"
               + (f", {remaining} events not acknowledged by Kafka" if remaining else ""), flush=True)
