@@ -14,7 +14,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -41,7 +42,9 @@ from kafka_lineage.sinks.graph.queries import field_lineage, impact, traverse, u
 from kafka_lineage.sinks.graph.sink import driver_for, ensure_constraints
 from kafka_lineage_devtools import bench_events, cpu_budget
 from kafka_lineage_devtools.processes import (
+    ANY_FREE_PORT,
     TAIL_LINES,
+    ChildProcess,
     alert_sink_process,
     check_children,
     collector_process,
@@ -57,6 +60,7 @@ from kafka_lineage_devtools.stack.manager import Stack
 from kafka_lineage_devtools.stack.smoke import ensure_topic
 
 PRODUCER = "https://github.com/kafka-lineage/kafka-lineage/tree/main/devtools/kafka_lineage_devtools/bench.py"
+BENCH_CLIENT = "bench client (JSON, HTTP)"
 EVENT_SHAPE = "realistic"  # of the events every bench sends (``lineage bench --shape``; bench_events.SHAPES)
 
 
@@ -826,13 +830,69 @@ def _post_all(url: str, bodies: list[bytes], clients: int) -> int:
             session.close()
 
 
-def _component_pids(children: Mapping[str, Any]) -> dict[str, int | None]:
+def _component_pids(children: Mapping[str, list[ChildProcess]]) -> dict[str, list[int] | int | None]:
     """The pipeline's processes and the stack's services, for the CPU budget; the bench itself as ``bench client``."""
     stack = Stack(StackSettings.from_env(), report=lambda _line: None)
-    pids: dict[str, int | None] = {name: child.process.pid for name, child in children.items()}
+    pids: dict[str, list[int] | int | None] = {
+        name: [child.process.pid for child in processes] for name, processes in children.items()}
     pids.update({f"{name} (JVM)": stack.running_pid(name) for name in ("kafka", "registry", "neo4j")})
-    pids["bench client (JSON, HTTP)"] = os.getpid()
+    pids[BENCH_CLIENT] = os.getpid()
     return pids
+
+
+@contextlib.contextmanager
+def running_pipeline(env: dict[str, str], processors: int = 1, sinks: int = 1
+                     ) -> Iterator[dict[str, list[ChildProcess]]]:
+    """The pipeline as deployed, each component a child process: a collector, ``processors`` processor workers (one
+    consumer group), ``sinks`` graph sinks (one group) and an alert sink; metrics on free ports (several of a kind)."""
+    env = {**env, **ANY_FREE_PORT}
+    with contextlib.ExitStack() as stack:
+        yield {"collector": [stack.enter_context(collector_process(env))],
+               "processor": [stack.enter_context(processor_process(env)) for _ in range(processors)],
+               "graph sink": [stack.enter_context(sink_process(env)) for _ in range(sinks)],
+               "alert sink": [stack.enter_context(alert_sink_process(env))]}
+
+
+def graph_sink_written(children: Mapping[str, list[ChildProcess]]) -> float:
+    """Events the graph sinks have written so far (all of them)."""
+    return sum(_counter(sink.metrics_url, "lineage_events_out_total", stage="graph-sink")
+               for sink in children["graph sink"])
+
+
+def backlog_bodies(count: int, namespace: str, batch_size: int) -> tuple[list[dict[str, Any]], list[bytes]]:
+    """``count`` realistic events of jobs in ``namespace`` (a namespace per run: no dataset is shared with an earlier
+    run), and the request bodies that post them ``batch_size`` per request."""
+    backlog = run_pairs(count)
+    for event in backlog:
+        event["job"] = {**event["job"], "namespace": namespace}
+    return backlog, [json.dumps(backlog[start:start + batch_size]).encode() for start in range(0, count, batch_size)]
+
+
+def drain_backlog(children: Mapping[str, list[ChildProcess]], bodies: list[bytes], count: int, clients: int,
+                  pinned: AbstractSet[int] | None = None) -> dict[str, Any]:
+    """Post the backlog to the collector from ``clients`` sessions and wait until the graph sinks wrote all
+    ``count`` events: events/s end to end and each component's CPU µs per event over it. ``pinned``: the CPUs that
+    every component, the stack's services and this bench run on (a smaller machine), for this call only."""
+    pids = _component_pids(children)
+    everything = [pid for roots in pids.values() if roots is not None
+                  for pid in ([roots] if isinstance(roots, int) else roots)]
+    all_cpus = os.sched_getaffinity(0)
+    if pinned is not None:
+        cpu_budget.pin(everything, pinned)
+    try:
+        cpu_before = cpu_budget.cpu_seconds(pids, alone=frozenset({BENCH_CLIENT}))
+        started = time.perf_counter()
+        accepted = _post_all(children["collector"][0].url, bodies, clients)
+        posted = time.perf_counter() - started
+        wait_until(lambda: graph_sink_written(children) >= count, 1800,
+                   what="the graph sink catching up with the backlog")
+        elapsed = time.perf_counter() - started
+        cpu_after = cpu_budget.cpu_seconds(pids, alone=frozenset({BENCH_CLIENT}))
+    finally:
+        if pinned is not None:
+            cpu_budget.pin(everything, all_cpus)
+    return {"accepted": accepted, "events_per_s": count / elapsed, "seconds": elapsed, "http_seconds": posted,
+            "cpu_us_per_event": cpu_budget.per_event_us(cpu_before, cpu_after, count)}
 
 
 def bench_end_to_end(settings: ClientSettings, count: int, rate: int = 1000, seconds: float = 20.0,
@@ -847,23 +907,11 @@ def bench_end_to_end(settings: ClientSettings, count: int, rate: int = 1000, sec
     env = {**pipeline_env(prefix, 6, Path(".lineage/bench") / prefix), "LINEAGE_SINK_POLL_SECONDS": "0.1",
            **(code or {})}
     namespace = f"bench-e2e-{uuid.uuid4().hex[:6]}"
-    backlog = run_pairs(count)
-    for event in backlog:
-        event["job"] = {**event["job"], "namespace": namespace}
-    bodies = [json.dumps(backlog[start:start + batch_size]).encode() for start in range(0, count, batch_size)]
-    with collector_process(env) as collector, processor_process(env) as processor, sink_process(env) as sink, \
-            alert_sink_process(env) as alerts:
-        pids = _component_pids({"collector": collector, "processor": processor, "graph sink": sink,
-                                "alert sink": alerts})
-        cpu_before = cpu_budget.cpu_seconds(pids, alone=frozenset({"bench client (JSON, HTTP)"}))
-        started = time.perf_counter()
-        accepted = _post_all(collector.url, bodies, clients)
-        posted = time.perf_counter() - started
-        wait_until(lambda: _counter(sink.metrics_url, "lineage_events_out_total", stage="graph-sink") >= count,
-                   1800, what="the graph sink catching up with the backlog")
-        elapsed = time.perf_counter() - started
-        cpu_after = cpu_budget.cpu_seconds(pids, alone=frozenset({"bench client (JSON, HTTP)"}))
-        budget = cpu_budget.per_event_us(cpu_before, cpu_after, count)
+    backlog, bodies = backlog_bodies(count, namespace, batch_size)
+    with running_pipeline(env) as children:
+        collector, sink, alerts = children["collector"][0], children["graph sink"][0], children["alert sink"][0]
+        drained = drain_backlog(children, bodies, count, clients)
+        budget, elapsed = drained["cpu_us_per_event"], drained["seconds"]
         graph_before = _histogram(sink.metrics_url, "lineage_end_to_end_latency_seconds", path="graph")
         alert_before = _histogram(alerts.metrics_url, "lineage_end_to_end_latency_seconds", path="alert")
         # Latency means something only at a rate the pipeline sustains: at most half of the backlog's rate.
@@ -891,9 +939,10 @@ def bench_end_to_end(settings: ClientSettings, count: int, rate: int = 1000, sec
         graph_after = _histogram(sink.metrics_url, "lineage_end_to_end_latency_seconds", path="graph")
         alert_after = _histogram(alerts.metrics_url, "lineage_end_to_end_latency_seconds", path="alert")
     cores = os.cpu_count() or 1
-    return {"events": count, "accepted": accepted, "shape": EVENT_SHAPE,
-            "mean_event_bytes": bench_events.mean_bytes(backlog[:1000]), "events_per_s": count / elapsed,
-            "seconds": elapsed, "http_seconds": posted, "batch_size": batch_size, "steady_rate": rate,
+    return {"events": count, "accepted": drained["accepted"], "shape": EVENT_SHAPE,
+            "mean_event_bytes": bench_events.mean_bytes(backlog[:1000]), "events_per_s": drained["events_per_s"],
+            "seconds": elapsed, "http_seconds": drained["http_seconds"], "batch_size": batch_size,
+            "steady_rate": rate,
             "cpu_us_per_event": budget, "budget": cpu_budget.budget_rows(budget, cores), "cores": cores,
             "graph_latency_s_at_most": {q: histogram_quantile(graph_before, graph_after, p)
                                         for q, p in (("p50", 0.5), ("p99", 0.99))},
@@ -906,7 +955,7 @@ def run_e2e_bench(count: int, output: Path) -> dict[str, Any]:
     """``lineage bench e2e``: a short warm-up, then the end-to-end bench with its CPU budget table."""
     settings = ClientSettings.from_env()
     bench_end_to_end(settings, min(count, 3000), seconds=2.0)  # not reported: JIT and page caches warm up
-    return _saved("e2e", output, end_to_end=bench_end_to_end(settings, count))
+    return saved("e2e", output, end_to_end=bench_end_to_end(settings, count))
 
 
 def format_e2e(result: dict[str, Any]) -> str:
@@ -975,7 +1024,7 @@ def format_emit(result: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
-def _saved(bench: str, output: Path, **figures: Any) -> dict[str, Any]:
+def saved(bench: str, output: Path, **figures: Any) -> dict[str, Any]:
     result = {"bench": bench, "at": datetime.now(UTC).isoformat(), "shape": EVENT_SHAPE,
               "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}, **figures}
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -987,7 +1036,7 @@ def run_collector_bench(count: int, output: Path) -> dict[str, Any]:
     """``lineage bench collector``: one event per request from 8 clients, then 100 per request (bench_collector)."""
     from kafka_lineage_devtools.bench_collector import bench_collector_single
 
-    return _saved("collector", output, collector=bench_collector_single(count, shape=EVENT_SHAPE))
+    return saved("collector", output, collector=bench_collector_single(count, shape=EVENT_SHAPE))
 
 
 def format_collector(result: dict[str, Any]) -> str:
@@ -1010,7 +1059,7 @@ def run_bulk_replay_bench(count: int, output: Path) -> dict[str, Any]:
     same events. Replaces the stack's whole graph: a bench stack only."""
     from kafka_lineage_devtools.bench_replay_bulk import bench_bulk_replay
 
-    return _saved("replay-bulk", output, replay=bench_bulk_replay(ClientSettings.from_env(), count, EVENT_SHAPE))
+    return saved("replay-bulk", output, replay=bench_bulk_replay(ClientSettings.from_env(), count, EVENT_SHAPE))
 
 
 def format_bulk_replay(result: dict[str, Any]) -> str:

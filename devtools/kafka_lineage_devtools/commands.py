@@ -150,6 +150,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     bench.EVENT_SHAPE = args.shape
     if args.stage == "e2e":
         print(bench.format_e2e(bench.run_e2e_bench(args.events, output)))
+    elif args.stage == "scaling":
+        from kafka_lineage_devtools import bench_scaling
+
+        print(bench_scaling.format_scaling(bench_scaling.run_scaling_bench(args.events, output)))
     elif args.stage == "collector":
         print(bench.format_collector(bench.run_collector_bench(args.events, output)))
     elif args.stage == "replay-bulk":
@@ -227,10 +231,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     bench = sub.add_parser("bench", help="measure throughput/latency side by side (writes a JSON result file)")
     bench.add_argument("stage", choices=["all", "e2e", "collector", "emit", "processor", "memory", "sink", "query",
-                                        "graph", "api", "partitions", "replay-bulk", "peer"],
+                                        "graph", "api", "partitions", "replay-bulk", "peer", "scaling"],
                        help="all: every bench below (but memory) plus the whole pipeline end to end, in one JSON "
                             "file; e2e: the whole pipeline end to end (HTTP in) with each component's CPU "
-                            "µs/event (the budget table); collector: one event per request from 8 clients (and 100 "
+                            "µs/event (the budget table); scaling: e2e on 1 core (everything pinned) vs 2 cores "
+                            "vs 2 processor workers + 2 graph sinks, alternated (events/s and CPU µs/event of "
+                            "each); collector: one event per request from 8 clients (and 100 "
                             "per request); replay-bulk: live replay vs the neo4j-admin bulk import (replaces the "
                             "stack's graph); peer: Marquez beside us on the same events (make peer-deps first; "
                             "use --events 2000); memory: one processor worker's memory over --events "

@@ -7,8 +7,10 @@ time. The bench's own process is counted alone (its children are the components)
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -42,22 +44,45 @@ def _children() -> dict[int, list[int]]:
     return tree
 
 
-def cpu_seconds(pids: Mapping[str, int | None], alone: frozenset[str] = frozenset()) -> dict[str, float]:
-    """CPU seconds so far of each named process tree (only the process itself for names in ``alone``)."""
+def process_tree(pid: int, tree: Mapping[int, list[int]] | None = None) -> list[int]:
+    """``pid`` and every descendant it has now (``tree``: a ``/proc`` parent → children reading to reuse)."""
+    tree = _children() if tree is None else tree
+    found, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        pending.extend(tree.get(current, ()))
+    return found
+
+
+def cpu_seconds(pids: Mapping[str, int | Sequence[int] | None], alone: frozenset[str] = frozenset()
+                ) -> dict[str, float]:
+    """CPU seconds so far of each named component: one process tree or several (a component with more than one
+    process, e.g. two processor workers); only the processes themselves for names in ``alone``."""
     tree = _children()
     result: dict[str, float] = {}
-    for name, pid in pids.items():
-        if pid is None:
+    for name, roots in pids.items():
+        if roots is None:
             continue
-        ticks, pending = 0, [pid]
-        while pending:
-            current = pending.pop()
-            if (fields := _stat_fields(current)) is not None:
-                ticks += _cpu_ticks(fields)
-            if name not in alone:
-                pending.extend(tree.get(current, ()))
+        ticks = 0
+        for root in [roots] if isinstance(roots, int) else roots:
+            for current in [root] if name in alone else process_tree(root, tree):
+                if (fields := _stat_fields(current)) is not None:
+                    ticks += _cpu_ticks(fields)
         result[name] = ticks / TICKS
     return result
+
+
+def pin(pids: Iterable[int], cpus: AbstractSet[int]) -> None:
+    """Run every thread of each process tree on ``cpus`` only (threads and processes started later inherit it): a
+    machine with fewer cores, measured on this one. Processes that ended meanwhile are skipped."""
+    tree = _children()
+    for root in pids:
+        for pid in process_tree(root, tree):
+            with contextlib.suppress(OSError):
+                for task in Path(f"/proc/{pid}/task").iterdir():
+                    with contextlib.suppress(OSError):  # a thread that ended meanwhile
+                        os.sched_setaffinity(int(task.name), cpus)
 
 
 def per_event_us(before: Mapping[str, float], after: Mapping[str, float], events: int) -> dict[str, float]:

@@ -221,7 +221,7 @@ def interrupting_on_child_exit(poll: float = 0.2) -> Iterator[None]:
 
 
 # Children listen on any free port unless the caller chose one: tests and the demo run several at once.
-_ANY_FREE_PORT = {"LINEAGE_PROCESSOR_METRICS_PORT": "0", "LINEAGE_SINK_METRICS_PORT": "0",
+ANY_FREE_PORT = {"LINEAGE_PROCESSOR_METRICS_PORT": "0", "LINEAGE_SINK_METRICS_PORT": "0",
                   "LINEAGE_ALERT_METRICS_PORT": "0"}
 _ENDPOINT = re.compile(r"metrics: (http://\S+)/metrics")
 
@@ -282,7 +282,7 @@ def lineage_process(args: list[str], is_ready: Callable[[ChildProcess, str], boo
         return True
 
     with child_process([sys.executable, "-m", "kafka_lineage.app.cli", *args], f"lineage {' '.join(args)}",
-                       env={**_ANY_FREE_PORT, **os.environ, **(env or {})}, url=url, is_ready=ready,
+                       env={**ANY_FREE_PORT, **os.environ, **(env or {})}, url=url, is_ready=ready,
                        ready_timeout=ready_timeout) as child:
         yield child
 
