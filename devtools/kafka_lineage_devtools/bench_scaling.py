@@ -7,7 +7,8 @@ deployed) through three layouts, alternated round by round on the same stack so 
   to one CPU (``cpu_budget.pin``): a machine half this size, measured on this one;
 - ``2 cores``: the same processes on both CPUs;
 - ``2 cores, 2 workers``: two processor workers and two graph sinks (each pair one consumer group over the
-  topics' partitions).
+  topics' six partitions);
+- ``… 24 partitions``: the same over 24 partitions per topic (what more partitions, room for more workers, cost).
 
 Two figures answer "what would a bigger machine give": the events/s ratio of one layout to another, and each
 component's CPU µs per event in each layout — if the per-event cost stays flat as processes are added, the work
@@ -28,7 +29,6 @@ from typing import Any
 from kafka_lineage_devtools import bench
 from kafka_lineage_devtools.processes import pipeline_env
 
-PARTITIONS = 6
 BATCH_SIZE = 100  # events per request: the collector's batched path, so that HTTP is not what is measured
 CLIENTS = 4
 
@@ -39,22 +39,26 @@ class Layout:
     cpus: int  # the first ``cpus`` CPUs of the machine
     processors: int = 1
     sinks: int = 1
+    partitions: int = 6  # of every pipeline topic (and of the processor's tables)
 
 
-LAYOUTS = (Layout("1 core", 1), Layout("2 cores", 2), Layout("2 cores, 2 workers", 2, processors=2, sinks=2))
+LAYOUTS = (Layout("1 core", 1), Layout("2 cores", 2), Layout("2 cores, 2 workers", 2, processors=2, sinks=2),
+           Layout("… 24 partitions", 2, processors=2, sinks=2, partitions=24))
 
 
 def run_layout(layout: Layout, count: int, all_cpus: Set[int]) -> dict[str, Any]:
     """One end-to-end pass of a fresh ``count``-event backlog through ``layout``."""
     cpus = set(sorted(all_cpus)[:layout.cpus])
     prefix = f"lineage.bench.scaling.{uuid.uuid4().hex[:8]}"
-    env = {**pipeline_env(prefix, PARTITIONS, Path(".lineage/bench") / prefix), "LINEAGE_SINK_POLL_SECONDS": "0.1"}
+    env = {**pipeline_env(prefix, layout.partitions, Path(".lineage/bench") / prefix),
+           "LINEAGE_SINK_POLL_SECONDS": "0.1"}
     _, bodies = bench.backlog_bodies(count, f"bench-scaling-{uuid.uuid4().hex[:6]}", BATCH_SIZE)
     with bench.running_pipeline(env, processors=layout.processors, sinks=layout.sinks) as children:
         drained = bench.drain_backlog(children, bodies, count, CLIENTS,
                                       pinned=None if cpus == set(all_cpus) else cpus)
     return {"layout": layout.name, "cpus": len(cpus), "processors": layout.processors, "sinks": layout.sinks,
-            "events_per_s": drained["events_per_s"], "cpu_us_per_event": drained["cpu_us_per_event"]}
+            "partitions": layout.partitions, "events_per_s": drained["events_per_s"],
+            "cpu_us_per_event": drained["cpu_us_per_event"]}
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -65,10 +69,10 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         components = {component for run in mine for component in run["cpu_us_per_event"]}
         cpu = {component: statistics.fmean(run["cpu_us_per_event"].get(component, 0.0) for run in mine)
                for component in sorted(components)}
-        layouts[name] = {"cpus": mine[0]["cpus"], "processors": mine[0]["processors"], "sinks": mine[0]["sinks"],
-                         "events_per_s": statistics.median(run["events_per_s"] for run in mine),
-                         "rounds": [run["events_per_s"] for run in mine], "cpu_us_per_event": cpu,
-                         "cpu_total_us_per_event": sum(cpu.values())}
+        layouts[name] = {key: mine[0][key] for key in ("cpus", "processors", "sinks", "partitions")} | {
+            "events_per_s": statistics.median(run["events_per_s"] for run in mine),
+            "rounds": [run["events_per_s"] for run in mine], "cpu_us_per_event": cpu,
+            "cpu_total_us_per_event": sum(cpu.values())}
     base = layouts.get(LAYOUTS[0].name)
     for figures in layouts.values():
         if base:

@@ -12,8 +12,8 @@ from kafka_lineage_devtools import bench_scaling, cpu_budget
 
 
 def _run(layout: str, cpus: int, events_per_s: float, **cpu: float) -> dict:
-    return {"layout": layout, "cpus": cpus, "processors": 1, "sinks": 1, "events_per_s": events_per_s,
-            "cpu_us_per_event": cpu}
+    return {"layout": layout, "cpus": cpus, "processors": 1, "sinks": 1, "partitions": 6,
+            "events_per_s": events_per_s, "cpu_us_per_event": cpu}
 
 
 def test_summary_takes_the_median_rate_the_mean_cpu_and_ratios_to_one_core() -> None:
