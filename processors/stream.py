@@ -6,17 +6,17 @@
   held-back events), changelog-backed and co-partitioned with the events topic; global table ``dataset-schemas``
   keeps each dataset's last schema, readable by every worker because a dataset is written by jobs on any partition
   (each dataset's entries in one changelog partition, chosen here so that no write waits on Faust's partitioner);
+  Faust reads the changelogs back (recovery), but the writes go through librdkafka (``state_writer``);
 - timer ``release`` lets held events go when their window passes and sweeps state past the dedupe TTL.
 
-Offsets are committed by Faust only after the events were processed and after the producer flushed, so outputs
-and state changes are acknowledged before the input offset moves (at-least-once; a redelivered event is a
+Offsets are committed by Faust only after the events were processed and their state records acknowledged, so
+outputs and state changes are acknowledged before the input offset moves (at-least-once; a redelivered event is a
 duplicate for the dedupe state, which was flushed with it).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import os
 import sys
@@ -33,6 +33,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.processors.core import STAGE, Incoming, Output, ProcessorCore
 from kafka_lineage.processors.faust_transport import App, broker_credentials, broker_url
 from kafka_lineage.processors.normalize import parse_aliases
+from kafka_lineage.processors.state_writer import ChangelogWriter
 from kafka_lineage.runtime.config import ClientSettings, OperationsSettings, ProcessorSettings
 from kafka_lineage.runtime.kafka_io import (
     RECORD_MAX_BYTES,
@@ -62,17 +63,16 @@ def _changelog_config(clients: ClientSettings) -> dict[str, str]:
     """The tables' changelog topic settings: the record limit, and the pipeline's ``min.insync.replicas``."""
     replicas = clients.topics.min_insync_replicas
     return {**_CHANGELOG_CONFIG, **({"min.insync.replicas": str(replicas)} if replicas and replicas > 0 else {})}
-_PARTITION: contextvars.ContextVar[int] = contextvars.ContextVar("changelog_partition")
 
 
 class _WriterChosenPartition:
-    """The changelog partition of a table write is the writer's (``_PARTITION``), set explicitly per write: Faust
-    finds it through the current event, which batch iteration does not provide, or (``use_partitioner``) asks the
-    producer's metadata for the changelog topic, which crashed a fresh pipeline's first write before that metadata
-    was loaded."""
+    """Tables written only through ``ChangelogWriter`` (processors/state_writer.py), which sends each record to the
+    partition the core chose. Faust would find it through the current event, which batch iteration does not
+    provide, or (``use_partitioner``) ask the producer's metadata for the changelog topic, which crashed a fresh
+    pipeline's first write before that metadata was loaded: a write through ``table[key] = value`` is a bug."""
 
     def partition_for_key(self, key: Any) -> int | None:
-        return _PARTITION.get()
+        raise TypeError(f"{type(self).__name__} is written through ChangelogWriter, with the partition the core chose")
 
 
 class PartitionedTable(_WriterChosenPartition, faust.Table):
@@ -127,6 +127,9 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
     events = app.topic(clients.events_topic, value_serializer="raw", key_serializer="raw")
     changelog_config = _changelog_config(clients)
     outputs = AckingProducer(clients.kafka_config({"linger.ms": "5"}))
+    # The tables' changelog records go through the same librdkafka producer (processors/state_writer.py), each to the
+    # partition the core chose; Faust's producer writes none of them.
+    state = ChangelogWriter(outputs)
     runs = app.tables.add(PartitionedTable(app, name="runs", default=None, beacon=app.tables.beacon,
                                            partitions=settings.partitions, extra_topic_configs=changelog_config))
     dedupe = app.tables.add(PartitionedTable(app, name="dedupe", default=None, beacon=app.tables.beacon,
@@ -190,11 +193,11 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
             await asyncio.gather(*(asyncio.wrap_future(delivery) for delivery in deliveries))
         for table, writes in ((dedupe, output.dedupe_writes.items()), (runs, output.run_writes.items())):
             for key, (partition, value) in writes:
-                _write(table, key, partition, value)
+                state.write(table, key, partition, value)
         for dataset, key, value in output.schema_writes:  # in order: a wide schema's chunks before its head
-            _write(schemas, key, schema_partition(dataset), value)
-        if output.dedupe_writes or output.run_writes or output.schema_writes:
-            await app.producer.flush()  # the state reaches Kafka now, not at the next commit: a crash repeats one batch
+            state.write(schemas, key, schema_partition(dataset), value)
+        if state.staged():  # acknowledged now, not at the next commit: a crash repeats one batch
+            await asyncio.wrap_future(state.send())
         core.written(output)
         stats["out"] += len(normalized)
         stats["dead"] += len(letters)
@@ -252,17 +255,6 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
         core.on_assigned()
 
     return app
-
-
-def _write(table: faust.Table, key: str, partition: int, value: Any) -> None:
-    token = _PARTITION.set(partition)
-    try:
-        if value is None:
-            table.pop(key, None)
-        else:
-            table[key] = value
-    finally:
-        _PARTITION.reset(token)
 
 
 def _too_large(record: dict[str, Any], size: int) -> dict[str, Any]:
