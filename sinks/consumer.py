@@ -7,7 +7,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message
 
@@ -20,12 +21,13 @@ log = logging.getLogger(__name__)
 LAG_SECONDS = 5.0  # the lag gauge needs broker round trips: not every batch
 
 
-def sink_consumer(clients: ClientSettings, group_id: str) -> Consumer:
-    """A member of ``group_id`` that commits by hand and reads committed records only."""
+def sink_consumer(clients: ClientSettings, group_id: str, extra: Mapping[str, Any] | None = None) -> Consumer:
+    """A member of ``group_id`` that commits by hand and reads committed records only; ``extra``: further consumer
+    settings (the graph sink stores the offsets it wrote itself)."""
     return Consumer(clients.kafka_config({
         "group.id": group_id,
         "enable.auto.commit": False, "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-        "session.timeout.ms": "10000",
+        "session.timeout.ms": "10000", **(extra or {}),
     }))
 
 

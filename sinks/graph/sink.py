@@ -5,6 +5,12 @@ independent, so the sink is at-least-once without harm: offsets are committed on
 committed, and a batch repeated after a crash changes nothing. Neo4j unavailable → back off and retry the same batch
 (nothing is skipped). A record that can never be written — it does not decode, or the database rejects its
 statements — goes to the DLQ with the reason; the rest of its batch is written.
+
+Pipelined (issue 23): while batch N's transaction runs in a writer thread, the main thread polls batch N+1, decodes
+it and builds its statements; it then waits for N, stores N's offsets and commits them, and hands N+1 to the writer.
+At most one batch is in flight and one prepared (two batches of memory); the consumer stores offsets only for
+written batches (``enable.auto.offset.store`` off), so a commit never covers a batch still in flight, and a
+rebalance that takes partitions away first waits for the write in flight and commits it.
 """
 
 from __future__ import annotations
@@ -13,16 +19,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from confluent_kafka import Message
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from neo4j import Driver, GraphDatabase
 from neo4j.exceptions import DriverError, Neo4jError
 
 from kafka_lineage.runtime.config import ClientSettings, SinkSettings
-from kafka_lineage.runtime.kafka_io import AckingProducer, prepare_pipeline
+from kafka_lineage.runtime.kafka_io import AckingProducer, commit_offsets, prepare_pipeline
 from kafka_lineage.runtime.logs import problem
 from kafka_lineage.runtime.metrics import Metrics
 from kafka_lineage.runtime.retry import Backoff, Stopped
@@ -30,7 +38,7 @@ from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.openlineage import FacetCache, record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, RegistryUnavailable, WireFormatError
-from kafka_lineage.sinks.consumer import consume_loop, sink_consumer
+from kafka_lineage.sinks.consumer import LAG_SECONDS, consume_batch, sink_consumer
 from kafka_lineage.sinks.graph.model import (
     BACKFILL,
     CONSTRAINTS,
@@ -85,6 +93,25 @@ def write_statements(driver: Driver, work: list[tuple[str, dict[str, Any]]]) -> 
         session.execute_write(transaction)
 
 
+def _next_offsets(messages: list[Message]) -> list[TopicPartition]:
+    """Per partition, the offset after the last of ``messages``: what a commit of them stores."""
+    after: dict[tuple[str, int], int] = {}
+    for message in messages:
+        at = (message.topic(), message.partition())
+        after[at] = max(after.get(at, 0), message.offset() + 1)
+    return [TopicPartition(topic, partition, offset) for (topic, partition), offset in after.items()]
+
+
+@dataclass(slots=True)
+class _Prepared:
+    """A polled batch, decoded and turned into statements: what the writer thread needs, and what to commit after."""
+
+    messages: list[Message]
+    decoded: list[tuple[Message, dict[str, Any]]]
+    work: list[tuple[str, dict[str, Any]]]
+    produced: list[datetime]
+
+
 class GraphSink:
     def __init__(self, clients: ClientSettings, settings: SinkSettings, metrics: Metrics | None = None) -> None:
         self.clients = clients
@@ -97,14 +124,20 @@ class GraphSink:
         self.dead_codec = AvroCodec("dead_letter", registry.schema_fetcher(registry_client))
         self.dead_letter_id = registry.registered_id(registry_client, clients.dlq_topic, "dead_letter")
         self.dlq = AckingProducer(clients.kafka_config())
-        self.consumer = sink_consumer(clients, settings.group_id)
+        # offsets are stored by hand once their batch is in Neo4j: the next batch is polled while one is written
+        self.consumer = sink_consumer(clients, settings.group_id, {"enable.auto.offset.store": False})
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="graph-writer")
+        self._in_flight: tuple[Future[None], _Prepared] | None = None
+        self._stop = threading.Event()
         self.written = self.dead = 0
+        self._dead_count = threading.Lock()  # the main thread dead-letters undecodable records, the writer refused ones
         self.neo4j_problem: str | None = None  # why the last write failed, while it is the environment's fault
         self._backoff = Backoff()  # waits for Neo4j, from the first failure of a write on
         self.facets = FacetCache()  # every run of a job repeats its datasets' schema facets: parse each text once
 
     def run(self, stop: threading.Event) -> None:
-        self.consumer.subscribe([self.clients.normalized_topic])
+        self._stop = stop
+        self.consumer.subscribe([self.clients.normalized_topic], on_revoke=self._on_revoke)
         print(f"graph sink ready: {self.clients.normalized_topic} → {self.clients.neo4j_uri}", flush=True)
         last_report = time.monotonic()
 
@@ -116,19 +149,63 @@ class GraphSink:
 
         try:
             self._with_retry(lambda: ensure_constraints(self.driver), stop)  # Neo4j may refuse us until fixed
-            # a batch is committed only after its graph transaction committed
-            consume_loop(self.consumer, stop, lambda messages: self._write_batch(messages, stop), stage=STAGE,
-                         metrics=self.metrics, batch_size=self.settings.batch_size,
-                         poll_seconds=self.settings.poll_seconds, every=report)
+            self._loop(stop, report)
         except Stopped:
             log.info("graph sink: stopped while waiting for Neo4j; the unwritten batch is read again at the next start")
         finally:
-            self.consumer.close()  # leaves the group; uncommitted records go to the next member
+            try:
+                self._finish()  # the batch in flight: written (or given up on stop) before leaving
+            except Stopped:
+                log.info("graph sink: stopped while waiting for Neo4j; the unwritten batch is read again")
+            finally:
+                self._writer.shutdown(wait=True)
+                self.consumer.close()  # leaves the group; uncommitted records go to the next member
             self.dlq.close()
             self.driver.close()
             print(f"graph sink stopped: {self.written} events written, {self.dead} dead letters", flush=True)
 
-    def _write_batch(self, messages: list[Message], stop: threading.Event) -> None:
+    def _loop(self, stop: threading.Event, every: Callable[[], None]) -> None:
+        """Poll, prepare and write until ``stop``; a batch's offsets are committed once its transaction committed."""
+        last_lag = time.monotonic()
+        while not stop.is_set():
+            if time.monotonic() - last_lag >= LAG_SECONDS:
+                last_lag = time.monotonic()
+                self.metrics.update_lag(STAGE, self.consumer)
+            messages = consume_batch(self.consumer, self.settings.batch_size, self.settings.poll_seconds, STAGE)
+            prepared = self._prepare(messages, stop) if messages else None  # while the batch before is written
+            self._finish()
+            if prepared is not None:
+                if prepared.work:
+                    self._in_flight = (self._writer.submit(self._write_prepared, prepared, stop), prepared)
+                else:  # every record dead-lettered: nothing to write, commit them now
+                    self._commit(prepared.messages)
+            every()
+
+    def _finish(self) -> None:
+        """Wait for the batch in flight, then commit its offsets."""
+        if self._in_flight is None:
+            return
+        future, prepared = self._in_flight
+        self._in_flight = None
+        future.result()  # the write's own failure (Stopped, a bug) surfaces here
+        self._commit(prepared.messages)
+
+    def _commit(self, messages: list[Message]) -> None:
+        """Store the offsets after ``messages`` and commit what is stored (a commit of positions would cover the
+        batch polled since, not yet written)."""
+        try:
+            self.consumer.store_offsets(offsets=_next_offsets(messages))
+        except KafkaException as exc:  # partitions no longer ours: their next owner reads the batch again
+            log.warning("%s: offsets not stored (%s); the batch will be delivered again", STAGE, exc)
+            return
+        commit_offsets(self.consumer, self._stop, log, STAGE)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Partitions leave this member: the batch in flight is written and committed while they are still ours."""
+        self._finish()
+
+    def _prepare(self, messages: list[Message], stop: threading.Event) -> _Prepared:
+        """Decode a batch (undecodable records to the DLQ) and build its statements."""
         self.metrics.events_in(STAGE, len(messages))
         self.metrics.batch(STAGE, len(messages))
         decoded: list[tuple[Message, dict[str, Any]]] = []
@@ -142,12 +219,16 @@ class GraphSink:
             except (WireFormatError, ValueError, TypeError, KeyError) as exc:
                 reason = exc.error_class if isinstance(exc, WireFormatError) else "undecodable"
                 self._dead([(message, reason, str(exc))])
-        if not decoded:
-            return
+        work = statements(graph_batch([event for _, event in decoded])) if decoded else []
+        return _Prepared(messages, decoded, work, produced)
+
+    def _write_prepared(self, prepared: _Prepared, stop: threading.Event) -> None:
+        """The writer thread: one transaction for the batch; refused → record by record, the refused to the DLQ."""
+        decoded, produced = prepared.decoded, prepared.produced
         while True:
             try:
                 with self.metrics.neo4j_timer():
-                    self._with_retry(lambda: write_events(self.driver, [event for _, event in decoded]), stop)
+                    self._with_retry(lambda: write_statements(self.driver, prepared.work), stop)
                 self._written(len(decoded), produced)
                 return
             except Neo4jError as exc:  # refused for a record it carries: find which one(s)
@@ -222,4 +303,5 @@ class GraphSink:
                 headers=message.headers() or (), source_topic=message.topic(), source_partition=message.partition(),
                 source_offset=message.offset()), self.dead_letter_id)))
         self.dlq.send(self.clients.dlq_topic, records).result(600)  # acknowledged before the offset is committed
-        self.dead += len(failures)
+        with self._dead_count:
+            self.dead += len(failures)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from kafka_lineage.runtime.config import ClientSettings
@@ -177,4 +177,55 @@ def test_refused_credentials_dead_letter_nothing_and_make_the_sink_not_ready(cli
     with sink_process(sink_env), driver_for(settings) as driver:
         assert _wait_for(driver, "MATCH (r:Run)-[:OF_JOB]->(j:Job {namespace: $ns}) RETURN count(r)",
                          {"ns": namespace}, len(runs), timeout=60) == len(runs)
+    assert consume_all(settings.kafka_bootstrap_servers, settings.dlq_topic) == []
+
+
+def test_committed_offsets_never_pass_the_graph_and_a_killed_sink_loses_nothing(clients: ClientSettings,
+                                                                                 sink_env: dict[str, str]) -> None:
+    """The sink polls and prepares the next batch while one is written (issue 23): at every moment each record below
+    the group's committed offsets is in Neo4j, and a sink killed mid-stream leaves nothing out after a restart."""
+    env = {**sink_env, "LINEAGE_SINK_BATCH": "50"}  # many batches, many commits
+    settings = _settings(env)
+    prepare_pipeline(settings, 3)
+    namespace = f"commit-{uuid.uuid4().hex[:6]}"
+    runs = [str(uuid.uuid4()) for _ in range(1500)]
+    client = SchemaRegistryClient(settings.registry_config())
+    codec = AvroCodec("normalized_event", registry.schema_fetcher(client))
+    schema_id = registry.registered_id(client, settings.normalized_topic, "normalized_event")
+    placed: dict[tuple[int, int], str] = {}  # (partition, offset) → run id
+    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap_servers})
+    for i, run in enumerate(runs):
+        value = codec.encode(_normalized_record(_event(namespace, run, f"job-{i % 40}", "COMPLETE", i % 60)), schema_id)
+        producer.produce(settings.normalized_topic, key=run.encode(), value=value,
+                         on_delivery=lambda error, message, run=run: placed.__setitem__(
+                             (message.partition(), message.offset()), run) if error is None else None)
+    assert producer.flush(30) == 0 and len(placed) == len(runs)
+    watcher = Consumer({"bootstrap.servers": settings.kafka_bootstrap_servers, "group.id": env["LINEAGE_SINK_GROUP"],
+                        "enable.auto.commit": False})
+    partitions = [TopicPartition(settings.normalized_topic, partition) for partition in range(3)]
+    query = "MATCH (r:Run)-[:OF_JOB]->(:Job {namespace: $ns}) RETURN collect(r.runId)"
+    checks = 0
+    try:
+        with driver_for(settings) as driver:
+            with lineage_process(["sink"], lambda _child, output: "graph sink ready" in output, env) as sink:
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline:
+                    committed = {tp.partition: tp.offset for tp in watcher.committed(partitions, timeout=10)}
+                    with driver.session() as session:
+                        in_graph = set(session.run(query, {"ns": namespace}).single()[0])  # read after the offsets
+                    promised = {run for (partition, offset), run in placed.items()
+                                if offset < committed.get(partition, -1)}
+                    assert promised <= in_graph, f"{len(promised - in_graph)} committed records not in the graph"
+                    checks += bool(promised)
+                    if len(promised) >= len(runs) // 3:
+                        break
+                    time.sleep(0.05)
+                sink.process.kill()  # mid-stream, a batch likely in flight
+                sink.process.wait(30)
+            assert checks > 0
+            with sink_process(env):
+                assert _wait_for(driver, "MATCH (r:Run)-[:OF_JOB]->(:Job {namespace: $ns}) RETURN count(r)",
+                                 {"ns": namespace}, len(runs), timeout=120) == len(runs)
+    finally:
+        watcher.close()
     assert consume_all(settings.kafka_bootstrap_servers, settings.dlq_topic) == []
