@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import unquote
 
+import orjson
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
@@ -111,6 +112,18 @@ def _decode_quality(item: dict[str, Any]) -> None:
         item[key] = json.loads(item[key]) if item.get(key) else None
 
 
+class GraphJSON(JSONResponse):
+    """A graph answer's JSON written by orjson: the same text as Starlette's (compact, UTF-8) for the values a graph
+    holds, ~10x faster on a 2,000-node answer (several MB). What orjson refuses (an integer beyond 64 bits, a lone
+    surrogate) is written as before; a NaN, which Starlette refuses, is written as null."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return orjson.dumps(content)
+        except TypeError:  # orjson.JSONEncodeError is one
+            return super().render(content)
+
+
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"code": status, "message": message}, status_code=status)
 
@@ -147,7 +160,7 @@ def create_app(store: GraphStore, settings: ServerSettings, metrics: Metrics | N
     def flagged(body: dict[str, Any], truncated: bool) -> JSONResponse:
         """Marquez's graph shape has no room for it: a cut answer says so in a header. The body is plain JSON
         values already, so it is sent as it is (FastAPI's generic encoding took 17 ms of a 500-node graph)."""
-        return JSONResponse(body, headers={"X-Lineage-Truncated": "true"} if truncated else None)
+        return GraphJSON(body, headers={"X-Lineage-Truncated": "true"} if truncated else None)
 
     # --- errors ------------------------------------------------------------------------------------------------
     @app.exception_handler(NotFound)
@@ -248,7 +261,7 @@ def create_app(store: GraphStore, settings: ServerSettings, metrics: Metrics | N
         capped_depth = depth_cap(depth)
         as_of = _as_of(asOf)
         graph = store.neighbourhood(node.kind, node.namespace, node.name, capped_depth, settings.max_nodes, as_of)
-        return flagged(marquez.lineage_graph(graph, store.latest_runs(graph, as_of), store.schemas(graph, as_of)),
+        return flagged(marquez.lineage_graph(graph, graph.latest_runs(), graph.schemas()),
                        graph.stopped is not None or depth > capped_depth)
 
     @app.get("/api/v1/column-lineage", dependencies=api, tags=["Marquez"])

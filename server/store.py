@@ -106,36 +106,73 @@ def _search_query(kinds: Iterable[str], selective: bool) -> str:
             "ORDER BY key, namespace, type LIMIT $limit RETURN collect([type, namespace, name, field, time])")
 
 
-# One breadth-first level: up to $room nodes next to the frontier (``$ids``) not seen yet (``$seen``), through edges
-# known at ``$asOf``. Asking only for what still fits keeps a hub's thousands of neighbours from being read when a few
-# fill the answer; the edges among the nodes kept are read once at the end (``_*_EDGES``).
-def _new_neighbours(pattern: str, columns: str, then: str = "") -> str:
-    """``then``: a clause from the pattern's end (``n``) on to the nodes answered (``b``)."""
-    return ("UNWIND $ids AS id MATCH (a) WHERE elementId(a) = id MATCH " + pattern + " WHERE " + known("e")
-            + (f" {then} WITH b WHERE" if then else " AND") + " NOT elementId(b) IN $seen WITH DISTINCT b "
-            "LIMIT $room RETURN collect([elementId(b), " + columns + "])")
+# Breadth-first levels, several per query: each level is up to what still fits ($cap = limit + 1 nodes in all, so
+# one more than fits tells that the answer was cut) of the nodes next to the frontier not seen yet, through edges
+# known at ``$asOf``. Asking only for what still fits keeps a hub's thousands of neighbours from being read when a
+# few fill the answer; the edges among the nodes kept are read once at the end (``_*_EDGES``). The visited set stays
+# in Neo4j between the levels of a query, so a depth-10 walk (20 levels) is a few round trips, not 20 each
+# re-sending every node seen. ``$hops`` levels at most; a level after the answer is full or after an empty one
+# reads nothing.
+LEVELS_PER_QUERY = 5  # a query of more levels costs Neo4j more to plan once and loses more levels to a timeout
+
+
+@dataclass(frozen=True)
+class _Levels:
+    query: str
+    count: int  # levels per query
+    data: bool = False  # a row ends with the node's data (``_NODE_DATA``)
+
+
+def _levels(body: str, columns: str, count: int = LEVELS_PER_QUERY, data: bool = False) -> _Levels:
+    """``body``: clauses from a frontier node (``a``) to the nodes it reaches (``b``), with any edge filter."""
+    parts = ["UNWIND $seen AS id MATCH (s) WHERE elementId(s) = id WITH collect(s) AS seen",
+             "WITH seen, [s IN seen WHERE elementId(s) IN $ids] AS frontier, [] AS levels"]
+    for level in range(count):
+        parts += [f"CALL (seen, frontier) {{ UNWIND CASE WHEN $hops > {level} THEN frontier ELSE [] END AS a {body} "
+                  "WITH b WHERE NOT b IN seen WITH DISTINCT b LIMIT $cap RETURN collect(b) AS found }",
+                  "WITH seen, levels, found[..($cap - size(seen))] AS found",
+                  "WITH seen + found AS seen, levels + [found] AS levels, "
+                  "CASE WHEN size(seen) + size(found) >= $cap THEN [] ELSE found END AS frontier"]
+    return _Levels(" ".join(parts) + " RETURN [level IN levels | [b IN level | [elementId(b), " + columns + "]]]",
+                   count, data)
+
+
+def _neighbours(pattern: str, then: str = "") -> str:
+    """A level's body: the ends of ``pattern`` (from ``a`` through an edge ``e`` to ``n``), or with ``then`` the
+    nodes it reaches from ``n`` (``b``)."""
+    return f"MATCH {pattern} WHERE {known('e')}" + (f" {then}" if then else "")
 
 
 _TABLE_COLUMNS = "CASE WHEN b:Job THEN 'job' ELSE 'dataset' END, " + _NS.format("b") + ", " + _NAME.format("b")
+# What a lineage answer shows of each node, read with it rather than by a second lookup of thousands of ids: a job's
+# latest run (now: the run the sink points the job at; by ``$asOf``: the latest started by then), a dataset's current
+# schema fields (by ``$asOf``: the latest version first seen by then). Keyed by whether there is an ``$asOf``.
+_NODE_DATA = {
+    False: ("CASE WHEN b:Job THEN COLLECT { MATCH (r:Run {runId: b.latestRunId}) RETURN " + _RUN + " }[0] "
+            "ELSE [(b)-[:HAS_SCHEMA]->(s:SchemaVersion) WHERE s.hash = b.schemaVersion | s.fields][0] END"),
+    True: ("CASE WHEN b:Job THEN COLLECT { MATCH (r:Run)-[:OF_JOB]->(b) WHERE r.startTime <= $asOf "
+           "WITH r ORDER BY " + _NEWEST_FIRST + " LIMIT 1 RETURN " + _RUN + " }[0] "
+           "ELSE COLLECT { MATCH (b)-[:HAS_SCHEMA]->(s:SchemaVersion) WHERE s.firstSeen <= $asOf "
+           "WITH s ORDER BY s.firstSeen DESC LIMIT 1 RETURN s.fields }[0] END"),
+}
 # A dataset's aliases (SAME_AS) come with it, in the same level: the same data under another name.
-_TABLE_LEVEL = _new_neighbours("(a)-[e:INPUT_TO|OUTPUTS]-(n)", _TABLE_COLUMNS, aliases_of("n", "b"))
-_ALIASES = _new_neighbours("(a)-[e:SAME_AS]-(b)", _TABLE_COLUMNS)  # a start's aliases, with _walk's hops
+_TABLE_LEVEL = {then: _levels(_neighbours("(a)-[e:INPUT_TO|OUTPUTS]-(n)", aliases_of("n", "b")),
+                              _TABLE_COLUMNS + ", " + data, data=True) for then, data in _NODE_DATA.items()}
+_ALIASES = {then: _levels(_neighbours("(a)-[e:SAME_AS]-(b)"), _TABLE_COLUMNS + ", " + data, MAX_ALIAS_LINKS,
+                          data=True) for then, data in _NODE_DATA.items()}  # a start's aliases
 _TABLE_EDGES = ("UNWIND $ids AS id MATCH (a) WHERE elementId(a) = id MATCH (a)-[e:INPUT_TO|OUTPUTS|SAME_AS]->(b) WHERE "
                 + known("e") + " AND elementId(b) IN $ids WITH a, b LIMIT $rows "
                 "RETURN collect([elementId(a), elementId(b), ''])")
-_START = {
-    "dataset": "MATCH (n:Dataset {namespace: $namespace, name: $name}) RETURN elementId(n)",
-    "job": "MATCH (n:Job {namespace: $namespace, name: $name}) RETURN elementId(n)",
-}
+_START = {(kind, then): f"MATCH (b:{label} {{namespace: $namespace, name: $name}}) RETURN elementId(b), {data}"
+          for kind, label in (("dataset", "Dataset"), ("job", "Job")) for then, data in _NODE_DATA.items()}
 # Column lineage: DERIVES_FROM points from a derived (output) column to its input column.
 _FIELD_COLUMNS = "'datasetField', " + _NS.format("b") + ", " + _NAME.format("b") + ", coalesce(b.fullField, b.field)"
 _FIELD_LEVEL = {  # a column's aliases (the same column of a SAME_AS-linked dataset) come with it
-    "up": _new_neighbours("(a:Field)-[e:DERIVES_FROM]->(n:Field)", _FIELD_COLUMNS, field_aliases_of("n", "b")),
-    "down": _new_neighbours("(a:Field)<-[e:DERIVES_FROM]-(n:Field)", _FIELD_COLUMNS, field_aliases_of("n", "b")),
+    "up": _levels(_neighbours("(a:Field)-[e:DERIVES_FROM]->(n:Field)", field_aliases_of("n", "b")), _FIELD_COLUMNS),
+    "down": _levels(_neighbours("(a:Field)<-[e:DERIVES_FROM]-(n:Field)", field_aliases_of("n", "b")),
+                    _FIELD_COLUMNS),
 }
-_FIELD_ALIASES = ("UNWIND $ids AS id MATCH (n:Field) WHERE elementId(n) = id " + field_aliases_of("n", "b")
-                  + " WITH DISTINCT b WHERE NOT elementId(b) IN $seen LIMIT $room RETURN collect([elementId(b), "
-                  + _FIELD_COLUMNS + "])")
+_FIELD_ALIASES = _levels("WITH a AS n WHERE n:Field " + field_aliases_of("n", "b"), _FIELD_COLUMNS, 1)
 # ... and a column to the same column of a SAME_AS-linked dataset (transformation "SAME_AS").
 _FIELD_EDGES = ("UNWIND $ids AS id MATCH (a:Field) WHERE elementId(a) = id CALL (a) { "
                 "MATCH (a)-[e:DERIVES_FROM]->(b:Field) WHERE " + known("e") + " "
@@ -231,6 +268,16 @@ class Graph:
     edges: dict[tuple[str, str], str] = field(default_factory=dict)
     starts: list[str] = field(default_factory=list)
     stopped: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)  # element id → what ``_NODE_DATA`` read (table walks)
+
+    def latest_runs(self) -> dict[str, dict[str, Any]]:
+        """Element id → the latest run of every job that has one (``GraphStore.latest_runs``'s answer)."""
+        return {element: data for element, data in self.data.items() if data and self.nodes[element].kind == "job"}
+
+    def schemas(self) -> dict[str, str]:
+        """Element id → the fields JSON of every dataset's schema (``GraphStore.schemas``'s answer)."""
+        return {element: data for element, data in self.data.items()
+                if data and self.nodes[element].kind == "dataset"}
 
 
 def like_pattern(query: str) -> str:
@@ -421,15 +468,18 @@ class GraphStore:
         """Jobs and datasets within ``depth`` jobs of a dataset or job, following lineage edges either way (as
         Marquez's lineage graph does), nearest first, at most ``limit`` nodes, and the edges among them; with
         ``as_of`` only edges known then."""
-        found = self._single(_START[kind], namespace=stored_key(namespace), name=stored_key(name))
+        then = as_of is not None
+        found = self._single(_START[(kind, then)], namespace=stored_key(namespace), name=stored_key(name),
+                             asOf=as_of)
         if not found:
             raise NotFound(f"{kind} {namespace} {name} is not in the graph")
         graph = Graph(starts=[found[0]])
         graph.nodes[found[0]] = NodeId(kind, namespace, name)
+        graph.data[found[0]] = found[1]
         deadline = time.monotonic() + self.timeout
         if kind == "dataset":
-            self._walk(graph, graph.starts, MAX_ALIAS_LINKS, limit, _ALIASES, as_of, deadline)
-        self._walk(graph, list(graph.nodes), 2 * depth, limit, _TABLE_LEVEL, as_of, deadline)
+            self._walk(graph, graph.starts, MAX_ALIAS_LINKS, limit, _ALIASES[then], as_of, deadline)
+        self._walk(graph, list(graph.nodes), 2 * depth, limit, _TABLE_LEVEL[then], as_of, deadline)
         self._edges(graph, _TABLE_EDGES, as_of, deadline)
         return graph
 
@@ -461,31 +511,35 @@ class GraphStore:
             return None
         return remaining
 
-    def _walk(self, graph: Graph, start: Sequence[str], hops: int, limit: int, level: str, as_of: str | None,
+    def _walk(self, graph: Graph, start: Sequence[str], hops: int, limit: int, levels: _Levels, as_of: str | None,
               deadline: float) -> None:
         """Breadth-first from ``start`` for at most ``hops`` levels, adding the nodes reached to ``graph`` in the
-        order reached; stops (flagged) once more than ``limit`` nodes are known or the time is up."""
+        order reached; stops (flagged) once more than ``limit`` nodes are known or the time is up (the levels of a
+        query cut by the time are lost with it)."""
         frontier = list(start)
-        for _ in range(hops):
-            if not frontier or graph.stopped:
-                return
-            room = limit + 1 - len(graph.nodes)  # one more than fits: it tells that the answer was cut
+        while hops > 0 and frontier and not graph.stopped:
             remaining = self._remaining(graph, deadline)
             if remaining is None:
                 return
             try:
-                rows = self._read(level, remaining, ids=frontier, seen=list(graph.nodes), room=room,
-                                  asOf=as_of)[0][0]
+                found = self._read(levels.query, remaining, ids=frontier, seen=list(graph.nodes), hops=hops,
+                                   cap=limit + 1, asOf=as_of)[0][0]
             except QueryTimeout:
                 graph.stopped = "time"
                 return
-            frontier = []
-            for element, kind, namespace, name, *column in rows:
-                if len(graph.nodes) == limit:
-                    graph.stopped = "nodes"
+            hops -= levels.count
+            for rows in found:
+                frontier = []
+                for element, kind, namespace, name, *more in rows:
+                    if len(graph.nodes) == limit:
+                        graph.stopped = "nodes"
+                        return
+                    if levels.data:
+                        graph.data[element] = more.pop()
+                    graph.nodes[element] = NodeId(kind, namespace, name, *more)
+                    frontier.append(element)
+                if not frontier:
                     return
-                graph.nodes[element] = NodeId(kind, namespace, name, *column)
-                frontier.append(element)
 
     def _edges(self, graph: Graph, query: str, as_of: str | None, deadline: float) -> None:
         """The stored edges among the graph's nodes (at most ``max_rows_per_level``, flagged beyond)."""
