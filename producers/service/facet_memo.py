@@ -5,8 +5,9 @@ source), yet ``EventPublisher.encode`` validates each against the spec and write
 a one-event request's ~500 CPU µs. Here each facet of an event parsed from a request is looked up by its own compact
 JSON (orjson: equal texts are equal JSON values, 1 vs 1.0 vs true included) and replaced by the equal object seen
 before, which the processor's ``FacetCache`` then validates and serializes once (``validate_event`` and
-``event_to_record`` with a cache, decision 62); the record is written by ``AvroCodec`` with the schema id the
-publisher's own serializer got from the registry.
+``event_to_record`` with a cache, decision 62). Jobs and datasets are looked up whole first: one seen before comes
+with its limit checks and its Avro record (``FrozenRecord``, whose bytes ``AvroCodec`` writes once). The record is
+written by ``AvroCodec`` with the schema id the publisher's own serializer got from the registry.
 
 Nothing else changes. The cached path only ever concludes "valid and encoded"; an event it cannot encode goes
 through ``EventPublisher.encode``, whose refusal (InvalidEvent naming the field, PublishError for the registry) is
@@ -20,7 +21,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -31,10 +31,11 @@ from kafka_lineage.schemas.wire import AvroCodec
 
 log = logging.getLogger(__name__)
 
-FACET_CACHE_CHARS = 16_000_000  # characters of facet JSON remembered (~40-60 MB): a few thousand jobs' facets
+FACET_CACHE_CHARS = 24_000_000  # characters of JSON: a 2,000-job DAG of realistic events holds ~15 M (~100 MB)
 VERIFY_EVENTS = 50  # encoded both ways, compared, before the cached path is trusted alone
 MAX_SEEN = 50_000  # facets seen once, remembered by hash until their second sighting
-_MAPS = {"run": ("facets",), "job": ("facets",), "dataset": ("facets",)}
+_OWNERS = ("job", "dataset")
+_MAPS = ("facets",)
 _DATASETS = {"inputs": ("facets", "inputFacets"), "outputs": ("facets", "outputFacets")}
 
 
@@ -92,23 +93,49 @@ class FacetMemo:
         return record
 
     def _intern(self, event: dict[str, Any]) -> None:
-        """Replace each facet of ``event`` by the equal one seen before (the event is the request's own)."""
-        for facets in _facet_maps(event):
-            for name, facet in facets.items():
-                if type(facet) is not dict:
-                    continue
-                try:
-                    text = orjson.dumps(facet)
-                except TypeError:  # an integer beyond 64 bits, a lone surrogate, deep nesting: not cached
-                    continue
-                known = self._by_text.get(text)
-                if known is not None:
-                    self._by_text.move_to_end(text)
-                    if not self._facets.holds(known):  # pushed out of the FacetCache's order: back in
-                        self._facets.adopt(known, len(text))
-                    facets[name] = known
-                elif self._admit(text):
-                    self._add(text, facet)
+        """Replace the job, each dataset and each facet of ``event`` by the equal one seen before (the event is the
+        request's own). A job or dataset seen before comes with its checks and its Avro record (FacetCache keeps
+        what is derived from it), a new one has its facets interned one by one."""
+        for key in _OWNERS:
+            if type(owner := event.get(key)) is dict:
+                event[key] = self._shared(owner, _MAPS)
+        if type(run := event.get("run")) is dict:  # not the run itself (its id is its events' own): its facets
+            self._facets_of(run, _MAPS)
+        for key in _DATASETS:
+            if type(datasets := event.get(key)) is list:
+                for index, dataset in enumerate(datasets):
+                    if type(dataset) is dict:
+                        datasets[index] = self._shared(dataset, _DATASETS[key])
+
+    def _shared(self, obj: dict[str, Any], maps: tuple[str, ...]) -> dict[str, Any]:
+        known = self._known(obj)
+        if known is not None:
+            return known
+        self._facets_of(obj, maps)
+        return obj
+
+    def _facets_of(self, obj: dict[str, Any], maps: tuple[str, ...]) -> None:
+        for name in maps:
+            if type(facets := obj.get(name)) is dict:
+                for facet_name, facet in facets.items():
+                    if type(facet) is dict and (equal := self._known(facet)) is not None:
+                        facets[facet_name] = equal
+
+    def _known(self, value: dict[str, Any]) -> dict[str, Any] | None:
+        """The equal object cached before, or None (then ``value`` is remembered: cached on its second sighting)."""
+        try:
+            text = orjson.dumps(value)
+        except TypeError:  # an integer beyond 64 bits, a lone surrogate, deep nesting: not cached
+            return None
+        known = self._by_text.get(text)
+        if known is not None:
+            self._by_text.move_to_end(text)
+            if not self._facets.holds(known):  # pushed out of the FacetCache's order: back in
+                self._facets.adopt(known, len(text))
+            return known
+        if self._admit(text):
+            self._add(text, value)
+        return None
 
     def _admit(self, text: bytes) -> bool:
         key = hash(text)
@@ -132,20 +159,3 @@ class FacetMemo:
 
 def _encode_only(schema_id: int) -> str:
     raise RuntimeError(f"the collector only writes records (asked for schema {schema_id})")
-
-
-def _facet_maps(event: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    for key, names in _MAPS.items():
-        owner = event.get(key)
-        if type(owner) is dict:
-            for name in names:
-                if type(facets := owner.get(name)) is dict:
-                    yield facets
-    for key, names in _DATASETS.items():
-        datasets = event.get(key)
-        if type(datasets) is list:
-            for dataset in datasets:
-                if type(dataset) is dict:
-                    for name in names:
-                        if type(facets := dataset.get(name)) is dict:
-                            yield facets
