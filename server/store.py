@@ -139,8 +139,8 @@ def _levels(body: str, columns: str, count: int = LEVELS_PER_QUERY, data: bool =
 
 def _neighbours(pattern: str, then: str = "") -> str:
     """A level's body: the ends of ``pattern`` (from ``a`` through an edge ``e`` to ``n``), or with ``then`` the
-    nodes it reaches from ``n`` (``b``)."""
-    return f"MATCH {pattern} WHERE {known('e')}" + (f" {then}" if then else "")
+    nodes it reaches from ``n`` (``b``), asked once per distinct ``n`` (not once per edge to it), in the order met."""
+    return f"MATCH {pattern} WHERE {known('e')}" + (f" WITH DISTINCT n {then}" if then else "")
 
 
 _TABLE_COLUMNS = "CASE WHEN b:Job THEN 'job' ELSE 'dataset' END, " + _NS.format("b") + ", " + _NAME.format("b")
@@ -160,10 +160,13 @@ _TABLE_LEVEL = {then: _levels(_neighbours("(a)-[e:INPUT_TO|OUTPUTS]-(n)", aliase
                               _TABLE_COLUMNS + ", " + data, data=True) for then, data in _NODE_DATA.items()}
 _ALIASES = {then: _levels(_neighbours("(a)-[e:SAME_AS]-(b)"), _TABLE_COLUMNS + ", " + data, MAX_ALIAS_LINKS,
                           data=True) for then, data in _NODE_DATA.items()}  # a start's aliases
-_TABLE_EDGES = ("UNWIND $ids AS id MATCH (a) WHERE elementId(a) = id MATCH (a)-[e:INPUT_TO|OUTPUTS|SAME_AS]->(b) WHERE "
-                + known("e") + " AND elementId(b) IN $ids WITH a, b LIMIT $rows "
-                "RETURN collect([elementId(a), elementId(b), ''])")
-_START = {(kind, then): f"MATCH (b:{label} {{namespace: $namespace, name: $name}}) RETURN elementId(b), {data}"
+# The edges among the walk's nodes, compared as nodes (not as element id strings built for every neighbour).
+_TABLE_EDGES = ("UNWIND $ids AS id MATCH (a) WHERE elementId(a) = id WITH collect(a) AS nodes UNWIND nodes AS a "
+                "MATCH (a)-[e:INPUT_TO|OUTPUTS|SAME_AS]->(b) WHERE " + known("e") + " AND b IN nodes "
+                "WITH a, b LIMIT $rows RETURN collect([elementId(a), elementId(b), ''])")
+# The start: its id, its data and whether it has any alias (without, the walk to its aliases is not asked).
+_START = {(kind, then): f"MATCH (b:{label} {{namespace: $namespace, name: $name}}) RETURN elementId(b), {data}, "
+                        "EXISTS { (b)-[:SAME_AS]-() }"
           for kind, label in (("dataset", "Dataset"), ("job", "Job")) for then, data in _NODE_DATA.items()}
 # Column lineage: DERIVES_FROM points from a derived (output) column to its input column.
 _FIELD_COLUMNS = "'datasetField', " + _NS.format("b") + ", " + _NAME.format("b") + ", coalesce(b.fullField, b.field)"
@@ -477,7 +480,7 @@ class GraphStore:
         graph.nodes[found[0]] = NodeId(kind, namespace, name)
         graph.data[found[0]] = found[1]
         deadline = time.monotonic() + self.timeout
-        if kind == "dataset":
+        if kind == "dataset" and found[2]:
             self._walk(graph, graph.starts, MAX_ALIAS_LINKS, limit, _ALIASES[then], as_of, deadline)
         self._walk(graph, list(graph.nodes), 2 * depth, limit, _TABLE_LEVEL[then], as_of, deadline)
         self._edges(graph, _TABLE_EDGES, as_of, deadline)
