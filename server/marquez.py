@@ -10,8 +10,6 @@ A dataset's ``currentVersion`` and a version's ``version`` are the schema versio
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -42,41 +40,6 @@ def dataset_type(namespace: str) -> str:
 def fields(fields_json: str | None) -> list[dict[str, Any]]:
     return [{"name": f.get("name"), "type": f.get("type"), "tags": [], "description": f.get("description")}
             for f in schema_fields(fields_json) if isinstance(f.get("name"), str)]
-
-
-class FieldsMemo:
-    """``fields`` of a schema text, remembered (least recently used first out) up to ``max_chars`` of schema text:
-    a lineage answer lists every dataset's fields and the same schemas come back answer after answer, while building
-    them took most of the server's time for a 2,000-node answer. Keyed by the text itself, so it is never stale; the
-    lists it hands out are shared and must not be changed (answers only serialize them)."""
-
-    def __init__(self, max_chars: int = 16_000_000, max_text: int = 256_000) -> None:
-        self.max_chars, self.max_text = max_chars, max_text
-        self._entries: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
-        self._chars = 0
-        self._lock = threading.Lock()  # the API answers from a thread pool
-
-    def __call__(self, fields_json: str | None) -> list[dict[str, Any]]:
-        if not fields_json:
-            return []
-        with self._lock:
-            found = self._entries.get(fields_json)
-            if found is not None:
-                self._entries.move_to_end(fields_json)
-                return found
-        built = fields(fields_json)
-        if len(fields_json) <= self.max_text:
-            with self._lock:
-                if fields_json not in self._entries:
-                    self._entries[fields_json] = built
-                    self._chars += len(fields_json)
-                    while self._chars > self.max_chars:
-                        text, _ = self._entries.popitem(last=False)
-                        self._chars -= len(text)
-        return built
-
-
-schema_fields_of = FieldsMemo()
 
 
 def namespace(row: list[Any]) -> dict[str, Any]:
@@ -200,7 +163,7 @@ def lineage_graph(graph: Graph, latest_runs: Mapping[str, Mapping[str, Any]] | N
         else:
             data = {"id": {"namespace": node.namespace, "name": node.name}, "type": dataset_type(node.namespace),
                     "name": node.name, "physicalName": node.name, "namespace": node.namespace,
-                    "sourceName": node.namespace, "fields": schema_fields_of(schemas.get(element)), "tags": []}
+                    "sourceName": node.namespace, "fields": fields(schemas.get(element)), "tags": []}
         nodes.append({"id": node_id, "type": node.kind.upper(), "data": data,
                       "inEdges": edges_in, "outEdges": edges_out})
     nodes.sort(key=lambda n: n["id"])
