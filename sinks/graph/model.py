@@ -417,6 +417,10 @@ class _Builder:
         # (namespace, name, version) whose field rows are in: every event of a job repeats its output's schema
         self.schemas_done: set[tuple[str, str, str]] = set()
         self.versions = _VERSIONS  # fields JSON → schema version: hashing is the costlier step
+        # id(fields list) → (the list, its JSON, its version): the sink's FacetCache shares one schema facet object
+        # per distinct text, so a batch's ~7,000 schemas are ~100-300 objects, and writing the JSON was ~13% of a
+        # batch's model time (the list is kept, so its id stays its for the batch)
+        self.schema_texts: dict[int, tuple[Any, str, str]] = {}
         self.schema_paths: dict[tuple[str, str, str], tuple[str, ...]] = {}  # GraphBatch.schema_paths
         # (namespace, name, field) whose Field, HAS_FIELD and Dataset rows are in (none has merge rules): column
         # lineage names the same fields in every event of a job
@@ -510,12 +514,16 @@ def _dataset_facets(b: _Builder, dataset: Any, time: str | None) -> tuple[str, s
     facets = _dict(dataset.get("facets"))
     fields = schema_fields(dataset)
     if fields:
-        fields_json = json.dumps(fields, separators=(",", ":"), ensure_ascii=False)  # as the drift alert writes it
-        version = b.versions.get(fields_json)
-        if version is None:  # the processor's hash, so alerts and graph name versions alike
-            if len(b.versions) > 20_000:  # bounded (~1 KB a key for 20 fields)
-                b.versions.clear()
-            version = b.versions[fields_json] = schema_version(fields)
+        known = b.schema_texts.get(id(fields))
+        if known is None or known[0] is not fields:
+            fields_json = json.dumps(fields, separators=(",", ":"), ensure_ascii=False)  # as the drift alert writes it
+            version = b.versions.get(fields_json)
+            if version is None:  # the processor's hash, so alerts and graph name versions alike
+                if len(b.versions) > 20_000:  # bounded (~1 KB a key for 20 fields)
+                    b.versions.clear()
+                version = b.versions[fields_json] = schema_version(fields)
+            known = b.schema_texts[id(fields)] = (fields, fields_json, version)
+        _, fields_json, version = known
         b.dataset(namespace, name, _group(time or _NO_TIME_MAX, version=version))
         version_row = {"namespace": namespace, "name": name, "hash": version,
                        "first": _group(time or _NO_TIME_MIN, fields=fields_json, firstSeen=time)}
