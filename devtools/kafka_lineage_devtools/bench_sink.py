@@ -38,6 +38,7 @@ from kafka_lineage.schemas.wire import AvroCodec
 from kafka_lineage.sinks.graph import model as current_model
 from kafka_lineage.sinks.graph.sink import driver_for, ensure_constraints
 from kafka_lineage_devtools.bench_events import run_pairs
+from kafka_lineage_devtools.cpu_budget import process_cpu_seconds
 from kafka_lineage_devtools.processes import pipeline_env, sink_process
 
 _OUT = re.compile(r'^lineage_events_out_total\{stage="graph-sink"\} (\S+)$', re.MULTILINE)
@@ -75,15 +76,21 @@ def _records(local: ClientSettings, events: list[dict[str, Any]]) -> list[tuple[
         schema_id)) for index, event in enumerate(events)]
 
 
-def _written(url: str) -> float:
-    found = _OUT.search(requests.get(url, timeout=5).text)
+def _written(url: str) -> float | None:
+    """The sink's ``events_out`` counter; None when its endpoint did not answer in time (a loaded machine)."""
+    try:
+        found = _OUT.search(requests.get(url, timeout=5).text)
+    except requests.RequestException:
+        return None
     return float(found.group(1)) if found else 0.0
 
 
 def _sink_rate(settings: ClientSettings, count: int, shape: str, namespace: str, seed: int,
                pythonpath: Path | None, extra_env: dict[str, str]) -> dict[str, Any]:
-    """Events/s of one sink process reading a backlog of ``count`` events produced before it starts; timed from its
-    first written batch to its last (group join and start-up left out), by its ``events_out`` counter."""
+    """Events/s of one sink process reading a backlog of ``count`` events produced before it starts, by its
+    ``events_out`` counter: from its first written batch to its last (group join and start-up left out), and from
+    its readiness (a pipelined sink prepares its second batch while the first is written: timing from the first
+    write would leave that out); its CPU µs per event over the latter (steadier than rates on a shared machine)."""
     prefix = f"lineage.bench.gsink.{uuid.uuid4().hex[:8]}"
     env = {**os.environ, **pipeline_env(prefix, 6, Path(".lineage/bench") / prefix), **extra_env}
     if pythonpath is not None:
@@ -95,19 +102,24 @@ def _sink_rate(settings: ClientSettings, count: int, shape: str, namespace: str,
     producer.send(local.normalized_topic, records).result(600)
     producer.close()
     with sink_process(env) as sink:
+        ready, cpu = time.perf_counter(), process_cpu_seconds(sink.process.pid)
         url = sink.metrics_url if sink.metrics_url.endswith("/metrics") else sink.metrics_url.rstrip("/") + "/metrics"
         first: tuple[float, float] | None = None
-        deadline = time.monotonic() + 3600
+        deadline, done = time.monotonic() + 3600, 0.0
         while True:
-            done, now = _written(url), time.perf_counter()
+            read, now = _written(url), time.perf_counter()
+            done = done if read is None else read
             if first is None and done > 0:
                 first = (now, done)
             if done >= count or time.monotonic() > deadline:
+                cpu = process_cpu_seconds(sink.process.pid) - cpu
                 break
             time.sleep(0.1)
     if first is None or done <= first[1]:
         raise RuntimeError(f"the sink wrote {done:.0f} of {count} events")
-    return {"events": count, "events_per_s": (done - first[1]) / (now - first[0]), "seconds": now - first[0]}
+    return {"events": count, "events_per_s": (done - first[1]) / (now - first[0]), "seconds": now - first[0],
+            "events_per_s_from_ready": done / (now - ready), "cpu_us_per_event": cpu / done * 1e6,
+            "load_average": os.getloadavg()[0]}
 
 
 def _python_costs(model: ModuleType, events: list[dict[str, Any]], codec: AvroCodec, encoded: list[bytes],
@@ -168,10 +180,11 @@ def _statement_times(driver: Any, model: ModuleType, batches: list[list[dict[str
 
 def bench_graph_sink(settings: ClientSettings, count: int, shape: str = "realistic", *, baseline: str | None = None,
                      batches: int = 3, rounds: int = 1, sink_env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Events/s of a ``lineage sink`` process on a backlog of ``count`` normalized ``shape`` events, plus Neo4j
-    time per statement per batch (``batches`` transactions of ``LINEAGE_SINK_BATCH`` events, written in-process) and
-    the Python costs per event. ``baseline``: a checkout whose sink and model are measured in the same call,
-    alternating over ``rounds``; ``sink_env``: extra environment for the sink processes (``LINEAGE_SINK_BATCH``)."""
+    """Events/s and CPU µs/event of a ``lineage sink`` process on a backlog of ``count`` normalized ``shape``
+    events, plus Neo4j time per statement per batch (``batches`` transactions of ``LINEAGE_SINK_BATCH`` events,
+    written in-process; 0: none) and the Python costs per event. ``baseline``: a checkout whose sink and model are
+    measured in the same call, alternating over ``rounds``; ``sink_env``: extra environment for the sink processes
+    (``LINEAGE_SINK_BATCH``)."""
     extra = dict(sink_env or {})
     batch_size = int(extra.get("LINEAGE_SINK_BATCH", os.environ.get("LINEAGE_SINK_BATCH", "2000")))
     namespace = f"bench-gsink-{uuid.uuid4().hex[:6]}"
@@ -189,29 +202,35 @@ def bench_graph_sink(settings: ClientSettings, count: int, shape: str = "realist
         for start in range(0, len(warm), batch_size):
             current_model_write(driver, warm[start:start + batch_size])
         seed = 100
-        result: dict[str, Any] = {"events": count, "shape": shape, "batch": batch_size, "namespace": namespace}
-        for name, (model, _) in variants.items():
+        result: dict[str, Any] = {"events": count, "shape": shape, "batch": batch_size, "namespace": namespace,
+                                  **{name: {} for name in variants}}
+        for name, (model, _) in variants.items() if batches else ():  # batches=0: the sink processes only
             events = run_pairs(batch_size * batches, shape, seed=(seed := seed + 1), namespace=namespace)
-            result.setdefault(name, {})["neo4j"] = _statement_times(
+            result[name]["neo4j"] = _statement_times(
                 driver, model, [events[i:i + batch_size] for i in range(0, len(events), batch_size)])
             sample = run_pairs(min(count, 4000), shape, seed=(seed := seed + 1), namespace=namespace)
             encoded = [value for _, value in _records(local, sample)]
             result[name]["python"] = _python_costs(model, sample, codec, encoded, batch_size)
-    rates: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(rounds):
-        for name, (_, path) in variants.items():
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
+    for turn in range(rounds):  # alternating, each variant first in every other round
+        for name, (_, path) in (variants.items() if turn % 2 == 0 else reversed(variants.items())):
             seed += 1
-            rates[name].append(_sink_rate(settings, count, shape, namespace, seed, path, extra)["events_per_s"])
-    for name, values in rates.items():
-        result[name]["events_per_s"] = [round(value) for value in values]
+            runs[name].append(_sink_rate(settings, count, shape, namespace, seed, path, extra))
+    for name, measured in runs.items():
+        for key in ("events_per_s", "events_per_s_from_ready", "cpu_us_per_event", "load_average"):
+            result[name][key] = [round(run[key], 1) for run in measured]
     for _, path in variants.values():
         if path is not None:
             shutil.rmtree(path)  # the symlinks only
     if baseline is not None:
         old, new = result["old"], result["new"]
-        result["ratio_events_per_s"] = round(statistics.median(new["events_per_s"])
-                                             / statistics.median(old["events_per_s"]), 2)
-        result["ratio_neo4j_transaction"] = round(old["neo4j"]["transaction_ms"] / new["neo4j"]["transaction_ms"], 2)
+        for key in ("events_per_s", "events_per_s_from_ready"):
+            result[f"ratio_{key}"] = round(statistics.median(new[key]) / statistics.median(old[key]), 2)
+        result["ratio_cpu_us_per_event"] = round(statistics.median(new["cpu_us_per_event"])
+                                                 / statistics.median(old["cpu_us_per_event"]), 2)
+        if batches:
+            result["ratio_neo4j_transaction"] = round(old["neo4j"]["transaction_ms"] / new["neo4j"]["transaction_ms"],
+                                                      2)
     return result
 
 
@@ -227,8 +246,10 @@ def current_model_write(driver: Any, events: list[dict[str, Any]]) -> None:
         session.execute_write(transaction)
 
 
-if __name__ == "__main__":  # python -m kafka_lineage_devtools.bench_sink COUNT [BASELINE_CHECKOUT]
+if __name__ == "__main__":  # python -m kafka_lineage_devtools.bench_sink COUNT [BASELINE_CHECKOUT [ROUNDS [BATCHES]]]
     import json
 
     print(json.dumps(bench_graph_sink(ClientSettings.from_env(os.environ), int(sys.argv[1]),
-                                      baseline=sys.argv[2] if len(sys.argv) > 2 else None), indent=1))
+                                      baseline=sys.argv[2] if len(sys.argv) > 2 else None,
+                                      rounds=int(sys.argv[3]) if len(sys.argv) > 3 else 1,
+                                      batches=int(sys.argv[4]) if len(sys.argv) > 4 else 3), indent=1))
