@@ -132,12 +132,14 @@ def bench_collector_single(count: int, clients: int = 8, shape: str = "realistic
 
 
 def bench_collector_compare(count: int, old: Path, rounds: int = 3, clients: int = 8, shape: str = "realistic", *,
-                            env: dict[str, str] | None = None, old_env: dict[str, str] | None = None
-                            ) -> dict[str, Any]:
+                            env: dict[str, str] | None = None, old_env: dict[str, str] | None = None,
+                            warmup: int = WARMUP_REQUESTS) -> dict[str, Any]:
     """The collector of ``old`` (a checkout, e.g. ``git worktree add /tmp/old HEAD``) and this one side by side on a
     shared machine: ``rounds`` rounds, each feeding both the same ``count`` fresh events of ``shape`` one per request
     from ``clients`` keep-alive clients, old and new alternating (the order flips every round so that a drift of the
-    machine's load favours neither). Each run starts its own collector process (cold caches, same warm-up). Per run:
+    machine's load favours neither). Each run starts its own collector process and sends it ``warmup`` other runs'
+    events of the same jobs first (a few thousand: a platform whose jobs have run before, the collector's caches in
+    their steady state; the default 50 only warms connections and the registry lookup). Per run:
     events/s, p50/p99, collector and client CPU µs per request and the load average; then the medians and new/old."""
     from kafka_lineage_devtools.bench import bench_topic
     from kafka_lineage_devtools.bench_sink import _baseline_path
@@ -151,7 +153,7 @@ def bench_collector_compare(count: int, old: Path, rounds: int = 3, clients: int
         for side in ("old", "new") if round_index % 2 == 0 else ("new", "old"):
             with collector_process({"LINEAGE_EVENTS_TOPIC": topic, **sides[side]}) as child:
                 lineage, pid = f"{child.url}/api/v1/lineage", child.process.pid
-                asyncio.run(drive(lineage, batches(run_pairs(WARMUP_REQUESTS, shape), 1), clients))
+                asyncio.run(drive(lineage, batches(run_pairs(warmup, shape), 1), clients))
                 load = os.getloadavg()[0]
                 result = asyncio.run(drive(lineage, singles, clients, pid))
             runs[side].append({"round": round_index + 1, "load_average_1m": round(load, 2), **result})
@@ -161,7 +163,8 @@ def bench_collector_compare(count: int, old: Path, rounds: int = 3, clients: int
 
     keys = ("events_per_s", "p50_ms", "p99_ms", "collector_cpu_us_per_request", "client_cpu_us_per_request")
     medians = {side: {key: median(side, key) for key in keys} for side in runs}
-    return {"shape": shape, "events_per_run": count, "rounds": rounds, "concurrent_clients": clients,
+    return {"shape": shape, "events_per_run": count, "warmup_events": warmup, "rounds": rounds,
+            "concurrent_clients": clients,
             "old": str(old), "runs": runs, "median": medians,
             "new_over_old": {key: round(medians["new"][key] / medians["old"][key], 2) for key in keys
                              if medians["old"][key]}}
