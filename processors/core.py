@@ -69,6 +69,11 @@ MAX_EVENT_TIME_AHEAD_SECONDS = 3600.0
 # ~110 MB). A stream's jobs recur in any order, so a cache smaller than that mostly misses: 4 M held ~8% of it, and
 # this size made a worker 1.14-1.19x faster for +70-80 MiB (ARCHITECTURE 62).
 FACET_CACHE_CHARS = 48_000_000
+# The processor's NormalizeCache: plans (what normalizing changes, per combination of a job's datasets and their
+# facets), one per job and event kind in practice. Sized like the FacetCache, for a platform: the 512 of other users
+# held a quarter of a 2,000-job stream's ~2,000 plans, so most events were planned again and their rewritten datasets
+# encoded again (ARCHITECTURE 62). Each plan keeps the facet objects it is keyed on and its rewritten facets alive.
+NORMALIZE_PLANS = 4096
 _held_encode = json.JSONEncoder(separators=(",", ":")).encode  # as the table's serializer writes (ASCII)
 
 
@@ -140,7 +145,8 @@ class ProcessorCore:
         # A stream repeats its facets, jobs and datasets: each distinct one is decoded, hashed into dedupe ids,
         # normalized and encoded once. Events then share those objects, which is safe: nothing here modifies one.
         self.facets = facets if facets is not None else FacetCache(max_chars=FACET_CACHE_CHARS)
-        self._normalizer = NormalizeCache(self.facets, self.aliases, patterns=partition_patterns)
+        self._normalizer = NormalizeCache(self.facets, self.aliases, maxsize=NORMALIZE_PLANS,
+                                          patterns=partition_patterns)
         self._renames: dict[Rename, FrozenRecord] = {}  # the same renames recur with their datasets
 
     # --- batches -------------------------------------------------------------------------------------------------
