@@ -301,8 +301,9 @@ def main(argv: list[str] | None = None) -> None:
     digest = hashlib.sha256() if args.digest else None
     pipeline = Pipeline(codecs)
     # The inputs stay out of the GC's way (frozen: a full collection then costs what the pipeline keeps alive), and
-    # the GC line runs with the thresholds the worker sets: CPython's defaults (700) cost ~110 µs/event here, which
-    # the worker never pays (~20 with ``tune_gc``'s).
+    # the GC line runs with the thresholds the worker sets: CPython's defaults (700) cost ~110 µs/event here (realistic
+    # shape), which the worker never pays; with ``tune_gc``'s a 5,000-event round sees about no collection, and a
+    # long stream ~20 µs/event of young collections (what the caches and the state keep).
     tune_gc()
     rounds = [pipeline.round(stream, digest if seed == 0 else None) for seed, stream in enumerate(streams)]
     rounds = rounds[1:]  # the first round warms the caches up
