@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 import requests
@@ -45,15 +46,19 @@ def test_two_workers_share_the_port_publish_after_ack_and_answer_summed_metrics(
     assert sorted(event["job"]["name"] for _, event in received) == sorted(f"w-{index}" for index in range(40))
 
 
-def test_a_worker_that_dies_fails_the_supervisor_at_once_and_stops_the_others(events_topic: str) -> None:
+def test_a_worker_that_dies_fails_the_supervisor_at_once_and_stops_the_others(events_topic: str,
+                                                                              tmp_path: Path) -> None:
     port = free_port()
-    supervisor = subprocess.Popen([sys.executable, "-m", "kafka_lineage.app.cli", "collector", "--port", str(port)],
-                                  env={**os.environ, "LINEAGE_EVENTS_TOPIC": events_topic,
-                                       "LINEAGE_COLLECTOR_PROCESSES": "2"},
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = tmp_path / "collector.log"
+    with log.open("w") as sink:
+        supervisor = subprocess.Popen(
+            [sys.executable, "-m", "kafka_lineage.app.cli", "collector", "--port", str(port)],
+            env={**os.environ, "LINEAGE_EVENTS_TOPIC": events_topic, "LINEAGE_COLLECTOR_PROCESSES": "2"},
+            stdout=sink, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 60
-        while not http_live(f"http://127.0.0.1:{port}"):
+        # both workers up (one stopped while still starting would end without its last line)
+        while not (http_live(f"http://127.0.0.1:{port}") and log.read_text().count(") serving") == 2):
             assert time.monotonic() < deadline and supervisor.poll() is None
             time.sleep(0.2)
         workers = [int(pid) for pid in subprocess.run(["pgrep", "-P", str(supervisor.pid)], capture_output=True,
@@ -61,8 +66,8 @@ def test_a_worker_that_dies_fails_the_supervisor_at_once_and_stops_the_others(ev
         assert len(workers) == 2
         os.kill(workers[0], signal.SIGKILL)
         killed = time.monotonic()
-        output, _ = supervisor.communicate(timeout=60)
-        assert supervisor.returncode == 1
+        assert supervisor.wait(timeout=60) == 1
+        output = log.read_text()
         assert time.monotonic() - killed < 30  # the survivor's graceful stop included
         assert f"(pid {workers[0]}) exited with code -9; stopping the others" in output
         assert output.count("stopped: 0 events accepted") == 1  # the other worker, stopped cleanly
