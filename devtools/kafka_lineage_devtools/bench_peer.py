@@ -636,13 +636,78 @@ def _run_peer_bench(count: int, output: Path, source: Path | None = None) -> dic
     return result
 
 
+def run_lineage_peer(count: int, servers: dict[str, str], output: Path, rounds: int = 3,
+                     seed: int = 23) -> dict[str, Any]:
+    """The lineage part of the peer bench alone, for comparing our servers' code (``servers``: name → URL of a
+    running ``lineage serve`` on the stack, e.g. an old and a new checkout) with Marquez on one graph: ``count``
+    realistic events (fixed ``seed``, this run's own namespaces) are written into Neo4j by the graph sink's own
+    statements and posted to Marquez one per request; then ``GET /api/v1/lineage`` at depth 10 over the query nodes,
+    servers in turn, ``rounds`` times after a warm-up round. Answers of our servers are compared whole (JSON)."""
+    from kafka_lineage.processors.normalize import normalize_event
+    from kafka_lineage.runtime.config import ClientSettings
+    from kafka_lineage.sinks.graph.sink import driver_for, ensure_constraints, write_events
+
+    classpath = setup_marquez(None)
+    tag = uuid.uuid4().hex[:6]
+    events = tag_namespaces(bench_events.run_pairs(count, "realistic", seed=seed,
+                                                   namespace=f"bench-peer-{tag}"), tag)
+    with driver_for(ClientSettings.from_env()) as driver:
+        ensure_constraints(driver)
+        for start in range(0, len(events), 500):
+            write_events(driver, [normalize_event(event)[0] for event in events[start:start + 500]])
+    nodes = query_nodes(events, 20)
+    samples: dict[str, tuple[list[float], list[int]]] = {name: ([], []) for name in [*servers, "marquez"]}
+    same: list[bool] = []
+    with tempfile.TemporaryDirectory(prefix="peer-marquez-") as workdir, private_postgres() as postgres, \
+            marquez_server(classpath, postgres["port"], Path(workdir)) as marquez:
+        post_each(f"{marquez['url']}/api/v1/lineage", events[:20], clients=1)
+        ingest = post_each(f"{marquez['url']}/api/v1/lineage", events[20:])
+        urls = {**servers, "marquez": marquez["url"]}
+        for url in urls.values():
+            lineage_latencies(url, nodes)  # warm-up: plans, caches
+        for _ in range(rounds):  # in turn, so all see the same background load
+            for name, url in urls.items():
+                times, sizes = lineage_latencies(url, nodes)
+                samples[name][0].extend(times)
+                samples[name][1].extend(sizes)
+        with requests.Session() as http:
+            for node in nodes:
+                answers = [http.get(f"{url}/api/v1/lineage", params={"nodeId": node, "depth": DEPTH},
+                                    timeout=300).json() for url in servers.values()]
+                same.append(all(answer == answers[0] for answer in answers))
+    result = {"bench": "peer-lineage", "at": datetime.now(UTC).isoformat(), "events": count, "seed": seed,
+              "depth": DEPTH, "rounds": rounds, "query_nodes": nodes, "marquez_version": MARQUEZ_VERSION,
+              "marquez_ingest_events_per_s": (len(events) - 20) / ingest,
+              "load_average": os.getloadavg(), "our_answers_identical": sum(same),
+              "lineage_ms": {name: summarize(*sample) for name, sample in samples.items()}}
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m kafka_lineage_devtools.bench_peer setup [--source DIR]`` (what ``make peer-deps`` runs)."""
     parser = argparse.ArgumentParser(prog="bench_peer")
-    parser.add_argument("action", choices=["setup"])
+    parser.add_argument("action", choices=["setup", "lineage"])
     parser.add_argument("--source", type=Path, default=None,
                         help="Marquez's source release (checkout or git dir with the release tag)")
+    parser.add_argument("--server", action="append", default=[], metavar="NAME=URL",
+                        help="lineage: one of our running servers to measure (repeat for old and new code)")
+    parser.add_argument("--events", type=int, default=2200, help="lineage: events written to both graphs")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--output", type=Path, default=Path(".lineage/bench/peer-lineage.json"))
     args = parser.parse_args(argv)
+    if args.action == "lineage":
+        servers = dict(item.split("=", 1) for item in args.server)
+        if not servers:
+            parser.error("lineage: at least one --server NAME=URL")
+        try:
+            result = run_lineage_peer(args.events, servers, args.output, args.rounds)
+        except PeerSetupError as error:
+            print(f"cannot set Marquez up: {error}", file=sys.stderr)
+            return 2
+        print(json.dumps({k: v for k, v in result.items() if k != "query_nodes"}, indent=2))
+        return 0
     source = args.source or (Path(os.environ["LINEAGE_PEER_MARQUEZ_SOURCE"])
                              if os.environ.get("LINEAGE_PEER_MARQUEZ_SOURCE") else None)
     try:
