@@ -862,9 +862,7 @@ def graph_sink_written(children: Mapping[str, list[ChildProcess]]) -> float:
 def backlog_bodies(count: int, namespace: str, batch_size: int) -> tuple[list[dict[str, Any]], list[bytes]]:
     """``count`` realistic events of jobs in ``namespace`` (a namespace per run: no dataset is shared with an earlier
     run), and the request bodies that post them ``batch_size`` per request."""
-    backlog = run_pairs(count)
-    for event in backlog:
-        event["job"] = {**event["job"], "namespace": namespace}
+    backlog = bench_events.run_pairs(count, EVENT_SHAPE, namespace=namespace)
     return backlog, [json.dumps(backlog[start:start + batch_size]).encode() for start in range(0, count, batch_size)]
 
 
@@ -916,10 +914,8 @@ def bench_end_to_end(settings: ClientSettings, count: int, rate: int = 1000, sec
         alert_before = _histogram(alerts.metrics_url, "lineage_end_to_end_latency_seconds", path="alert")
         # Latency means something only at a rate the pipeline sustains: at most half of the backlog's rate.
         rate = min(rate, max(10, int(count / elapsed / 2)))
-        steady, tick, changes = run_pairs(int(rate * seconds)), 0.1, 0
+        steady, tick, changes = bench_events.run_pairs(int(rate * seconds), EVENT_SHAPE, namespace=namespace), 0.1, 0
         per_tick = max(1, int(rate * tick))
-        for event in steady:
-            event["job"] = {**event["job"], "namespace": namespace}
         next_tick = time.monotonic()
         with requests.Session() as session:
             for index in range(0, len(steady), per_tick):
