@@ -191,6 +191,13 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
                 (key, dead_letter_codec.encode(record, dead_letter_id)) for key, record in letters]))
         if deliveries:
             await asyncio.gather(*(asyncio.wrap_future(delivery) for delivery in deliveries))
+        if output.drift_findings:  # rare, and what an operator looks for when an alert seems missing
+            for _key, record in output.normalized:
+                for change in record["schemaChanges"]:
+                    log.info("schema change on %s/%s: %s → %s (%s), from %s[%s]@%s", change["namespace"],
+                             change["name"], change["previousVersion"][:12], change["newVersion"][:12],
+                             change["severity"], *(record["processing"][field] for field in
+                                                   ("sourceTopic", "sourcePartition", "sourceOffset")))
         for table, writes in ((dedupe, output.dedupe_writes.items()), (runs, output.run_writes.items())):
             for key, (partition, value) in writes:
                 state.write(table, key, partition, value)

@@ -578,6 +578,7 @@ class AlertSettings:
     graph_group_id: str = "lineage-graph-sink"  # the graph sink's group: impact waits for its committed offsets
     graph_wait_seconds: float = 30.0  # at most this long per batch; then the alert says impactComplete=false
     query_timeout: float = 15.0  # an impact query's transaction timeout, and (plus a margin) its client-side bound
+    report_seconds: float = 30.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> AlertSettings:
@@ -591,4 +592,5 @@ class AlertSettings:
             graph_group_id=values.get("LINEAGE_SINK_GROUP", "lineage-graph-sink"),
             graph_wait_seconds=_positive(values, "LINEAGE_ALERT_GRAPH_WAIT", 30.0),
             query_timeout=_positive(values, "LINEAGE_ALERT_QUERY_TIMEOUT", 15.0),
+            report_seconds=_positive(values, "LINEAGE_REPORT_SECONDS", 30.0),
         )

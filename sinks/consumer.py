@@ -1,6 +1,13 @@
 """The sinks' consumer loop: one member of the sink's group reads the normalized topic in batches, hands each batch
 to the sink, and commits its offsets only after the sink is done with it (at-least-once; the sinks are idempotent).
-A stop while a batch waits (``Stopped``) leaves the batch uncommitted for the next start."""
+A stop while a batch waits (``Stopped``) leaves the batch uncommitted for the next start.
+
+A member that stalls is rebuilt: once, after a broker restart cost the alert sink its assignment while it waited on
+a batch, its librdkafka consumer went on polling for 15 minutes without a record although thousands waited, and
+three alerts were never sent. ``SinkMember`` looks at the group's committed offsets whenever it got nothing for
+``STALL_SECONDS``; a partition it holds (or any, when it holds none) that has records past the committed offset and
+did not move between two such looks makes it close its consumer and join the group again with a new one.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Message
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import commit_offsets
@@ -19,6 +26,8 @@ from kafka_lineage.runtime.metrics import Metrics
 
 log = logging.getLogger(__name__)
 LAG_SECONDS = 5.0  # the lag gauge needs broker round trips: not every batch
+STALL_SECONDS = 60.0  # a member that got no record this long looks whether its partitions move (see the module doc)
+CLOSE_SECONDS = 10.0  # a stalled consumer's close is waited for this long, then left to finish in its thread
 
 
 def sink_consumer(clients: ClientSettings, group_id: str, extra: Mapping[str, Any] | None = None) -> Consumer:
@@ -29,6 +38,96 @@ def sink_consumer(clients: ClientSettings, group_id: str, extra: Mapping[str, An
         "enable.auto.commit": False, "auto.offset.reset": "earliest", "isolation.level": "read_committed",
         "session.timeout.ms": "10000", **(extra or {}),
     }))
+
+
+def stuck_partitions(ends: Mapping[int, int], before: Mapping[int, int], now: Mapping[int, int]) -> list[int]:
+    """Partitions with records past the group's committed offset (``now``) that did not move since ``before``; a
+    partition without a committed offset counts as offset 0."""
+    return sorted(partition for partition, end in ends.items()
+                  if max(now.get(partition, 0), 0) < end and now.get(partition) == before.get(partition))
+
+
+class StallWatch:
+    """When a member that got no records should look at its group's progress, and what the last look found."""
+
+    def __init__(self, stall_seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.stall_seconds, self.clock = stall_seconds, clock
+        self._quiet_since = clock()
+        self._looked: dict[int, int] | None = None
+
+    def busy(self) -> None:
+        """Records came (or a batch was handled): the member is not stalled; looks start over."""
+        self._quiet_since, self._looked = self.clock(), None
+
+    def due(self) -> bool:
+        return self.clock() - self._quiet_since >= self.stall_seconds
+
+    def postpone(self) -> None:
+        """No look possible now (the broker did not answer): the next one in ``stall_seconds``."""
+        self._quiet_since = self.clock()
+
+    def stuck(self, ends: Mapping[int, int], committed: Mapping[int, int]) -> list[int]:
+        """A look: the partitions stuck since the previous look (none at the first), the next look due later."""
+        before, self._looked = self._looked, dict(committed)
+        self._quiet_since = self.clock()
+        return [] if before is None else stuck_partitions(ends, before, committed)
+
+
+class SinkMember:
+    """A sink's member of its group (``sink_consumer``) on one topic, rebuilt with a new consumer when it stalls."""
+
+    def __init__(self, clients: ClientSettings, group_id: str, topic: str, extra: Mapping[str, Any] | None = None,
+                 *, stall_seconds: float = STALL_SECONDS, timeout: float = 5.0) -> None:
+        self._new = lambda: sink_consumer(clients, group_id, extra)
+        self.group_id, self.topic, self.timeout = group_id, topic, timeout
+        self.consumer = self._new()
+        self.watch = StallWatch(stall_seconds)
+        self.rebuilt = 0
+
+    def subscribe(self) -> None:
+        self.consumer.subscribe([self.topic])
+        self.watch.busy()
+
+    def check(self, stage: str) -> None:
+        """Between polls that brought nothing: rebuild the consumer if it stalled (see the module doc)."""
+        if not self.watch.due():
+            return
+        try:
+            held = {tp.partition for tp in self.consumer.assignment() if tp.topic == self.topic}
+            ends, committed = self._progress()
+        except KafkaException as exc:  # a broker away is not a stall of this member: look again later
+            log.debug("%s: group progress not read: %s", stage, exc)
+            self.watch.postpone()
+            return
+        stuck = [partition for partition in self.watch.stuck(ends, committed) if not held or partition in held]
+        if not stuck:
+            return
+        behind = {partition: ends[partition] - max(committed.get(partition, 0), 0) for partition in stuck}
+        problem(log, f"{stage}: no records for {2 * self.watch.stall_seconds:.0f}s although partitions "
+                f"{behind} (records behind) did not move; closing this consumer and joining the group again",
+                "nothing to do if it recovers; otherwise check the broker and the group "
+                f"({self.group_id})", stage=stage)
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        """Close the consumer (bounded: a stalled one may not answer) and subscribe with a new one."""
+        closing = threading.Thread(target=self.consumer.close, name="stalled-consumer-close", daemon=True)
+        closing.start()
+        closing.join(CLOSE_SECONDS)
+        self.consumer = self._new()
+        self.rebuilt += 1
+        self.subscribe()
+
+    def _progress(self) -> tuple[dict[int, int], dict[int, int]]:
+        """The topic's end offsets and the group's committed offsets, per partition."""
+        metadata = self.consumer.list_topics(self.topic, timeout=self.timeout).topics[self.topic]
+        if metadata.error is not None:
+            raise KafkaException(metadata.error)
+        partitions = [TopicPartition(self.topic, partition) for partition in sorted(metadata.partitions)]
+        ends = {tp.partition: self.consumer.get_watermark_offsets(tp, timeout=self.timeout)[1] for tp in partitions}
+        committed = {tp.partition: tp.offset for tp in self.consumer.committed(partitions, timeout=self.timeout)
+                     if tp.error is None}
+        return ends, committed
 
 
 def consume_batch(consumer: Consumer, size: int, timeout: float, stage: str) -> list[Message]:
@@ -43,7 +142,7 @@ def consume_batch(consumer: Consumer, size: int, timeout: float, stage: str) -> 
     return messages
 
 
-def consume_loop(consumer: Consumer, stop: threading.Event, handle: Callable[[list[Message]], None], *,
+def consume_loop(member: SinkMember, stop: threading.Event, handle: Callable[[list[Message]], None], *,
                  stage: str, metrics: Metrics, batch_size: int, poll_seconds: float,
                  every: Callable[[], None] | None = None) -> None:
     """Batches to ``handle`` until ``stop``, each committed after it was handled; ``every`` runs after each poll."""
@@ -51,10 +150,13 @@ def consume_loop(consumer: Consumer, stop: threading.Event, handle: Callable[[li
     while not stop.is_set():
         if time.monotonic() - last_lag >= LAG_SECONDS:
             last_lag = time.monotonic()
-            metrics.update_lag(stage, consumer)
-        messages = consume_batch(consumer, batch_size, poll_seconds, stage)
+            metrics.update_lag(stage, member.consumer)
+        messages = consume_batch(member.consumer, batch_size, poll_seconds, stage)
         if messages:
             handle(messages)
-            commit_offsets(consumer, stop, log, stage)
+            commit_offsets(member.consumer, stop, log, stage)
+            member.watch.busy()  # after the batch: a handler that waited long is not a stall
+        else:
+            member.check(stage)
         if every is not None:
             every()

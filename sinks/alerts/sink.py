@@ -43,7 +43,7 @@ from kafka_lineage.runtime.tail import tail
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, WireFormatError
-from kafka_lineage.sinks.consumer import consume_loop, sink_consumer
+from kafka_lineage.sinks.consumer import SinkMember, consume_loop
 from kafka_lineage.sinks.graph.queries import Reached, ReachedField, TraversalTimeout, column_impact, impact
 from kafka_lineage.sinks.graph.sink import driver_for
 
@@ -199,9 +199,11 @@ class AlertSink:
         self.driver = alert_driver(clients, settings)
         self.producer = AckingProducer(clients.kafka_config())
         self.progress = GraphProgress(clients, settings.graph_group_id)
-        self.consumer = sink_consumer(clients, settings.group_id)
+        self.member = SinkMember(clients, settings.group_id, clients.normalized_topic)
         self.recent: OrderedDict[str, None] = OrderedDict()  # alert ids published lately, to drop repeats
         self.published = 0
+        # normalized records read, those not decodable, schema changes found in them (for the report)
+        self.read = self.undecodable = self.findings = 0
         self.stop = threading.Event()
 
     def run(self, stop: threading.Event) -> None:
@@ -210,20 +212,31 @@ class AlertSink:
         # redelivered past the last commit, a processor's repeated batch — must not alert twice.
         for alert in tail(self.clients, self.clients.drift_topic, "schema_drift_alert", RECENT_ALERTS, False):
             self._remember(alert["alertId"])
-        self.consumer.subscribe([self.clients.normalized_topic])
+        self.member.subscribe()
         print(f"alert sink ready: {self.clients.normalized_topic} → {self.clients.drift_topic}", flush=True)
         def handle(messages: list[Any]) -> None:
             self.metrics.events_in(STAGE, len(messages))
+            self.read += len(messages)
             self._handle(messages)
             self.metrics.seen(STAGE)
 
+        last_report = time.monotonic()
+
+        def report() -> None:  # a sink that went quiet shows whether it still reads, and which partitions it holds
+            nonlocal last_report
+            if time.monotonic() - last_report >= self.settings.report_seconds:
+                last_report = time.monotonic()
+                held = sorted(tp.partition for tp in self.member.consumer.assignment())
+                log.info("alert sink: %d records read (%d not decodable), %d schema changes, %d alerts published; "
+                         "partitions held: %s", self.read, self.undecodable, self.findings, self.published, held)
+
         try:
-            consume_loop(self.consumer, stop, handle, stage=STAGE, metrics=self.metrics, batch_size=BATCH_SIZE,
-                         poll_seconds=self.settings.poll_seconds)
+            consume_loop(self.member, stop, handle, stage=STAGE, metrics=self.metrics, batch_size=BATCH_SIZE,
+                         poll_seconds=self.settings.poll_seconds, every=report)
         except Stopped:
             log.warning("%s: stopped in the middle of a batch; it is not committed and will be read again", STAGE)
         finally:
-            self.consumer.close()  # no commit here: an unfinished batch goes to the next start
+            self.member.consumer.close()  # no commit here: an unfinished batch goes to the next start
             self.progress.close()
             self.producer.close(timeout=5.0 if stop.is_set() else 30.0)
             self._close_driver()
@@ -236,12 +249,14 @@ class AlertSink:
             try:
                 record = self.normalized.decode(message.value())
             except WireFormatError:
+                self.undecodable += 1
                 continue  # the graph sink dead-letters undecodable records; one DLQ record is enough
             if not record["schemaChanges"]:
                 continue
             event = record_to_event(record["event"])
             for change in record["schemaChanges"]:
                 identity = alert_id(change, event)
+                self.findings += 1
                 if identity not in self.recent and identity not in batch_ids:
                     batch_ids.add(identity)
                     findings.append(_Finding(identity, change, event, record["processing"].get("producedAt")))
