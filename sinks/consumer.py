@@ -83,9 +83,15 @@ class SinkMember:
         self.consumer = self._new()
         self.watch = StallWatch(stall_seconds)
         self.rebuilt = 0
+        self._on_revoke: Callable[[Consumer, list[TopicPartition]], None] | None = None
 
-    def subscribe(self) -> None:
-        self.consumer.subscribe([self.topic])
+    def subscribe(self, on_revoke: Callable[[Consumer, list[TopicPartition]], None] | None = None) -> None:
+        """Join the group (``on_revoke``: called, as librdkafka's callback, before partitions leave this member)."""
+        self._on_revoke = on_revoke or self._on_revoke
+        if self._on_revoke is None:
+            self.consumer.subscribe([self.topic])
+        else:
+            self.consumer.subscribe([self.topic], on_revoke=self._on_revoke)
         self.watch.busy()
 
     def check(self, stage: str) -> None:

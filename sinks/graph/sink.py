@@ -38,7 +38,7 @@ from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.openlineage import FacetCache, record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, RegistryUnavailable, WireFormatError
-from kafka_lineage.sinks.consumer import LAG_SECONDS, consume_batch, sink_consumer
+from kafka_lineage.sinks.consumer import LAG_SECONDS, SinkMember, consume_batch
 from kafka_lineage.sinks.graph.model import (
     BACKFILL,
     CONSTRAINTS,
@@ -125,7 +125,8 @@ class GraphSink:
         self.dead_letter_id = registry.registered_id(registry_client, clients.dlq_topic, "dead_letter")
         self.dlq = AckingProducer(clients.kafka_config())
         # offsets are stored by hand once their batch is in Neo4j: the next batch is polled while one is written
-        self.consumer = sink_consumer(clients, settings.group_id, {"enable.auto.offset.store": False})
+        self.member = SinkMember(clients, settings.group_id, clients.normalized_topic,
+                                 {"enable.auto.offset.store": False})
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="graph-writer")
         self._in_flight: tuple[Future[None], _Prepared] | None = None
         self._stop = threading.Event()
@@ -137,7 +138,7 @@ class GraphSink:
 
     def run(self, stop: threading.Event) -> None:
         self._stop = stop
-        self.consumer.subscribe([self.clients.normalized_topic], on_revoke=self._on_revoke)
+        self.member.subscribe(on_revoke=self._on_revoke)
         print(f"graph sink ready: {self.clients.normalized_topic} → {self.clients.neo4j_uri}", flush=True)
         last_report = time.monotonic()
 
@@ -159,7 +160,7 @@ class GraphSink:
                 log.info("graph sink: stopped while waiting for Neo4j; the unwritten batch is read again")
             finally:
                 self._writer.shutdown(wait=True)
-                self.consumer.close()  # leaves the group; uncommitted records go to the next member
+                self.member.consumer.close()  # leaves the group; uncommitted records go to the next member
             self.dlq.close()
             self.driver.close()
             print(f"graph sink stopped: {self.written} events written, {self.dead} dead letters", flush=True)
@@ -170,8 +171,9 @@ class GraphSink:
         while not stop.is_set():
             if time.monotonic() - last_lag >= LAG_SECONDS:
                 last_lag = time.monotonic()
-                self.metrics.update_lag(STAGE, self.consumer)
-            messages = consume_batch(self.consumer, self.settings.batch_size, self.settings.poll_seconds, STAGE)
+                self.metrics.update_lag(STAGE, self.member.consumer)
+            messages = consume_batch(self.member.consumer, self.settings.batch_size, self.settings.poll_seconds,
+                                     STAGE)
             prepared = self._prepare(messages, stop) if messages else None  # while the batch before is written
             self._finish()
             if prepared is not None:
@@ -179,6 +181,9 @@ class GraphSink:
                     self._in_flight = (self._writer.submit(self._write_prepared, prepared, stop), prepared)
                 else:  # every record dead-lettered: nothing to write, commit them now
                     self._commit(prepared.messages)
+                self.member.watch.busy()
+            else:  # nothing polled and nothing in flight: the only moment a new consumer loses nothing
+                self.member.check(STAGE)
             every()
 
     def _finish(self) -> None:
@@ -194,11 +199,11 @@ class GraphSink:
         """Store the offsets after ``messages`` and commit what is stored (a commit of positions would cover the
         batch polled since, not yet written)."""
         try:
-            self.consumer.store_offsets(offsets=_next_offsets(messages))
+            self.member.consumer.store_offsets(offsets=_next_offsets(messages))
         except KafkaException as exc:  # partitions no longer ours: their next owner reads the batch again
             log.warning("%s: offsets not stored (%s); the batch will be delivered again", STAGE, exc)
             return
-        commit_offsets(self.consumer, self._stop, log, STAGE)
+        commit_offsets(self.member.consumer, self._stop, log, STAGE)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Partitions leave this member: the batch in flight is written and committed while they are still ours."""

@@ -229,3 +229,42 @@ def test_committed_offsets_never_pass_the_graph_and_a_killed_sink_loses_nothing(
     finally:
         watcher.close()
     assert consume_all(settings.kafka_bootstrap_servers, settings.dlq_topic) == []
+
+
+
+def test_a_graph_sink_whose_consumer_stalls_rejoins_and_writes_on(clients: ClientSettings, sink_env: dict[str, str],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from kafka_lineage.runtime.config import SinkSettings
+    from kafka_lineage.sinks import consumer as consumer_module
+    from kafka_lineage.sinks.graph import sink as sink_module
+
+    paused = threading.Event()
+
+    def consume_then_pause(consumer, size, timeout, stage):  # in the sink's own thread, as a consumer must be used
+        messages = consumer_module.consume_batch(consumer, size, timeout, stage)
+        if not paused.is_set() and consumer.assignment():
+            consumer.pause(consumer.assignment())  # it polls on and gets nothing: a stall
+            paused.set()
+        return messages
+
+    monkeypatch.setattr(sink_module, "consume_batch", consume_then_pause)
+    settings = _settings(sink_env)
+    sink = sink_module.GraphSink(settings, SinkSettings.from_env({**os.environ, **sink_env}))
+    sink.member.watch = consumer_module.StallWatch(1.0)  # looks after 1 s of silence instead of a minute
+    stop = threading.Event()
+    runner = threading.Thread(target=sink.run, args=(stop,), daemon=True)
+    runner.start()
+    try:
+        assert paused.wait(30), "the sink never got its partitions"
+        namespace = f"stall-{uuid.uuid4().hex[:6]}"
+        _publish(settings, [_event(namespace, str(uuid.uuid4()), f"job{number}", "COMPLETE", number)
+                            for number in range(5)])
+        with driver_for(settings) as driver:
+            jobs = _wait_for(driver, "MATCH (j:Job {namespace: $ns}) RETURN count(j)", {"ns": namespace}, 5, 60)
+        assert jobs == 5, f"{jobs} of 5 jobs written; consumer rebuilt {sink.member.rebuilt} times"
+        assert sink.member.rebuilt == 1
+    finally:
+        stop.set()
+        runner.join(30)
