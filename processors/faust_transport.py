@@ -104,14 +104,29 @@ class _Consumer(faust_aiokafka.Consumer):
         return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
     def _new_offset(self, tp: TP) -> int | None:
+        if self._waiting_at_start(tp) is not None:  # the record at the start is not done: commit nothing yet (fix 3)
+            return None
+        return super()._new_offset(tp)
+
+    def _waiting_at_start(self, tp: TP) -> tuple[int, int] | None:
+        """(the committed or start offset, the lowest offset done past it) when the record there is not done."""
         committed = self._committed_offset[tp]
         start = committed if committed is not None else self.start_offsets.get(tp)
         acked, gaps = self._acked[tp], self._gap[tp]
         if acked and start is not None:
             lowest = min(min(acked), gaps.begin()) if gaps else min(acked)
-            if lowest > start:  # the record at ``start`` is not done: commit nothing yet (fix 3)
-                return None
-        return super()._new_offset(tp)
+            if lowest > start:
+                return start, lowest
+        return None
+
+    def held_commits(self, topic: str) -> dict[int, tuple[int, int, int]]:
+        """Partitions of ``topic`` whose commit waits on the record at the committed offset (fix 3): partition →
+        (the offset waited on, the lowest and the highest offset processed past it). Empty when commits flow."""
+        held = {}
+        for tp in [tp for tp in self._acked if tp.topic == topic]:
+            if (waiting := self._waiting_at_start(tp)) is not None:
+                held[tp.partition] = (*waiting, max(self._acked[tp]))
+        return held
 
 
 class Transport(faust_aiokafka.Transport):

@@ -252,6 +252,9 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
         log.info("processor: %(in)d in, %(out)d normalized, %(duplicates)d duplicates, %(late)d late, "
                  "%(drift)d schema changes, %(dead)d dead letters; state: %(ids)d dedupe ids, %(runs)d runs, "
                  "%(held)d held events", {**stats, **core.state_sizes()})
+        if held := app.consumer.held_commits(clients.events_topic):  # a commit that never lands is replayed
+            log.warning("processor: offsets not committed, each partition waits on one record not yet processed: "
+                        "%s (partition: waited-on offset, lowest and highest offset processed past it)", held)
 
     @app.on_partitions_revoked.connect
     async def on_revoked(app: faust.App, revoked: set, **_: Any) -> None:

@@ -120,3 +120,10 @@ def test_a_fetch_takes_no_records_while_flow_is_stopped_even_with_every_partitio
     assert _fetched(_Drainable(consumer, active), held, monkeypatch) == {}
     consumer.flow_active = True
     assert _fetched(_Drainable(consumer, active), held, monkeypatch) == {CHANGELOG: [0, 1, 2]}
+
+
+def test_a_commit_held_by_the_record_at_the_committed_offset_is_reported_with_what_was_done_past_it() -> None:
+    assert _consumer(100, [101, 102, 107]).held_commits("events") == {0: (100, 101, 107)}
+    assert _consumer(100, [100, 101]).held_commits("events") == {}  # commits flow
+    assert _consumer(100, [102, 103], gap=(100, 102)).held_commits("events") == {}  # a known gap is done
+    assert _consumer(100, [101]).held_commits("other") == {}
