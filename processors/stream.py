@@ -247,14 +247,24 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
         if assigned:
             await asyncio.to_thread(metrics.update_lag, STAGE, lag_reader, assigned, committed=True)
 
+    held_before: dict[int, tuple[int, int, int]] = {}
+
     @app.timer(settings.report_seconds)
     async def report() -> None:
+        nonlocal held_before
         log.info("processor: %(in)d in, %(out)d normalized, %(duplicates)d duplicates, %(late)d late, "
                  "%(drift)d schema changes, %(dead)d dead letters; state: %(ids)d dedupe ids, %(runs)d runs, "
                  "%(held)d held events", {**stats, **core.state_sizes()})
-        if held := app.consumer.held_commits(clients.events_topic):  # a commit that never lands is replayed
-            log.warning("processor: offsets not committed, each partition waits on one record not yet processed: "
-                        "%s (partition: waited-on offset, lowest and highest offset processed past it)", held)
+        # A record at the committed offset still in work is normal; one that still holds the commit a report later
+        # holds it for good (everything since is read again by the next worker)
+        held = app.consumer.held_commits(clients.events_topic)
+        stuck = {partition: found for partition, found in held.items()
+                 if partition in held_before and held_before[partition][0] == found[0]}
+        held_before = held
+        if stuck:
+            log.warning("processor: offsets not committed for %.0fs, each partition waits on one record not yet "
+                        "processed: %s (partition: waited-on offset, lowest and highest offset processed past it)",
+                        settings.report_seconds, stuck)
 
     @app.on_partitions_revoked.connect
     async def on_revoked(app: faust.App, revoked: set, **_: Any) -> None:
