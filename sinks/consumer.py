@@ -40,6 +40,20 @@ def sink_consumer(clients: ClientSettings, group_id: str, extra: Mapping[str, An
     }))
 
 
+def throttled(seconds: float, action: Callable[[], None]) -> Callable[[], None]:
+    """``action`` as a callable that runs it at most every ``seconds``, the first time ``seconds`` after this call
+    (the sinks' lag gauge and their periodic reports, called on every turn of their loops)."""
+    last = time.monotonic()
+
+    def maybe() -> None:
+        nonlocal last
+        if time.monotonic() - last >= seconds:
+            last = time.monotonic()
+            action()
+
+    return maybe
+
+
 def stuck_partitions(ends: Mapping[int, int], before: Mapping[int, int], now: Mapping[int, int]) -> list[int]:
     """Partitions with records past the group's committed offset (``now``) that did not move since ``before``; a
     partition without a committed offset counts as offset 0."""
@@ -152,11 +166,9 @@ def consume_loop(member: SinkMember, stop: threading.Event, handle: Callable[[li
                  stage: str, metrics: Metrics, batch_size: int, poll_seconds: float,
                  every: Callable[[], None] | None = None) -> None:
     """Batches to ``handle`` until ``stop``, each committed after it was handled; ``every`` runs after each poll."""
-    last_lag = time.monotonic()
+    update_lag = throttled(LAG_SECONDS, lambda: metrics.update_lag(stage, member.consumer))
     while not stop.is_set():
-        if time.monotonic() - last_lag >= LAG_SECONDS:
-            last_lag = time.monotonic()
-            metrics.update_lag(stage, member.consumer)
+        update_lag()
         messages = consume_batch(member.consumer, batch_size, poll_seconds, stage)
         if messages:
             handle(messages)

@@ -43,7 +43,7 @@ from kafka_lineage.runtime.tail import tail
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, WireFormatError
-from kafka_lineage.sinks.consumer import SinkMember, consume_loop
+from kafka_lineage.sinks.consumer import SinkMember, consume_loop, throttled
 from kafka_lineage.sinks.graph.queries import Reached, ReachedField, TraversalTimeout, column_impact, impact
 from kafka_lineage.sinks.graph.sink import driver_for
 
@@ -220,19 +220,14 @@ class AlertSink:
             self._handle(messages)
             self.metrics.seen(STAGE)
 
-        last_report = time.monotonic()
-
         def report() -> None:  # a sink that went quiet shows whether it still reads, and which partitions it holds
-            nonlocal last_report
-            if time.monotonic() - last_report >= self.settings.report_seconds:
-                last_report = time.monotonic()
-                held = sorted(tp.partition for tp in self.member.consumer.assignment())
-                log.info("alert sink: %d records read (%d not decodable), %d schema changes, %d alerts published; "
-                         "partitions held: %s", self.read, self.undecodable, self.findings, self.published, held)
+            held = sorted(tp.partition for tp in self.member.consumer.assignment())
+            log.info("alert sink: %d records read (%d not decodable), %d schema changes, %d alerts published; "
+                     "partitions held: %s", self.read, self.undecodable, self.findings, self.published, held)
 
         try:
             consume_loop(self.member, stop, handle, stage=STAGE, metrics=self.metrics, batch_size=BATCH_SIZE,
-                         poll_seconds=self.settings.poll_seconds, every=report)
+                         poll_seconds=self.settings.poll_seconds, every=throttled(self.settings.report_seconds, report))
         except Stopped:
             log.warning("%s: stopped in the middle of a batch; it is not committed and will be read again", STAGE)
         finally:

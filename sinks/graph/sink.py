@@ -38,7 +38,7 @@ from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.openlineage import FacetCache, record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, RegistryUnavailable, WireFormatError
-from kafka_lineage.sinks.consumer import LAG_SECONDS, SinkMember, consume_batch
+from kafka_lineage.sinks.consumer import LAG_SECONDS, SinkMember, consume_batch, throttled
 from kafka_lineage.sinks.graph.model import (
     BACKFILL,
     CONSTRAINTS,
@@ -140,14 +140,8 @@ class GraphSink:
         self._stop = stop
         self.member.subscribe(on_revoke=self._on_revoke)
         print(f"graph sink ready: {self.clients.normalized_topic} → {self.clients.neo4j_uri}", flush=True)
-        last_report = time.monotonic()
-
-        def report() -> None:
-            nonlocal last_report
-            if time.monotonic() - last_report >= self.settings.report_seconds:
-                last_report = time.monotonic()
-                log.info("graph sink: %d events written, %d dead letters", self.written, self.dead)
-
+        report = throttled(self.settings.report_seconds,
+                           lambda: log.info("graph sink: %d events written, %d dead letters", self.written, self.dead))
         try:
             self._with_retry(lambda: ensure_constraints(self.driver), stop)  # Neo4j may refuse us until fixed
             self._loop(stop, report)
@@ -167,11 +161,9 @@ class GraphSink:
 
     def _loop(self, stop: threading.Event, every: Callable[[], None]) -> None:
         """Poll, prepare and write until ``stop``; a batch's offsets are committed once its transaction committed."""
-        last_lag = time.monotonic()
+        update_lag = throttled(LAG_SECONDS, lambda: self.metrics.update_lag(STAGE, self.member.consumer))
         while not stop.is_set():
-            if time.monotonic() - last_lag >= LAG_SECONDS:
-                last_lag = time.monotonic()
-                self.metrics.update_lag(STAGE, self.member.consumer)
+            update_lag()
             messages = consume_batch(self.member.consumer, self.settings.batch_size, self.settings.poll_seconds,
                                      STAGE)
             prepared = self._prepare(messages, stop) if messages else None  # while the batch before is written

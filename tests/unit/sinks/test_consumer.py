@@ -55,3 +55,16 @@ def test_a_broker_that_did_not_answer_postpones_the_look() -> None:
     assert not watch.due()
     clock.now = 120.0
     assert watch.due()
+
+
+def test_a_throttled_action_runs_at_most_once_per_interval_and_first_after_one(monkeypatch) -> None:
+    from kafka_lineage.sinks import consumer
+
+    clock = _Clock()
+    monkeypatch.setattr(consumer.time, "monotonic", clock)
+    runs: list[float] = []
+    maybe = consumer.throttled(5.0, lambda: runs.append(clock.now))
+    for now in (0.0, 4.9, 5.0, 7.0, 9.9, 10.0, 30.0):
+        clock.now = now
+        maybe()
+    assert runs == [5.0, 10.0, 30.0]
