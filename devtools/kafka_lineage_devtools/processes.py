@@ -84,6 +84,9 @@ class ChildProcess:
     metrics_url: str = ""  # the component's metrics/health endpoint, as it announced it
     log: Any = field(default=None, repr=False)  # the file the child writes to, while it runs
     name: str = ""
+    # (exit code, output) → whether an exit the harness did not ask for is still expected (a worker that kills
+    # itself at an injected crash point): such an exit is no failure
+    expected_exit: Callable[[int, str], bool] | None = field(default=None, repr=False)
     _reported: bool = field(default=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -106,6 +109,8 @@ class ChildProcess:
         """The child's unexpected exit, if it has ended without being asked to."""
         code = self.process.poll()
         if code is None or self.stop_requested:
+            return None
+        if self.expected_exit is not None and self.expected_exit(code, self.output_so_far()):
             return None
         return ChildExited(self.name or str(self.process.args), self.process.pid, code, self.tail())
 
@@ -229,17 +234,19 @@ _ENDPOINT = re.compile(r"metrics: (http://\S+)/metrics")
 @contextlib.contextmanager
 def child_process(command: list[str], name: str, *, env: dict[str, str] | None = None, url: str = "",
                   is_ready: Callable[[ChildProcess, str], bool] | None = None, ready_timeout: float = 90.0,
-                  stop_timeout: float = 90.0) -> Iterator[ChildProcess]:
+                  stop_timeout: float = 90.0, expected_exit: Callable[[int, str], bool] | None = None
+                  ) -> Iterator[ChildProcess]:
     """``command`` as a watched child process, ready (``is_ready(child, output so far)``) before yielding; stopped
     with SIGTERM (graceful; SIGKILL after ``stop_timeout``) on exit unless it already ended. A child that ended by
-    itself fails the block: ``ChildExited`` when the block ended normally, a note on the block's own exception."""
+    itself fails the block: ``ChildExited`` when the block ended normally, a note on the block's own exception;
+    unless ``expected_exit(code, output)`` says that exit was expected."""
     # Output goes to a file, not a pipe: a chatty child can never block on a full pipe.
     with tempfile.TemporaryFile(mode="w+") as log:
         # PYTHONFAULTHANDLER: a child that crashes in native code (SIGSEGV) leaves every thread's Python stack in
         # its log instead of nothing
         process = _Popen(command, env={**(os.environ if env is None else env), "PYTHONFAULTHANDLER": "1"},
                          stdout=log, stderr=subprocess.STDOUT, text=True)
-        child = ChildProcess(url, process, log=log, name=name)
+        child = ChildProcess(url, process, log=log, name=name, expected_exit=expected_exit)
         with _running_lock:
             _running.add(child)
         try:
@@ -271,7 +278,8 @@ def child_process(command: list[str], name: str, *, env: dict[str, str] | None =
 
 @contextlib.contextmanager
 def lineage_process(args: list[str], is_ready: Callable[[ChildProcess, str], bool], env: dict[str, str] | None = None,
-                    url: str = "", ready_timeout: float = 90.0) -> Iterator[ChildProcess]:
+                    url: str = "", ready_timeout: float = 90.0,
+                    expected_exit: Callable[[int, str], bool] | None = None) -> Iterator[ChildProcess]:
     """``lineage ARGS`` as a child process (``child_process``), ready before yielding, its metrics endpoint noted."""
 
     def ready(child: ChildProcess, output: str) -> bool:
@@ -283,7 +291,7 @@ def lineage_process(args: list[str], is_ready: Callable[[ChildProcess, str], boo
 
     with child_process([sys.executable, "-m", "kafka_lineage.app.cli", *args], f"lineage {' '.join(args)}",
                        env={**ANY_FREE_PORT, **os.environ, **(env or {})}, url=url, is_ready=ready,
-                       ready_timeout=ready_timeout) as child:
+                       ready_timeout=ready_timeout, expected_exit=expected_exit) as child:
         yield child
 
 

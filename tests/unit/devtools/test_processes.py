@@ -118,3 +118,18 @@ def test_killing_a_child_that_had_already_died_does_not_hide_its_death() -> None
     with pytest.raises(ChildExited, match="code 3"), _python(DIES.format(delay=0)) as child:
         child.process.wait(10)
         child.process.kill()  # e.g. the fault suite's SIGKILL, too late
+
+
+def test_an_exit_the_caller_expects_is_no_failure_for_waits_blocks_or_the_watchdog() -> None:
+    def crash_point(code: int, output: str) -> bool:  # as the fault campaign's workers: said so, then died
+        return code == 3 and "line 49" in output
+
+    with interrupting_on_child_exit(poll=0.05), \
+            _python(DIES.format(delay=0.2), is_ready=_printed_up, expected_exit=crash_point) as child:
+        child.process.wait(10)
+        sleep_watching(0.5, [child])
+        assert child.failure() is None
+    assert child.returncode == 3
+    with pytest.raises(ChildExited, match="code 3"), \
+            _python(DIES.format(delay=0), expected_exit=lambda code, _output: code == 4):
+        time.sleep(0.5)
