@@ -73,8 +73,14 @@ class _Component:
         assert self.child is not None
         self.child.process.kill()  # SIGKILL: no shutdown, no commit
         self.child.process.wait(30)
+        self.restart()
+
+    def restart(self, start: Callable[[], contextlib.AbstractContextManager[ChildProcess]] | None = None) -> None:
+        """Stop the current child (if it still runs: gracefully) and start a new one; ``start``: from now on, how."""
         self.stop()
         self._stack = contextlib.ExitStack()
+        if start is not None:
+            self._start = start
         self.start()
 
     def check(self) -> None:  # watched by the run's waits through its current child
