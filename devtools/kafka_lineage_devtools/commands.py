@@ -120,6 +120,20 @@ def cmd_faults(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_campaign(args: argparse.Namespace) -> int:
+    from kafka_lineage_devtools.campaign import format_summary, run_campaign
+
+    if args.only_run is not None and args.only_run < 0:
+        raise CommandFailed("--only-run: a run index, 0 or more")
+    campaign = run_campaign(StackSettings.from_env(), seed=args.seed, runs=args.runs, events=args.events_per_run,
+                            publish_seconds=args.publish_seconds, only_run=args.only_run,
+                            keep_going=args.keep_going, quiesce_timeout=args.quiesce_timeout,
+                            workdir=Path(args.workdir))
+    print()
+    print(format_summary(campaign))
+    return 0 if campaign.ok else 1
+
+
 def cmd_workload(args: argparse.Namespace) -> int:
     if not args.partitions:
         args.jobs = 200 if args.jobs is None else args.jobs
@@ -212,6 +226,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     faults.add_argument("--rate", type=float, default=2000.0, help="events/s published (default 2000)")
     faults.add_argument("--neo4j-outage", type=float, default=30.0, help="seconds Neo4j is down (default 30)")
     faults.set_defaults(handler=_failing_as_commands(cmd_faults), inject=True)
+    campaign = faults.add_subparsers(dest="faults_command", metavar="campaign").add_parser(
+        "campaign", help="seeded, randomized fault runs on small workloads, each checked for exactly-once output, "
+                         "offsets, state, lifecycle order, graph and lag; a failed run prints its seed, index and "
+                         "schedule (replay it with --seed S --only-run K)")
+    campaign.add_argument("--seed", type=int, required=True, help="the campaign's seed (each run's schedule and "
+                                                                  "workload come from seed and run index)")
+    campaign.add_argument("--runs", type=int, default=5, help="runs (default 5)")
+    campaign.add_argument("--only-run", type=int, default=None, metavar="K", help="only run K (a replay)")
+    campaign.add_argument("--events-per-run", type=int, default=2400, help="events per run's workload (default 2400)")
+    campaign.add_argument("--publish-seconds", type=float, default=60.0,
+                          help="seconds over which each run's workload is published (default 60)")
+    campaign.add_argument("--quiesce-timeout", type=float, default=300.0,
+                          help="seconds to wait for quiescence after the faults (default 300)")
+    campaign.add_argument("--keep-going", action="store_true", help="go on after a failed run")
+    campaign.add_argument("--workdir", default=".lineage/campaign", help="components' logs and state")
+    campaign.set_defaults(handler=_failing_as_commands(cmd_campaign))
     workload = sub.add_parser("workload", help="the fault suite's ground-truth workload without faults: publish, "
                                                "let the pipeline run, check graph and alerts exactly; "
                                                "--partitions: the daily-partition workload, checked through "

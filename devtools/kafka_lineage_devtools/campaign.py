@@ -1,0 +1,544 @@
+"""``lineage faults campaign``: seeded, randomized fault runs with exactly-once checks (the thin I/O runner).
+
+Each run publishes a small ground-truth workload (``workload.generate``) through the real pipeline on the local
+stack — processor workers, graph sink and alert sink as child processes, on topics and groups of the run's own —
+while the faults ``campaign_schedule.plan(seed, run, duration)`` drew are injected at their instants. Then it waits
+(bounded) for quiescence, reads everything back with ``read_committed`` and judges it with ``campaign_checks``.
+
+A worker started with ``LINEAGE_PROCESSOR_CRASH_POINTS`` that kills itself at a crash point (its log says so) is an
+expected fault: recorded, and the slot restarted without crash points (so one armed start costs one self-kill, and
+a run always makes progress). Any other component that ends by itself fails the run at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import threading
+import time
+import traceback
+import uuid
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka.schema_registry import SchemaRegistryClient
+
+from kafka_lineage.processors.identity import dedupe_id
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.runtime.kafka_io import prepare_pipeline, reading_consumer
+from kafka_lineage.schemas import registry
+from kafka_lineage.schemas.openlineage import record_to_event, validate_event
+from kafka_lineage.schemas.wire import AvroCodec
+from kafka_lineage_devtools import campaign_checks as checks
+from kafka_lineage_devtools.campaign_checks import DeadLetterRecord, OutputRecord, SourceRecord, Violation
+from kafka_lineage_devtools.campaign_schedule import (
+    ADD_WORKER,
+    KILL_ALERT_SINK,
+    KILL_GRAPH_SINK,
+    KILL_PROCESSOR,
+    PAUSE_PROCESSOR,
+    REMOVE_WORKER,
+    RESTART_KAFKA,
+    STOP_NEO4J,
+    Fault,
+    Schedule,
+    crash_point_fired,
+    format_schedule,
+    plan,
+)
+from kafka_lineage_devtools.checker import check as check_graph_truth
+from kafka_lineage_devtools.faults import _Component, _publish, drift_alerts, graph_rows, stop_components
+from kafka_lineage_devtools.processes import (
+    ChildExited,
+    ChildProcess,
+    alert_sink_process,
+    lineage_process,
+    pipeline_env,
+    sink_process,
+    sleep_watching,
+    wait_until,
+)
+from kafka_lineage_devtools.stack.config import StackSettings
+from kafka_lineage_devtools.stack.manager import Stack
+from kafka_lineage_devtools.workload import Workload, generate
+
+RUNS_PER_JOB = 4
+EVENTS_PER_JOB_RUN = 2.4  # what ``generate`` yields per job and run, copies included (measured)
+PARTITIONS = 6
+CRASH_POINT = "crash-point"  # the kind of an observed self-kill at an injected crash point
+
+
+@dataclass
+class Injected:
+    """A fault as it happened: ``at`` seconds into the run (a planned one may slip behind a blocking fault)."""
+
+    at: float
+    kind: str
+    target: str
+    note: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.at:7.1f}s  {self.kind} {self.target}{f' ({self.note})' if self.note else ''}"
+
+
+@dataclass
+class RunReport:
+    seed: int
+    run: int
+    schedule: Schedule
+    events: int = 0
+    tag: str = ""
+    injected: list[Injected] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+    workdir: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+def _crash_env(crash_points: str) -> dict[str, str]:
+    return {"LINEAGE_PROCESSOR_CRASH_POINTS": crash_points}  # "" too: never inherited from the caller
+
+
+def _crash_exit(code: int, output: str) -> bool:
+    return crash_point_fired(code, output) is not None
+
+
+def worker_process(env: Mapping[str, str], crash_points: str = ""
+                   ) -> contextlib.AbstractContextManager[ChildProcess]:
+    """A processor worker (ready once it joined its group), whose self-kill at a crash point is expected."""
+
+    def ready(child: ChildProcess, output: str) -> bool:  # a worker that already crashed is "ready" to be restarted
+        return "Worker]: Ready" in output or crash_point_fired(child.process.poll(), output) is not None
+
+    return lineage_process(["processor"], ready, {**env, **_crash_env(crash_points)}, expected_exit=_crash_exit)
+
+
+class _Run:
+    """One run's components, faults and the offsets sampled meanwhile."""
+
+    def __init__(self, stack: Stack, env: dict[str, str], clients: ClientSettings, report: RunReport,
+                 say: Callable[[str], None]) -> None:
+        self.stack, self.env, self.clients, self.report, self.say = stack, env, clients, report, say
+        self.workers: dict[str, _Component] = {}
+        self.retired: list[_Component] = []
+        self.sinks = {"graph sink": _Component("graph sink", lambda: sink_process(env)),
+                      "alert sink": _Component("alert sink", lambda: alert_sink_process(env))}
+        self.paused: dict[int, ChildProcess] = {}  # pid → a worker stopped with SIGSTOP
+        self.started = time.monotonic()
+        self.samples: list[tuple[float, int, int]] = []
+        self.sampling = threading.Event()
+
+    # --- components --------------------------------------------------------------------------------------------
+    def start_worker(self, slot: str, crash_points: str) -> None:
+        worker = _Component(f"processor {slot}", lambda: worker_process(self.env, crash_points))
+        self.workers[slot] = worker
+        worker.start()
+
+    def check(self) -> None:
+        """Watched by every wait: a worker dead at a crash point is restarted (clean); any other end raises."""
+        for slot, worker in list(self.workers.items()):
+            child = worker.child
+            if child is None:
+                continue
+            code = child.process.poll()
+            point = crash_point_fired(code, child.output_so_far()) if code is not None else None
+            if point is not None and not child.stop_requested:
+                self.record(CRASH_POINT, slot, f"{point}; restarted without crash points")
+                worker.restart(lambda: worker_process(self.env))
+            worker.check()
+        for sink in self.sinks.values():
+            sink.check()
+
+    def components(self) -> dict[str, _Component]:
+        return {**{f"processor-{slot}": worker for slot, worker in self.workers.items()}, **self.sinks}
+
+    def now(self) -> float:
+        return time.monotonic() - self.started
+
+    def record(self, kind: str, target: str, note: str = "") -> None:
+        injected = Injected(round(self.now(), 1), kind, target, note)
+        self.report.injected.append(injected)
+        self.say(f"  {injected}")
+
+    # --- faults ------------------------------------------------------------------------------------------------
+    def begin(self, fault: Fault) -> None:
+        self.check()  # a worker that died at a crash point meanwhile (a blocking fault was running) is back first
+        self.record(fault.kind, fault.target, f"planned {fault.at:.1f}s" + (
+            f", crash points {fault.crash_points}" if fault.crash_points else "") + (
+            f", {fault.seconds:.1f}s" if fault.seconds else ""))
+        if fault.kind == KILL_PROCESSOR:
+            worker = self.workers[fault.target]
+            assert worker.child is not None
+            worker.child.process.kill()  # SIGKILL: no shutdown, no commit
+            worker.child.process.wait(30)
+            worker.restart(lambda: worker_process(self.env, fault.crash_points))
+        elif fault.kind == PAUSE_PROCESSOR:
+            child = self.workers[fault.target].child
+            assert child is not None
+            child.process.send_signal(signal.SIGSTOP)
+            self.paused[child.process.pid] = child
+        elif fault.kind == ADD_WORKER:
+            self.start_worker(fault.target, fault.crash_points)
+        elif fault.kind == REMOVE_WORKER:
+            worker = self.workers.pop(fault.target)
+            worker.stop()  # SIGTERM: a graceful leave, the group rebalances
+            self.retired.append(worker)
+        elif fault.kind in (KILL_GRAPH_SINK, KILL_ALERT_SINK):
+            self.sinks[fault.target].kill_and_restart()
+        elif fault.kind == RESTART_KAFKA:
+            self.stack.down(["kafka"])
+            self.stack.up(["kafka"])
+        elif fault.kind == STOP_NEO4J:
+            self.stack.down(["neo4j"])
+        else:
+            raise AssertionError(fault.kind)
+
+    def end(self, fault: Fault) -> None:
+        if fault.kind == PAUSE_PROCESSOR:
+            self.resume_all()
+        elif fault.kind == STOP_NEO4J:
+            self.stack.up(["neo4j"])
+        self.say(f"  {self.now():7.1f}s  end of {fault.kind} {fault.target}")
+
+    def resume_all(self) -> None:
+        for pid, child in list(self.paused.items()):
+            with contextlib.suppress(ProcessLookupError):
+                child.process.send_signal(signal.SIGCONT)
+            del self.paused[pid]
+
+    def sleep_until(self, instant: float) -> None:
+        sleep_watching(max(0.0, instant - self.now()), [self])
+
+    # --- the processor group's committed offsets, every second ---------------------------------------------
+    def sample_offsets(self, group: str, topic: str, stop: threading.Event) -> None:
+        consumer = Consumer(self.clients.kafka_config({"group.id": group, "enable.auto.commit": False}))
+        partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        try:
+            while not stop.wait(1.0):
+                with contextlib.suppress(Exception):  # the broker restarting: no sample this second
+                    for tp in consumer.committed(partitions, timeout=5):
+                        if tp.error is None and tp.offset >= 0:
+                            self.samples.append((self.now(), tp.partition, tp.offset))
+        finally:
+            consumer.close()
+
+
+def _actions(schedule: Schedule) -> list[tuple[float, int, str, Fault]]:
+    """Each fault's begin (and, for a pause or an outage, its end) in time order; ends first on a tie."""
+    actions = [(fault.at, 1, "begin", fault) for fault in schedule.faults]
+    actions += [(round(fault.at + fault.seconds, 1), 0, "end", fault) for fault in schedule.faults
+                if fault.kind in (PAUSE_PROCESSOR, STOP_NEO4J)]
+    return sorted(actions, key=lambda action: (action[0], action[1]))
+
+
+def workload_for(seed: int, run: int, events: int) -> Workload:
+    """The run's workload: seeded from (seed, run), in namespaces of its own (a fresh tag each time)."""
+    jobs = max(10, round(events / (RUNS_PER_JOB * EVENTS_PER_JOB_RUN)))
+    tag = f"c{seed % 100_000}r{run}-{uuid.uuid4().hex[:6]}"
+    return generate(jobs, RUNS_PER_JOB, seed * 1_000 + run, schema_changes=4, tag=tag)
+
+
+def run_once(stack_settings: StackSettings, seed: int, run: int, *, events: int = 2400, publish_seconds: float = 60.0,
+             quiesce_timeout: float = 300.0, workdir: Path = Path(".lineage/campaign"),
+             say: Callable[[str], None] = print) -> RunReport:
+    """One run of the campaign: publish, inject, wait for quiescence, read back, check."""
+    began = time.monotonic()
+    workload = workload_for(seed, run, events)
+    tag = str(workload.params["tag"])
+    schedule = plan(seed, run, publish_seconds)
+    report = RunReport(seed, run, schedule, len(workload.events), tag)
+    prefix = f"lineage.campaign.{tag}"
+    report.workdir = workdir / f"run-{run}-{tag}"
+    env = pipeline_env(prefix, PARTITIONS, report.workdir / "data")
+    clients = ClientSettings.from_env({**os.environ, **env})
+    prepare_pipeline(clients, PARTITIONS)
+    say(f"run {run} (seed {seed}): {len(workload.events)} events of workload {tag} over {publish_seconds:.0f}s, "
+        f"{len(schedule.faults)} faults planned")
+    state = _Run(Stack(stack_settings, report=lambda _line: None), env, clients, report, say)
+    stop = threading.Event()
+    sampler = threading.Thread(target=state.sample_offsets, args=(env["LINEAGE_PROCESSOR_GROUP"],
+                                                                  clients.events_topic, stop), daemon=True)
+    try:
+        state.start_worker("w0", schedule.first_crash_points)
+        for sink in state.sinks.values():
+            sink.start()
+        state.started = time.monotonic()
+        sampler.start()
+        publisher = threading.Thread(target=_publish, args=(clients, workload.events,
+                                                            len(workload.events) / publish_seconds, stop),
+                                     daemon=True)
+        publisher.start()
+        for at, _order, phase, fault in _actions(schedule):
+            state.sleep_until(at)
+            if phase == "begin":
+                state.begin(fault)
+            else:
+                state.end(fault)
+        wait_until(lambda: not publisher.is_alive(), 600, watch=[state], what="the publisher")
+        say(f"  {state.now():7.1f}s  all events acknowledged by Kafka; faults over; waiting for quiescence")
+        quiet = _quiescence(clients, env, workload, state, quiesce_timeout)
+        say(f"  {state.now():7.1f}s  {'quiescent' if quiet else f'not quiescent after {quiesce_timeout:.0f}s'}; "
+            "reading back")
+        report.violations += _judge(clients, env, workload, state)
+    except (ChildExited, TimeoutError) as exc:
+        report.violations.append(Violation(checks.HARNESS, f"{type(exc).__name__}: {exc}"))
+    except Exception as exc:  # the harness's own failure (a read, a query): this run's, the campaign goes on
+        report.violations.append(Violation(checks.HARNESS, "".join(traceback.format_exception(exc))))
+    finally:
+        stop.set()
+        state.resume_all()  # a stopped process would not see SIGTERM
+        ended = stop_components(state.components(), report.workdir)
+        for number, worker in enumerate(state.retired):
+            (report.workdir / f"retired-{number}.log").write_text("\n".join(worker.outputs))
+        report.violations += [Violation(checks.HARNESS, str(exc)) for exc in ended]
+        report.seconds = time.monotonic() - began
+    return report
+
+
+def _quiescence(clients: ClientSettings, env: Mapping[str, str], workload: Workload, state: _Run,
+                timeout: float) -> bool:
+    """Wait until no group lags and the graph equals the truth (bounded); whether that happened."""
+
+    def quiet() -> bool:
+        if any(_lags(clients, env).values()):
+            return False
+        return check_graph_truth(workload.truth, graph_rows(clients, workload), drift_alerts(clients)).ok
+
+    try:
+        wait_until(quiet, timeout, watch=[state], interval=5, what="quiescence")
+        return True
+    except TimeoutError:
+        return False
+
+
+# --- reading back ----------------------------------------------------------------------------------------------
+def _groups(clients: ClientSettings, env: Mapping[str, str]) -> list[tuple[str, str]]:
+    return [(env["LINEAGE_PROCESSOR_GROUP"], clients.events_topic), (env["LINEAGE_SINK_GROUP"],
+            clients.normalized_topic), (env["LINEAGE_ALERT_GROUP"], clients.normalized_topic)]
+
+
+def _committed(clients: ClientSettings, group: str, topic: str, partitions: list[int]) -> dict[int, int | None]:
+    consumer = Consumer(clients.kafka_config({"group.id": group, "enable.auto.commit": False}))
+    try:
+        found = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=10)
+        return {tp.partition: tp.offset if tp.offset >= 0 else None for tp in found}
+    finally:
+        consumer.close()
+
+
+def _ends(consumer: Consumer, topic: str) -> dict[int, int]:
+    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+
+
+def _lags(clients: ClientSettings, env: Mapping[str, str]) -> dict[tuple[str, int], int]:
+    """(group, partition) → committed records past the group's committed offset (markers count for nothing)."""
+    lags: dict[tuple[str, int], int] = {}
+    reader = reading_consumer(clients, "campaign-lag")
+    try:
+        for group, topic in _groups(clients, env):
+            ends = _ends(reader, topic)
+            committed = _committed(clients, group, topic, list(ends))
+            behind = {p: committed[p] or 0 for p, end in ends.items() if (committed[p] or 0) < end}
+            unread = Counter(message.partition() for message in _read(clients, topic, behind)) if behind else {}
+            for partition in ends:
+                lags[(group, partition)] = unread.get(partition, 0)
+    finally:
+        reader.close()
+    return lags
+
+
+def _read(clients: ClientSettings, topic: str, starts: Mapping[int, int] | None = None,
+          timeout: float = 120.0) -> list[Message]:
+    """The committed records of ``topic`` (``starts``: partition → first offset; default every partition from its
+    beginning) up to where a ``read_committed`` reader ends now."""
+    consumer = Consumer(clients.kafka_config({"group.id": f"campaign-read-{uuid.uuid4()}", "enable.auto.commit": False,
+                                              "isolation.level": "read_committed", "enable.partition.eof": True}))
+    try:
+        if starts is None:
+            starts = {p: OFFSET_BEGINNING for p in consumer.list_topics(topic, timeout=10).topics[topic].partitions}
+        consumer.assign([TopicPartition(topic, p, offset) for p, offset in starts.items()])
+        messages: list[Message] = []
+        at_end: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while len(at_end) < len(starts):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {topic}: partitions {sorted(set(starts) - at_end)} not read to their "
+                                   f"end within {timeout:g} s")
+            for message in consumer.consume(1000, 0.5):
+                if message.error() is None:
+                    messages.append(message)
+                elif message.error().code() == KafkaError._PARTITION_EOF:
+                    at_end.add(message.partition())
+        return messages
+    finally:
+        consumer.close()
+
+
+def _changelog(clients: ClientSettings, group: str, table: str) -> dict[str, Any]:
+    """A processor table's live entries: each key's last value in its changelog (a tombstone removes the key)."""
+    topic = f"{group}-{table}-changelog"  # Faust's name: <app id>-<table>-changelog
+    reader = reading_consumer(clients, "campaign-changelog")
+    try:
+        if topic not in reader.list_topics(timeout=10).topics:
+            raise TimeoutError(f"the processor's changelog topic {topic} does not exist")
+    finally:
+        reader.close()
+    live: dict[str, Any] = {}
+    for message in _read(clients, topic):
+        key = _json_or_text(message.key())
+        if message.value() is None:
+            live.pop(key, None)
+        else:
+            live[key] = _json_or_text(message.value())
+    return live
+
+
+def _json_or_text(raw: bytes | None) -> Any:
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode("utf-8", "replace")
+
+
+def _judge(clients: ClientSettings, env: Mapping[str, str], workload: Workload, state: _Run) -> list[Violation]:
+    """Read everything back (committed records only) and run every check."""
+    fetch = registry.schema_fetcher(SchemaRegistryClient(clients.registry_config()))
+    events_codec = AvroCodec("openlineage_event", fetch)
+    normalized_codec, dlq_codec = AvroCodec("normalized_event", fetch), AvroCodec("dead_letter", fetch)
+    sources = [_source(message, events_codec) for message in _read(clients, clients.events_topic)]
+    outputs = [_output(message, normalized_codec) for message in _read(clients, clients.normalized_topic)]
+    dead = [_dead_letter(message, dlq_codec) for message in _read(clients, clients.dlq_topic)]
+    group = env["LINEAGE_PROCESSOR_GROUP"]
+    dedupe_live, runs_live = _changelog(clients, group, "dedupe"), _changelog(clients, group, "runs")
+    committed = _committed(clients, group, clients.events_topic, list(range(PARTITIONS)))
+    final = {p: offset for p, offset in committed.items() if offset is not None}
+    graph = check_graph_truth(workload.truth, graph_rows(clients, workload), drift_alerts(clients))
+    state.report.stats = {"events topic": len(sources), "normalized": len(outputs), "dead letters": len(dead),
+                          "live dedupe ids": len(dedupe_live), "live runs": len(runs_live),
+                          "late": sum(o.late for o in outputs), "graph problems": graph.problems(),
+                          "offset samples": len(state.samples)}
+    violations = checks.check_exactly_once(sources, outputs, dead, clients.events_topic,
+                                           published=[dedupe_id(event) for event in workload.events])
+    violations += checks.check_dedupe_table(dedupe_live, outputs, sources, dead, clients.events_topic)
+    violations += checks.check_offsets(state.samples, final, sources, outputs, dead, clients.events_topic)
+    violations += checks.check_runs_table(runs_live)
+    violations += checks.check_lifecycle(outputs)
+    violations += checks.check_graph(graph)
+    reader = reading_consumer(clients, "campaign-ends")
+    try:
+        for group_id, topic in _groups(clients, env):
+            ends = _ends(reader, topic)
+            offsets = _committed(clients, group_id, topic, list(ends))
+            behind = {p: offsets[p] or 0 for p, end in ends.items() if (offsets[p] or 0) < end}
+            unread = Counter(m.partition() for m in _read(clients, topic, behind)) if behind else Counter()
+            violations += checks.check_lag(group_id, topic, offsets, ends, unread)
+    finally:
+        reader.close()
+    return violations
+
+
+def _source(message: Message, codec: AvroCodec) -> SourceRecord:
+    try:  # as the processor decodes and validates (processors/core.py); what fails is the DLQ's
+        event = record_to_event(codec.decode(message.value()))
+        validate_event(event)
+        identity: str | None = dedupe_id(event)
+    except Exception:
+        identity = None
+    return SourceRecord(message.partition(), message.offset(), identity)
+
+
+def _output(message: Message, codec: AvroCodec) -> OutputRecord:
+    record = codec.decode(message.value())
+    processing = record["processing"]
+    event = record_to_event(record["event"])
+    return OutputRecord(message.partition(), message.offset(), processing["dedupeId"],
+                        processing.get("sourcePartition"), processing.get("sourceOffset"),
+                        bool(processing.get("late")), (event.get("run") or {}).get("runId"), event.get("eventType"))
+
+
+def _dead_letter(message: Message, codec: AvroCodec) -> DeadLetterRecord:
+    record = codec.decode(message.value())
+    return DeadLetterRecord(message.partition(), message.offset(), record.get("sourceTopic"),
+                            record.get("sourcePartition"), record.get("sourceOffset"),
+                            record.get("errorClass") or "", record.get("errorMessage") or "")
+
+
+# --- the campaign ----------------------------------------------------------------------------------------------
+@dataclass
+class CampaignReport:
+    seed: int
+    runs: list[RunReport] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(run.ok for run in self.runs)
+
+    def faults_by_kind(self) -> Counter[str]:
+        return Counter(injected.kind for run in self.runs for injected in run.injected)
+
+    def violations_by_check(self) -> Counter[str]:
+        return checks.count_by_check(v for run in self.runs for v in run.violations)
+
+
+def run_campaign(stack_settings: StackSettings, *, seed: int, runs: int, events: int = 2400,
+                 publish_seconds: float = 60.0, only_run: int | None = None, keep_going: bool = False,
+                 quiesce_timeout: float = 300.0, workdir: Path = Path(".lineage/campaign"),
+                 say: Callable[[str], None] = print) -> CampaignReport:
+    """Runs ``0..runs-1`` (or only ``only_run``) of the campaign ``seed``; stops after a failed run unless
+    ``keep_going``."""
+    campaign = CampaignReport(seed)
+    for run in [only_run] if only_run is not None else range(runs):
+        report = run_once(stack_settings, seed, run, events=events, publish_seconds=publish_seconds,
+                          quiesce_timeout=quiesce_timeout, workdir=workdir, say=say)
+        campaign.runs.append(report)
+        say(format_run(report, events, publish_seconds))
+        if not report.ok and not keep_going:
+            break
+    return campaign
+
+
+def format_run(report: RunReport, events: int, publish_seconds: float, examples: int = 5) -> str:
+    head = (f"run {report.run} (seed {report.seed}, workload {report.tag}, {report.events} events): "
+            f"{'OK' if report.ok else f'{len(report.violations)} VIOLATIONS'} after {report.seconds:.0f}s; "
+            f"read back: {report.stats}")
+    if report.ok:
+        return head
+    lines = [head, format_schedule(report.schedule), "as injected:", *(f"  {i}" for i in report.injected)]
+    by_check: dict[str, list[Violation]] = {}
+    for violation in report.violations:
+        by_check.setdefault(violation.check, []).append(violation)
+    for check_name, found in by_check.items():
+        lines.append(f"check {check_name}: {len(found)}")
+        lines += [f"    {v.message[:2000]}" for v in found[:examples]]
+        if len(found) > examples:
+            lines.append(f"    … {len(found) - examples} more")
+    lines.append(f"components' logs: {report.workdir}")
+    lines.append(f"replay: lineage faults campaign --seed {report.seed} --only-run {report.run} "
+                 f"--events-per-run {events} --publish-seconds {publish_seconds:g}")
+    return "\n".join(lines)
+
+
+def format_summary(campaign: CampaignReport) -> str:
+    failed = [run.run for run in campaign.runs if not run.ok]
+    lines = [f"campaign seed {campaign.seed}: {len(campaign.runs)} runs, {len(failed)} failed"
+             + (f" (runs {', '.join(map(str, failed))})" if failed else ""), "", f"{'fault':<18} {'injected':>8}"]
+    for kind, count in sorted(campaign.faults_by_kind().items()):
+        lines.append(f"{kind:<18} {count:>8}")
+    lines += ["", f"{'check':<18} {'violations':>10}"]
+    by_check = campaign.violations_by_check()
+    for check_name in checks.CHECKS:
+        lines.append(f"{check_name:<18} {by_check.get(check_name, 0):>10}")
+    return "\n".join(lines)
