@@ -14,11 +14,13 @@ Faust credentials.
    it were never processed, and the consumer's read position had already passed them (reproduced: a restarted
    worker skipped offsets 474-576 of all three partitions, or the one record at a partition's committed offset).
    Clearing is right only after a suspension, when the queued records belong to a revoked assignment.
-3. No commit past an unacknowledged record at the committed offset. Faust commits the run of acknowledged offsets
-   that starts *one past* the committed offset as if it started at it (the committed offset is the next record to
-   read, not the last one read), so the record at the committed offset, when fix 2's race dropped it, was
-   committed as done. Here the run must start at the committed offset, or at the offset a partition without a
-   commit was sought to.
+3. Faust commits no offset. Its bookkeeping of acknowledged offsets folds "gaps" (records its consumer passed
+   over) into what counts as processed, and is not reset by a seek: a simulation committed records 761-800 that
+   nobody processed. The processor commits its input offsets itself, inside each batch's Kafka transaction, from
+   the records it really processed (``processors/offsets.py``); here every commit of Faust's is a no-op, the
+   consumer reads ``read_committed`` (the tables' changelogs are written in transactions: an aborted batch's state
+   must never be recovered), and the consumer's group generation and member id are exposed for the transaction's
+   offsets (KIP-447: a member the group has moved on from is refused).
 4. No records are taken from the fetcher that Faust then throws away. Faust's fetch call (in the consumer thread)
    can outlive a rebalance: it waits for the new assignment, then takes what the fetcher holds for every partition
    in the consumer's live set of active partitions -- every assigned partition when that set is empty, as it is
@@ -32,8 +34,10 @@ Faust credentials.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Collection, Iterable, Mapping
 from importlib.metadata import version
+from time import monotonic
 from typing import Any
 
 # The fixes replace internals of these exact releases (pinned in the `processor` extra): any other one fails here
@@ -51,6 +55,8 @@ from faust.transport.drivers import aiokafka as faust_aiokafka  # noqa: E402
 from faust.types import TP  # noqa: E402
 from mode.utils.objects import cached_property  # noqa: E402
 from mode.utils.queues import FlowControlEvent  # noqa: E402
+
+from kafka_lineage.runtime.transactions import readable_ends  # noqa: E402
 
 # The transport is a Faust driver registered under this URL scheme (the ``faust.transports`` entry point in
 # pyproject.toml): ``broker=f"{BROKER_SCHEME}://host:9092"`` selects it.
@@ -90,43 +96,58 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         if uncommitted:
             await consumer.seek_to_beginning(*uncommitted)
             beginnings = await consumer.beginning_offsets(uncommitted)
-        self.consumer.start_offsets.update(
-            {TP(tp.topic, tp.partition): offset for tp, offset in {**committed, **beginnings}.items()})
-        return committed
+        return {**committed, **{TP(tp.topic, tp.partition): offset for tp, offset in beginnings.items()}}
+
+    async def commit(self, offsets: Mapping[TP, int]) -> bool:
+        return False  # fix 3: not even a direct call commits
+
+    async def _highwaters(self, partitions: list[TP]) -> Mapping[TP, int]:
+        """For the tables' changelogs, one past the last record a read_committed reader gets (fix 3): their tails
+        are transaction markers and aborted records, which recovery, counting the records it was handed, would
+        wait for forever."""
+        changelogs = self.app.tables.changelog_topics
+        tables = [tp for tp in partitions if tp.topic in changelogs]
+        others = [tp for tp in partitions if tp.topic not in changelogs]
+        found = dict(await super()._highwaters(others)) if others else {}
+        if tables:
+            ends = await asyncio.to_thread(readable_ends, self.app.librdkafka_config,
+                                           [(tp.topic, tp.partition) for tp in tables])
+            found.update({tp: ends[(tp.topic, tp.partition)] for tp in tables})
+        return found
+
+    def _create_worker_consumer(self, transport: Any) -> Any:
+        consumer = super()._create_worker_consumer(transport)
+        consumer._isolation_level = "read_committed"  # handed to its fetcher when it starts (fix 3)
+        return consumer
+
+    def group_member(self) -> tuple[int, str]:
+        """(generation, member id) of this consumer in its group; generation -1 while it has none."""
+        coordinator = getattr(self._ensure_consumer(), "_coordinator", None)
+        if coordinator is None:
+            return -1, ""
+        return coordinator.generation, coordinator.member_id
+
+    def committed_now(self, tps: Iterable[TP]) -> None:
+        """Offsets of ``tps`` were committed (by a transaction): Faust's livelock check must not warn about them."""
+        now = monotonic()
+        self.tp_last_committed_at.update({tp: now for tp in tps})
 
 
 class _Consumer(faust_aiokafka.Consumer):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.start_offsets: dict[TP, int | None] = {}  # where the last seek positioned each partition (fix 3)
-
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
         return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
-    def _new_offset(self, tp: TP) -> int | None:
-        if self._waiting_at_start(tp) is not None:  # the record at the start is not done: commit nothing yet (fix 3)
-            return None
-        return super()._new_offset(tp)
+    async def commit(self, topics: Any = None, start_new_transaction: bool = True) -> bool:
+        return False  # offsets are committed by the processor's transactions only (fix 3)
 
-    def _waiting_at_start(self, tp: TP) -> tuple[int, int] | None:
-        """(the committed or start offset, the lowest offset done past it) when the record there is not done."""
-        committed = self._committed_offset[tp]
-        start = committed if committed is not None else self.start_offsets.get(tp)
-        acked, gaps = self._acked[tp], self._gap[tp]
-        if acked and start is not None:
-            lowest = min(min(acked), gaps.begin()) if gaps else min(acked)
-            if lowest > start:
-                return start, lowest
-        return None
+    async def force_commit(self, topics: Any = None, start_new_transaction: bool = True) -> bool:
+        return False
 
-    def held_commits(self, topic: str) -> dict[int, tuple[int, int, int]]:
-        """Partitions of ``topic`` whose commit waits on the record at the committed offset (fix 3): partition →
-        (the offset waited on, the lowest and the highest offset processed past it). Empty when commits flow."""
-        held = {}
-        for tp in [tp for tp in self._acked if tp.topic == topic]:
-            if (waiting := self._waiting_at_start(tp)) is not None:
-                held[tp.partition] = (*waiting, max(self._acked[tp]))
-        return held
+    def group_member(self) -> tuple[int, str]:
+        return self._thread.group_member()
+
+    def committed_now(self, topic: str, partitions: Iterable[int]) -> None:
+        self._thread.committed_now(TP(topic, partition) for partition in partitions)
 
 
 class Transport(faust_aiokafka.Transport):
@@ -168,7 +189,10 @@ class _FlowControl(FlowControlEvent):
 
 class App(faust.App):
     """``faust.App`` whose queued records survive a redundant flow-control resume (fix 2); give it
-    ``broker=broker_url(...)`` for the transport of fixes 1, 3 and 4."""
+    ``broker=broker_url(...)`` for the transport of fixes 1, 3 and 4, and ``librdkafka_config`` (the same Kafka's
+    librdkafka settings) for fix 3's reads of where changelogs end."""
+
+    librdkafka_config: Mapping[str, str] = {}
 
     @cached_property
     def flow_control(self) -> FlowControlEvent:

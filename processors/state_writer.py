@@ -8,35 +8,28 @@ librdkafka producer that already writes the outputs, and the table's local data 
 ``Table.__setitem__`` does besides sending; a memory store keeps no persisted offsets). Recovery reads the same
 records from the same topics, so a restarted or moved worker sees exactly what it saw before.
 
-The shell sends a batch's writes only after its outputs were acknowledged and awaits their acknowledgement before
-the batch counts as done (Faust commits its input offsets only then): the order and the guarantee of the Faust
-path, with a failed delivery failing the batch (the worker exits without committing it).
+The shell produces a batch's records in the batch's Kafka transaction, with its outputs and input offsets, so a
+state record is visible (to recovery, which reads ``read_committed``) exactly when the outputs it accounts for are.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import Any
 
 import faust
-from confluent_kafka import KafkaError, Message
-
-from kafka_lineage.runtime.kafka_io import AckingProducer, PublishError
 
 
 class ChangelogWriter:
-    """Stages table writes (local data at once, changelog records kept) and sends them as one acknowledged batch."""
+    """Stages table writes: local data at once, changelog records kept for the batch's transaction."""
 
-    def __init__(self, producer: AckingProducer) -> None:
-        self.producer = producer
+    def __init__(self) -> None:
         self._staged: list[tuple[str, int, bytes | None, bytes | None]] = []
         # per table: its changelog topic's name and serializers, looked up once
         self._tables: dict[int, tuple[str, Callable[[Any], bytes | None], Callable[[Any], bytes | None]]] = {}
 
     def write(self, table: faust.Table, key: Any, partition: int, value: Any) -> None:
-        """Set (or, ``value`` None, delete) ``key`` in ``table``; its changelog record is staged for ``send``."""
+        """Set (or, ``value`` None, delete) ``key`` in ``table``; its changelog record is staged for ``take``."""
         topic, dump_key, dump_value = self._serializers(table)
         if value is None:
             table.data.pop(key, None)
@@ -46,42 +39,10 @@ class ChangelogWriter:
             record = dump_value(value)
         self._staged.append((topic, partition, dump_key(key), record))
 
-    def staged(self) -> int:
-        return len(self._staged)
-
-    def send(self) -> Future[int]:
-        """Produce every staged record; the future gives their count once Kafka acknowledged all of them, or a
-        ``PublishError`` for the first one it refused (the batch must then not count as done)."""
+    def take(self) -> list[tuple[str, int, bytes | None, bytes | None]]:
+        """The staged changelog records (topic, partition, key, value), in the order written; staging starts over."""
         staged, self._staged = self._staged, []
-        done: Future[int] = Future()
-        if self.producer.failure is not None:
-            done.set_exception(self.producer.failure)
-            return done
-        if not staged:
-            done.set_result(0)
-            return done
-        pending = [len(staged)]
-        lock = threading.Lock()
-
-        def on_delivery(error: KafkaError | None, _message: Message) -> None:  # in librdkafka's poll thread
-            with lock:
-                pending[0] -= 1
-                finished = pending[0] == 0
-            if error is not None:
-                if not done.done():
-                    done.set_exception(PublishError(f"Kafka did not acknowledge a state record: {error.str()}"))
-            elif finished and not done.done():
-                done.set_result(len(staged))
-
-        produce, poll = self.producer.producer.produce, self.producer.producer.poll
-        for topic, partition, key, value in staged:
-            while True:
-                try:
-                    produce(topic, value, key, partition, on_delivery)
-                    break
-                except BufferError:  # the local queue is full: wait for deliveries to free room (as for outputs)
-                    poll(0.05)
-        return done
+        return staged
 
     def _serializers(self, table: faust.Table) -> tuple[str, Callable[[Any], bytes | None],
                                                           Callable[[Any], bytes | None]]:

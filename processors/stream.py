@@ -9,9 +9,12 @@
   Faust reads the changelogs back (recovery), but the writes go through librdkafka (``state_writer``);
 - timer ``release`` lets held events go when their window passes and sweeps state past the dedupe TTL.
 
-Offsets are committed by Faust only after the events were processed and their state records acknowledged, so
-outputs and state changes are acknowledged before the input offset moves (at-least-once; a redelivered event is a
-duplicate for the dedupe state, which was flushed with it).
+Exactly once: each batch's outputs (normalized events, dead letters), its tables' changelog records and its input
+offsets commit in one Kafka transaction (``runtime/transactions``), with the group generation of the consumer that
+fetched the records, so a crash anywhere leaves all of a batch or none of it, and a worker the group has moved on
+from cannot commit. Faust commits nothing (``faust_transport`` fix 3); which records a batch may process and commit
+is decided by ``offsets.OffsetLedger``. A transaction that had to be aborted leaves this worker's memory ahead of
+Kafka: the worker then starts over in the same process (``_start_over``) from what Kafka committed.
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ import asyncio
 import logging
 import os
 import sys
+import threading
 import time
+import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import faust
 import mode
@@ -33,17 +38,30 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.processors.core import STAGE, Incoming, Output, ProcessorCore
 from kafka_lineage.processors.faust_transport import App, broker_credentials, broker_url
 from kafka_lineage.processors.normalize import parse_aliases
+from kafka_lineage.processors.offsets import Gap, OffsetLedger, RecordsSkipped
 from kafka_lineage.processors.state_writer import ChangelogWriter
-from kafka_lineage.runtime.config import ClientSettings, OperationsSettings, ProcessorSettings
+from kafka_lineage.runtime.config import (
+    PROCESSOR_CRASH_POINTS,
+    ClientSettings,
+    OperationsSettings,
+    ProcessorSettings,
+)
+from kafka_lineage.runtime.crash_points import CrashPoints, parse_crash_points
 from kafka_lineage.runtime.kafka_io import (
     RECORD_MAX_BYTES,
-    AckingProducer,
     ensure_topic,
     prepare_pipeline,
     replication_factor,
 )
 from kafka_lineage.runtime.logs import bootstrap_logging
 from kafka_lineage.runtime.metrics import Metrics, pipeline_checks, start_endpoint
+from kafka_lineage.runtime.transactions import (
+    TransactionAborted,
+    TransactionalProducer,
+    TransactionFatal,
+    fenced,
+    group_metadata,
+)
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.partitions import parse_patterns
@@ -124,12 +142,18 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
         table_standby_replicas=0,
         topic_replication_factor=replication,  # its changelogs, as the pipeline's own topics
     )
+    app.librdkafka_config = clients.kafka_config()
     events = app.topic(clients.events_topic, value_serializer="raw", key_serializer="raw")
     changelog_config = _changelog_config(clients)
-    outputs = AckingProducer(clients.kafka_config({"linger.ms": "5"}))
-    # The tables' changelog records go through the same librdkafka producer (processors/state_writer.py), each to the
+    # A restart in the same process (_start_over) keeps the id, so the new producer aborts what the old one left open.
+    transactional_id = settings.transactional_id or f"{settings.group_id}-{uuid.uuid4().hex[:12]}"
+    producer = TransactionalProducer(clients.kafka_config({"linger.ms": "5"}), transactional_id,
+                                     timeout_ms=settings.transaction_timeout_ms)
+    # The tables' changelog records go through the same transactions (processors/state_writer.py), each to the
     # partition the core chose; Faust's producer writes none of them.
-    state = ChangelogWriter(outputs)
+    state = ChangelogWriter()
+    ledger = OffsetLedger()
+    crash = CrashPoints(parse_crash_points(settings.crash_points, PROCESSOR_CRASH_POINTS), "worker")
     runs = app.tables.add(PartitionedTable(app, name="runs", default=None, beacon=app.tables.beacon,
                                            partitions=settings.partitions, extra_topic_configs=changelog_config))
     dedupe = app.tables.add(PartitionedTable(app, name="dedupe", default=None, beacon=app.tables.beacon,
@@ -156,27 +180,24 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
                          partition_patterns=parse_patterns(settings.partition_patterns))
     normalized_codec = AvroCodec("normalized_event", fetch)
     dead_letter_codec = AvroCodec("dead_letter", fetch)
-    stats = {"in": 0, "out": 0, "dead": 0, "duplicates": 0, "late": 0, "drift": 0}
+    stats = {"in": 0, "out": 0, "dead": 0, "duplicates": 0, "late": 0, "drift": 0, "redelivered": 0,
+             "transactions": 0}
     metrics = metrics or Metrics(process_metrics=False)
     lag_reader = Consumer(clients.kafka_config({"group.id": settings.group_id}))  # reads the group's commits only
 
+    # The group's committed offsets (where the ledger starts after an assignment) and gap checks: a consumer of its
+    # own, never the lag reader, which another thread uses (one confluent-kafka consumer, one thread).
+    positions_reader = Consumer(clients.kafka_config({"group.id": settings.group_id,
+                                                      "isolation.level": "read_committed"}))
     in_order = asyncio.Lock()
 
-    async def publish(output: Output) -> None:
-        # A batch and the release timer publish concurrently, and each writes the run states it computed only after
-        # its deliveries: without the lock, the one whose deliveries finish last would overwrite a shared run's newer
-        # snapshot with its older one (a held event forgotten, or dedupe ids lost). Each publish task asks for the
-        # lock first thing, and the tasks start in the order the core computed their outputs (each is created right
-        # after its computation), so the FIFO lock writes the states in that order.
+    async def publish(output: Output, offsets: dict[int, int] | None = None, epoch: int | None = None) -> None:
+        # A batch and the release timer publish concurrently; their transactions go one at a time, in the order the
+        # core computed them (each publish task asks for the lock first thing, and the tasks start in that order).
         async with in_order:
-            await _publish(output)
+            await _publish(output, offsets, epoch)
 
-    async def _publish(output: Output) -> None:
-        # Outputs first, acknowledged; only then the state that marks their inputs as done. A crash in between
-        # repeats the batch (at-least-once: a repeated output is identical and idempotent downstream); the other
-        # order could lose outputs whose inputs the restored state already counts as seen.
-        # librdkafka (C) produces the outputs: Faust's per-message send path costs several times more.
-        deliveries = []
+    async def _publish(output: Output, offsets: dict[int, int] | None, epoch: int | None) -> None:
         normalized, letters = [], list(output.dead_letters)
         for key, record in output.normalized:
             value = normalized_codec.encode(record, normalized_id)
@@ -184,13 +205,34 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
                 normalized.append((key, value))
             else:
                 letters.append((key, _too_large(record, len(value))))
-        if normalized:
-            deliveries.append(outputs.send(clients.normalized_topic, normalized))
-        if letters:
-            deliveries.append(outputs.send(clients.dlq_topic, [
-                (key, dead_letter_codec.encode(record, dead_letter_id)) for key, record in letters]))
-        if deliveries:
-            await asyncio.gather(*(asyncio.wrap_future(delivery) for delivery in deliveries))
+        for table, writes in ((dedupe, output.dedupe_writes.items()), (runs, output.run_writes.items())):
+            for key, (partition, value) in writes:
+                state.write(table, key, partition, value)
+        for dataset, key, value in output.schema_writes:  # in order: a wide schema's chunks before its head
+            state.write(schemas, key, schema_partition(dataset), value)
+        records = [(clients.normalized_topic, key, value) for key, value in normalized]
+        records += [(clients.dlq_topic, key, dead_letter_codec.encode(record, dead_letter_id))
+                    for key, record in letters]
+        changelog = state.take()
+        if not (records or changelog or offsets):
+            return
+        member = None
+        if offsets:
+            if epoch != ledger.epoch:  # a rebalance since the batch was read: its records may be another's now
+                _start_over("a rebalance came between reading a batch and committing it")
+            member = app.consumer.group_member()
+        try:
+            await asyncio.to_thread(_transact, records, changelog, offsets, member)
+        except (TransactionAborted, TransactionFatal) as exc:
+            if fenced(exc):
+                log.critical("processor: another worker took over transactional id %s: %s", transactional_id, exc)
+                logging.shutdown()
+                os._exit(70)
+            _start_over(str(exc))
+        stats["transactions"] += 1
+        if offsets:
+            committed.update(offsets)
+            app.consumer.committed_now(clients.events_topic, offsets)
         if output.drift_findings:  # rare, and what an operator looks for when an alert seems missing
             for _key, record in output.normalized:
                 for change in record["schemaChanges"]:
@@ -198,13 +240,6 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
                              change["name"], change["previousVersion"][:12], change["newVersion"][:12],
                              change["severity"], *(record["processing"][field] for field in
                                                    ("sourceTopic", "sourcePartition", "sourceOffset")))
-        for table, writes in ((dedupe, output.dedupe_writes.items()), (runs, output.run_writes.items())):
-            for key, (partition, value) in writes:
-                state.write(table, key, partition, value)
-        for dataset, key, value in output.schema_writes:  # in order: a wide schema's chunks before its head
-            state.write(schemas, key, schema_partition(dataset), value)
-        if state.staged():  # acknowledged now, not at the next commit: a crash repeats one batch
-            await asyncio.wrap_future(state.send())
         core.written(output)
         stats["out"] += len(normalized)
         stats["dead"] += len(letters)
@@ -218,6 +253,83 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
         for _key, record in letters:
             metrics.dead_letter(STAGE, record["errorClass"])
 
+    def _transact(records: list[tuple[str, bytes | None, bytes]],
+                  changelog: list[tuple[str, int, bytes | None, bytes | None]],
+                  offsets: dict[int, int] | None, member: tuple[int, str] | None) -> None:
+        """One transaction (in a thread: librdkafka's calls block): outputs, state, input offsets, commit."""
+        producer.begin()
+        for topic, key, value in records:
+            producer.produce(topic, key, value)
+        crash.reach("outputs-sent")
+        for topic, partition, key, value in changelog:
+            producer.produce(topic, key, value, partition)
+        crash.reach("state-sent")
+        if offsets and member is not None:
+            producer.send_offsets({(clients.events_topic, partition): offset for partition, offset in offsets.items()},
+                                  group_metadata(settings.group_id, *member))
+        crash.reach("before-commit")
+        producer.commit()
+        crash.reach("after-commit")
+
+    committed: dict[int, int] = {}  # partition → offset committed by the last transaction (or read after assignment)
+    positions_lock = threading.Lock()
+
+    async def ensure_positions(partitions: set[int]) -> None:
+        epoch = ledger.epoch
+        found = await asyncio.to_thread(committed_positions, partitions)
+        if epoch == ledger.epoch:  # else a rebalance came meanwhile: read again when next needed
+            ledger.start(found)
+            for partition, offset in found.items():
+                committed.setdefault(partition, offset)
+
+    def committed_positions(partitions: set[int]) -> dict[int, int]:
+        """Each partition's committed offset (waiting out a transaction that is still committing offsets), or
+        where reading starts without one: the partition's first offset (faust_transport fix 1)."""
+        wanted = [TopicPartition(clients.events_topic, partition) for partition in sorted(partitions)]
+        found = {}
+        with positions_lock:
+            listed = positions_reader.committed(wanted, timeout=60)
+        for tp in listed:
+            if tp.error is not None:
+                raise RuntimeError(f"committed offset of {tp.topic}[{tp.partition}]: {tp.error}")
+            if tp.offset >= 0:
+                found[tp.partition] = tp.offset
+            else:
+                with positions_lock:
+                    found[tp.partition] = positions_reader.get_watermark_offsets(tp, timeout=60)[0]
+        return found
+
+    def gap_is_real(gap: Gap) -> bool:
+        """Whether Kafka has no readable record between the gap's ends (read afresh from its start)."""
+        reader = Consumer(clients.kafka_config({"group.id": f"{settings.group_id}.gap-check",
+                                                "enable.auto.commit": "false", "auto.offset.reset": "earliest",
+                                                "isolation.level": "read_committed"}))
+        try:
+            reader.assign([TopicPartition(clients.events_topic, gap.partition, gap.expected)])
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                message = reader.poll(1.0)
+                if message is not None and message.error() is None:
+                    log.warning("processor: partition %d: offsets %d..%d hold no readable record (first readable: "
+                                "%d); going on from %d", gap.partition, gap.expected, gap.found - 1,
+                                message.offset(), gap.found)
+                    return message.offset() >= gap.found
+            return False  # nothing readable within the bound: not known to be empty
+        finally:
+            reader.close()
+
+    def _start_over(reason: str) -> NoReturn:
+        """This worker's memory is ahead of what Kafka committed: start again from Kafka, in the same process
+        (a supervisor need not notice; the new process's producer has the same transactional id and aborts
+        anything the old one left open)."""
+        log.critical("processor: %s; starting this worker over from the state and offsets Kafka committed", reason)
+        logging.shutdown()
+        os.environ["LINEAGE_PROCESSOR_TRANSACTIONAL_ID"] = transactional_id
+        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+
+    def owned() -> set[int]:
+        return {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == clients.events_topic}
+
     @app.agent(events)
     async def process(stream: faust.Stream) -> None:
         async for batch in stream.take_events(settings.batch_size, within=settings.batch_seconds):
@@ -227,7 +339,19 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
             stats["in"] += len(incoming)
             metrics.events_in(STAGE, len(incoming))
             metrics.batch(STAGE, len(incoming))
-            await _completed_or_exit(lambda batch=incoming: publish(core.process(batch, time.time())))
+            mine, epoch = owned(), ledger.epoch
+            if unknown := ledger.unknown({record.partition for record in incoming} & mine):
+                await ensure_positions(unknown)
+            if epoch != ledger.epoch:
+                continue  # a rebalance while reading positions: the consumer seeks again, records come again
+            try:
+                admitted = ledger.admit_checked(incoming, mine, gap_is_real)
+            except RecordsSkipped as exc:
+                _start_over(str(exc))
+            stats["redelivered"] += admitted.redelivered
+            offsets = {record.partition: record.offset + 1 for record in admitted.records}
+            await _completed_or_exit(lambda batch=admitted.records, offsets=offsets, epoch=epoch:
+                                     publish(core.process(batch, time.time()), offsets, epoch))
             metrics.seen(STAGE)
 
     @app.timer(min(0.25, settings.window_seconds / 4 or 0.25))
@@ -237,8 +361,14 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
         # was incomplete (the events a departed worker processed just before leaving came out again).
         if app.rebalancing:
             return
-        assigned = {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == clients.events_topic}
-        await _completed_or_exit(lambda: publish(core.expire(time.time(), assigned)))
+        mine, epoch = owned(), ledger.epoch
+        if unknown := ledger.unknown(mine):
+            await ensure_positions(unknown)
+            return  # the next tick (the rebalance that may have come meanwhile is seen by then)
+        # The release's transaction carries the owned partitions' committed offsets unchanged: the broker then checks
+        # the group generation, so a worker the group has moved on from cannot release a run's held events too.
+        fence = {partition: committed[partition] for partition in mine if partition in committed}
+        await _completed_or_exit(lambda: publish(core.expire(time.time(), mine), fence, epoch))
 
     @app.timer(5.0)
     async def measure_lag() -> None:  # end offset - the group's committed offset, per partition of the events topic
@@ -247,31 +377,26 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
         if assigned:
             await asyncio.to_thread(metrics.update_lag, STAGE, lag_reader, assigned, committed=True)
 
-    held_before: dict[int, tuple[int, int, int]] = {}
-
     @app.timer(settings.report_seconds)
     async def report() -> None:
-        nonlocal held_before
         log.info("processor: %(in)d in, %(out)d normalized, %(duplicates)d duplicates, %(late)d late, "
-                 "%(drift)d schema changes, %(dead)d dead letters; state: %(ids)d dedupe ids, %(runs)d runs, "
-                 "%(held)d held events", {**stats, **core.state_sizes()})
-        # A record at the committed offset still in work is normal; one that still holds the commit a report later
-        # holds it for good (everything since is read again by the next worker)
-        held = app.consumer.held_commits(clients.events_topic)
-        stuck = {partition: found for partition, found in held.items()
-                 if partition in held_before and held_before[partition][0] == found[0]}
-        held_before = held
-        if stuck:
-            log.warning("processor: offsets not committed for %.0fs, each partition waits on one record not yet "
-                        "processed: %s (partition: waited-on offset, lowest and highest offset processed past it)",
-                        settings.report_seconds, stuck)
+                 "%(drift)d schema changes, %(dead)d dead letters, %(redelivered)d redelivered (committed before); "
+                 "state: %(ids)d dedupe ids, %(runs)d runs, %(held)d held events; transactions: %(transactions)d",
+                 {**stats, **core.state_sizes()})
+
+    async def rebalanced() -> None:
+        async with in_order:  # a release in flight commits (or fails) with the generation it was computed in
+            ledger.reset()
+            committed.clear()
 
     @app.on_partitions_revoked.connect
     async def on_revoked(app: faust.App, revoked: set, **_: Any) -> None:
+        await rebalanced()
         core.forget_partitions({tp.partition for tp in revoked if tp.topic == clients.events_topic})
 
     @app.on_partitions_assigned.connect
     async def on_assigned(app: faust.App, assigned: set, **_: Any) -> None:
+        await rebalanced()
         core.on_assigned()
 
     return app

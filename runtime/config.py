@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from kafka_lineage.runtime.crash_points import parse_crash_points
 from kafka_lineage.schemas.partitions import parse_patterns
 
 REGISTRY_TIMEOUT_SECONDS = 10
@@ -474,6 +475,12 @@ class ProcessorSettings:
     data_dir: Path = Path(".lineage/processor")
     log_level: str = "info"
     report_seconds: float = 30.0
+    # Each worker's Kafka transactions (outputs, state and input offsets commit together). An id that stays the same
+    # across restarts (a pod name) lets a restarted worker abort its predecessor's open transaction at once; unset,
+    # a worker gets a unique one, and a killed worker's open transaction is aborted by the broker after the timeout.
+    transactional_id: str = ""
+    transaction_timeout_ms: int = 30_000
+    crash_points: str = ""  # fault campaigns only: see runtime/crash_points.py
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ProcessorSettings:
@@ -494,7 +501,31 @@ class ProcessorSettings:
             data_dir=path_setting(values, "LINEAGE_PROCESSOR_DATA_DIR", state_dir(values) / "processor"),
             log_level=level,
             report_seconds=_positive(values, "LINEAGE_REPORT_SECONDS", 30.0),
+            transactional_id=values.get("LINEAGE_PROCESSOR_TRANSACTIONAL_ID", ""),
+            transaction_timeout_ms=_transaction_timeout(values),
+            crash_points=_crash_points(values, "LINEAGE_PROCESSOR_CRASH_POINTS", PROCESSOR_CRASH_POINTS),
         )
+
+
+# Where a processor worker can be made to die on purpose, in the order a batch's transaction passes them.
+PROCESSOR_CRASH_POINTS = ("outputs-sent", "state-sent", "before-commit", "after-commit")
+
+
+def _crash_points(values: Mapping[str, str], key: str, known: tuple[str, ...]) -> str:
+    text = values.get(key, "")
+    try:
+        parse_crash_points(text, known)
+    except ValueError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
+    return text
+
+
+def _transaction_timeout(values: Mapping[str, str]) -> int:
+    key = "LINEAGE_PROCESSOR_TRANSACTION_TIMEOUT_MS"
+    value = _count(values, key, 30_000)
+    if not 1_000 <= value <= 900_000:  # the broker's transaction.max.timeout.ms is 15 minutes by default
+        raise ConfigError(f"{key}: must be between 1000 and 900000 ms, got {value}")
+    return value
 
 
 def _partition_patterns(values: Mapping[str, str]) -> str:
@@ -579,6 +610,7 @@ class AlertSettings:
     graph_wait_seconds: float = 30.0  # at most this long per batch; then the alert says impactComplete=false
     query_timeout: float = 15.0  # an impact query's transaction timeout, and (plus a margin) its client-side bound
     report_seconds: float = 30.0
+    crash_points: str = ""  # tests and fault campaigns only: see runtime/crash_points.py and ALERT_CRASH_POINTS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> AlertSettings:
@@ -593,4 +625,9 @@ class AlertSettings:
             graph_wait_seconds=_positive(values, "LINEAGE_ALERT_GRAPH_WAIT", 30.0),
             query_timeout=_positive(values, "LINEAGE_ALERT_QUERY_TIMEOUT", 15.0),
             report_seconds=_positive(values, "LINEAGE_REPORT_SECONDS", 30.0),
+            crash_points=_crash_points(values, "LINEAGE_ALERT_CRASH_POINTS", ALERT_CRASH_POINTS),
         )
+
+
+# Where the alert sink can be made to die on purpose: its batch's alerts and offsets sent, the transaction open.
+ALERT_CRASH_POINTS = ("before-commit",)

@@ -1,23 +1,24 @@
-"""The processor's fixes to Faust's consumer bookkeeping (``processors/faust_transport.py``), without a broker."""
+"""The processor's fixes to Faust's consumer (``processors/faust_transport.py``), without a broker."""
 
 from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from types import SimpleNamespace
 
 import pytest
+from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 from intervaltree import IntervalTree
 from mode.utils.queues import FlowControlQueue
 
-from kafka_lineage.processors.faust_transport import _Consumer, _Drainable, _FlowControl
+from kafka_lineage.processors.faust_transport import _Consumer, _ConsumerThread, _Drainable, _FlowControl
 
 EVENTS = TP("events", 0)
 
 
-def _consumer(committed: int | None, acked: list[int], *, start: int | None = None,
-              gap: tuple[int, int] | None = None) -> _Consumer:
-    """A consumer holding only the offset bookkeeping ``_new_offset`` reads (no client, no app)."""
+def _consumer(committed: int | None, acked: list[int], gap: tuple[int, int] | None = None) -> _Consumer:
+    """A consumer holding only the offset bookkeeping Faust's commit reads (no client, no app)."""
     consumer = _Consumer.__new__(_Consumer)
     consumer._committed_offset = defaultdict(lambda: None, {EVENTS: committed})
     consumer._acked = defaultdict(list, {EVENTS: list(acked)})
@@ -25,26 +26,28 @@ def _consumer(committed: int | None, acked: list[int], *, start: int | None = No
     consumer._gap = defaultdict(IntervalTree)
     if gap:
         consumer._gap[EVENTS].addi(*gap)
-    consumer.start_offsets = {EVENTS: start} if start is not None else {}
     return consumer
 
 
-@pytest.mark.parametrize(("committed", "acked", "start", "expected"), [
-    (100, [100, 101, 102], None, 103),  # the run starts at the committed offset: commit past it
-    (100, [101, 102, 103], None, None),  # the record at the committed offset is not done (Faust committed 104)
-    (100, [100, 101, 105, 106], None, 102),  # a hole later on: commit up to the hole, as Faust does
-    (None, [1, 2, 3], 0, None),  # never committed, sought to the beginning (0): record 0 is not done
-    (None, [0, 1, 2], 0, 3),
-    (None, [7, 8], 7, 9),  # a partition whose log starts at 7
-])
-def test_a_commit_never_passes_the_record_at_the_committed_or_start_offset(
-        committed: int | None, acked: list[int], start: int | None, expected: int | None) -> None:
-    assert _consumer(committed, acked, start=start)._new_offset(EVENTS) == expected
+def test_faust_bookkeeping_counts_dropped_records_as_processed_so_the_transport_commits_nothing() -> None:
+    # Committed 712; records 751-799 dropped by the consumer, 800 delivered (Faust records the gap 751..800); after a
+    # seek, 712-760 were processed. Faust's bookkeeping folds the gap into the processed offsets, so its commits walk
+    # on to 801 (752, 753, ... as acks come): records 761-800 were never processed. When upstream changes this, this
+    # test fails: look again at whether fix 3 is still needed.
+    consumer = _consumer(712, list(range(712, 761)), gap=(751, 801))
+    assert faust_aiokafka.Consumer._new_offset(consumer, EVENTS) is not None
+    assert set(range(761, 801)) <= set(consumer._acked[EVENTS])  # counted as processed
+
+    calls: list[object] = []
+    consumer._thread = SimpleNamespace(commit=lambda offsets: calls.append(offsets))
+    assert asyncio.run(consumer.commit()) is False
+    assert asyncio.run(consumer.force_commit({EVENTS})) is False
+    assert calls == []  # nothing reached the client
 
 
-def test_offsets_known_to_hold_no_record_count_as_done_at_the_head() -> None:
-    # offsets 100-101 are a gap the fetcher saw (e.g. transaction markers): the run starts there
-    assert _consumer(100, [102, 103], gap=(100, 102))._new_offset(EVENTS) == 104
+def test_the_consumer_thread_commits_nothing_either() -> None:
+    thread = _ConsumerThread.__new__(_ConsumerThread)
+    assert asyncio.run(thread.commit({EVENTS: 801})) is False
 
 
 def test_resuming_active_flow_keeps_the_queued_records_and_resuming_suspended_flow_drops_them() -> None:
@@ -120,10 +123,3 @@ def test_a_fetch_takes_no_records_while_flow_is_stopped_even_with_every_partitio
     assert _fetched(_Drainable(consumer, active), held, monkeypatch) == {}
     consumer.flow_active = True
     assert _fetched(_Drainable(consumer, active), held, monkeypatch) == {CHANGELOG: [0, 1, 2]}
-
-
-def test_a_commit_held_by_the_record_at_the_committed_offset_is_reported_with_what_was_done_past_it() -> None:
-    assert _consumer(100, [101, 102, 107]).held_commits("events") == {0: (100, 101, 107)}
-    assert _consumer(100, [100, 101]).held_commits("events") == {}  # commits flow
-    assert _consumer(100, [102, 103], gap=(100, 102)).held_commits("events") == {}  # a known gap is done
-    assert _consumer(100, [101]).held_commits("other") == {}
