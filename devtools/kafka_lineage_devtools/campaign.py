@@ -221,7 +221,9 @@ class _Run:
 
     # --- the processor group's committed offsets, every second ---------------------------------------------
     def sample_offsets(self, group: str, topic: str, stop: threading.Event) -> None:
-        consumer = Consumer(self.clients.kafka_config({"group.id": group, "enable.auto.commit": False}))
+        # quiet while the broker restarts (the run says when it does), and no reconnect storm
+        consumer = Consumer(self.clients.kafka_config({"group.id": group, "enable.auto.commit": False,
+                                                       "log_level": 2, "reconnect.backoff.ms": 500}))
         partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
         try:
             while not stop.wait(1.0):
