@@ -106,6 +106,13 @@ class Output:
     late: int = 0
     drift_findings: int = 0
 
+    def state_writes(self) -> list[tuple[str, str, int | str, Any]]:
+        """Every staged state change as (table, key, where, value or None for a delete), in the order to write them:
+        ``where`` is the partition for ``dedupe`` and ``runs``, the dataset (whose key picks it) for ``schemas``."""
+        return [*(("dedupe", key, partition, value) for key, (partition, value) in self.dedupe_writes.items()),
+                *(("runs", key, partition, value) for key, (partition, value) in self.run_writes.items()),
+                *(("schemas", key, dataset, value) for dataset, key, value in self.schema_writes)]
+
     def extend(self, other: Output) -> None:
         self.normalized += other.normalized
         self.dead_letters += other.dead_letters

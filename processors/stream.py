@@ -205,11 +205,11 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
                 normalized.append((key, value))
             else:
                 letters.append((key, _too_large(record, len(value))))
-        for table, writes in ((dedupe, output.dedupe_writes.items()), (runs, output.run_writes.items())):
-            for key, (partition, value) in writes:
-                state.write(table, key, partition, value)
-        for dataset, key, value in output.schema_writes:  # in order: a wide schema's chunks before its head
-            state.write(schemas, key, schema_partition(dataset), value)
+        for name, key, where, value in output.state_writes():  # in order: a wide schema's chunks before its head
+            if name == "schemas":
+                state.write(schemas, key, schema_partition(where), value)
+            else:
+                state.write(dedupe if name == "dedupe" else runs, key, where, value)
         records = [(clients.normalized_topic, key, value) for key, value in normalized]
         records += [(clients.dlq_topic, key, dead_letter_codec.encode(record, dead_letter_id))
                     for key, record in letters]
