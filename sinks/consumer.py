@@ -7,6 +7,12 @@ a batch, its librdkafka consumer went on polling for 15 minutes without a record
 three alerts were never sent. ``SinkMember`` looks at the group's committed offsets whenever it got nothing for
 ``STALL_SECONDS``; a partition it holds (or any, when it holds none) that has records past the committed offset and
 did not move between two such looks makes it close its consumer and join the group again with a new one.
+
+The normalized topic is written in Kafka transactions: each one ends with a commit marker, a record the consumer
+never delivers but steps over (its position moves past it). Offsets are therefore committed from positions, never as
+"last record + 1": a group committed one marker short of the end would look behind forever (to the stall watch, and
+to the alert sink waiting for the graph sink), so a member also commits positions that moved past markers alone
+whenever a poll brought nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import commit_offsets
@@ -35,7 +41,10 @@ def sink_consumer(clients: ClientSettings, group_id: str, extra: Mapping[str, An
     settings (the graph sink stores the offsets it wrote itself)."""
     return Consumer(clients.kafka_config({
         "group.id": group_id,
-        "enable.auto.commit": False, "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+        "enable.auto.commit": False, "auto.offset.reset": "earliest",
+        # Said, not left to librdkafka's default: the processor writes the normalized topic in transactions, and a
+        # sink must never act on records of an aborted one (a worker killed mid-batch) or of one still open.
+        "isolation.level": "read_committed",
         "session.timeout.ms": "10000", **(extra or {}),
     }))
 
@@ -52,6 +61,28 @@ def throttled(seconds: float, action: Callable[[], None]) -> Callable[[], None]:
             action()
 
     return maybe
+
+
+def next_offsets(messages: list[Message]) -> dict[tuple[str, int], int]:
+    """(topic, partition) → the offset after the last of ``messages`` there."""
+    after: dict[tuple[str, int], int] = {}
+    for message in messages:
+        at = (message.topic(), message.partition())
+        after[at] = max(after.get(at, 0), message.offset() + 1)
+    return after
+
+
+def batch_offsets(consumer: Consumer, messages: list[Message]) -> dict[tuple[str, int], int]:
+    """What commits a handled batch: per partition its position (past the batch and the transaction markers stepped
+    over with it), never less than past the batch's last record (a position librdkafka does not know yet, e.g.
+    right after a seek, is left out). Call it right after the poll that read ``messages``."""
+    offsets = next_offsets(messages)
+    assigned = list(consumer.assignment())
+    for tp in consumer.position(assigned) if assigned else []:
+        if tp.offset >= 0:
+            key = (tp.topic, tp.partition)
+            offsets[key] = max(offsets.get(key, 0), tp.offset)
+    return offsets
 
 
 def stuck_partitions(ends: Mapping[int, int], before: Mapping[int, int], now: Mapping[int, int]) -> list[int]:
@@ -98,6 +129,7 @@ class SinkMember:
         self.watch = StallWatch(stall_seconds)
         self.rebuilt = 0
         self._on_revoke: Callable[[Consumer, list[TopicPartition]], None] | None = None
+        self._idle_positions: dict[tuple[str, int], int] = {}  # what the last quiet poll committed
 
     def subscribe(self, on_revoke: Callable[[Consumer, list[TopicPartition]], None] | None = None) -> None:
         """Join the group (``on_revoke``: called, as librdkafka's callback, before partitions leave this member)."""
@@ -128,6 +160,45 @@ class SinkMember:
                 "nothing to do if it recovers; otherwise check the broker and the group "
                 f"({self.group_id})", stage=stage)
         self.rebuild()
+
+    def commit_idle_positions(self, stage: str) -> None:
+        """After a poll that brought nothing, with no batch in flight: commit positions that moved since the last
+        such commit (past transaction markers read after the last batch; see the module doc). Best effort: a
+        failure only leaves the group a marker short until the next quiet poll."""
+        assigned = list(self.consumer.assignment())
+        positions = {(tp.topic, tp.partition): tp.offset
+                     for tp in (self.consumer.position(assigned) if assigned else []) if tp.offset >= 0}
+        if not positions or positions == self._idle_positions:
+            return
+        try:
+            self.consumer.commit(offsets=[TopicPartition(topic, partition, offset)
+                                          for (topic, partition), offset in positions.items()], asynchronous=False)
+        except KafkaException as exc:
+            log.debug("%s: positions of a quiet member not committed: %s", stage, exc)
+            return
+        self._idle_positions = positions
+
+    def rewind(self, stage: str, messages: list[Message]) -> None:
+        """Read again what was not committed: every assigned partition goes back to the group's committed offset
+        (one never committed: to its beginning, as ``auto.offset.reset``), or, when the coordinator does not
+        answer, to the first record ``messages`` (the batch given up) had there."""
+        assigned = list(self.consumer.assignment())
+        try:
+            targets = {(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+                       for tp in self.consumer.committed(assigned, timeout=self.timeout)}
+        except KafkaException as exc:
+            log.warning("%s: committed offsets not read (%s); going back to the batch's first records", stage, exc)
+            targets = {}
+            for message in messages:
+                at = (message.topic(), message.partition())
+                targets[at] = min(targets.get(at, message.offset()), message.offset())
+        for (topic, partition), offset in targets.items():
+            try:
+                self.consumer.seek(TopicPartition(topic, partition, offset))
+            except KafkaException as exc:  # no longer ours: its next owner starts at the committed offset
+                log.warning("%s: %s [%d] not rewound: %s", stage, topic, partition, exc)
+        self._idle_positions = {}
+        self.watch.busy()
 
     def rebuild(self) -> None:
         """Close the consumer (bounded: a stalled one may not answer) and subscribe with a new one."""
@@ -164,17 +235,20 @@ def consume_batch(consumer: Consumer, size: int, timeout: float, stage: str) -> 
 
 def consume_loop(member: SinkMember, stop: threading.Event, handle: Callable[[list[Message]], None], *,
                  stage: str, metrics: Metrics, batch_size: int, poll_seconds: float,
-                 every: Callable[[], None] | None = None) -> None:
-    """Batches to ``handle`` until ``stop``, each committed after it was handled; ``every`` runs after each poll."""
+                 every: Callable[[], None] | None = None, commits: bool = True) -> None:
+    """Batches to ``handle`` until ``stop``, each committed after it was handled (``commits`` False: ``handle``
+    commits them itself); ``every`` runs after each poll."""
     update_lag = throttled(LAG_SECONDS, lambda: metrics.update_lag(stage, member.consumer))
     while not stop.is_set():
         update_lag()
         messages = consume_batch(member.consumer, batch_size, poll_seconds, stage)
         if messages:
             handle(messages)
-            commit_offsets(member.consumer, stop, log, stage)
+            if commits:
+                commit_offsets(member.consumer, stop, log, stage)
             member.watch.busy()  # after the batch: a handler that waited long is not a stall
         else:
+            member.commit_idle_positions(stage)
             member.check(stage)
         if every is not None:
             every()

@@ -38,7 +38,7 @@ from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.openlineage import FacetCache, record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, RegistryUnavailable, WireFormatError
-from kafka_lineage.sinks.consumer import LAG_SECONDS, SinkMember, consume_batch, throttled
+from kafka_lineage.sinks.consumer import LAG_SECONDS, SinkMember, batch_offsets, consume_batch, throttled
 from kafka_lineage.sinks.graph.model import (
     BACKFILL,
     CONSTRAINTS,
@@ -93,20 +93,12 @@ def write_statements(driver: Driver, work: list[tuple[str, dict[str, Any]]]) -> 
         session.execute_write(transaction)
 
 
-def _next_offsets(messages: list[Message]) -> list[TopicPartition]:
-    """Per partition, the offset after the last of ``messages``: what a commit of them stores."""
-    after: dict[tuple[str, int], int] = {}
-    for message in messages:
-        at = (message.topic(), message.partition())
-        after[at] = max(after.get(at, 0), message.offset() + 1)
-    return [TopicPartition(topic, partition, offset) for (topic, partition), offset in after.items()]
-
-
 @dataclass(slots=True)
 class _Prepared:
     """A polled batch, decoded and turned into statements: what the writer thread needs, and what to commit after."""
 
     messages: list[Message]
+    offsets: dict[tuple[str, int], int]  # what commits the batch (``batch_offsets``, taken right after its poll)
     decoded: list[tuple[Message, dict[str, Any]]]
     work: list[tuple[str, dict[str, Any]]]
     produced: list[datetime]
@@ -166,15 +158,17 @@ class GraphSink:
             update_lag()
             messages = consume_batch(self.member.consumer, self.settings.batch_size, self.settings.poll_seconds,
                                      STAGE)
-            prepared = self._prepare(messages, stop) if messages else None  # while the batch before is written
+            offsets = batch_offsets(self.member.consumer, messages) if messages else {}
+            prepared = self._prepare(messages, offsets, stop) if messages else None  # while the batch before is written
             self._finish()
             if prepared is not None:
                 if prepared.work:
                     self._in_flight = (self._writer.submit(self._write_prepared, prepared, stop), prepared)
                 else:  # every record dead-lettered: nothing to write, commit them now
-                    self._commit(prepared.messages)
+                    self._commit(prepared)
                 self.member.watch.busy()
-            else:  # nothing polled and nothing in flight: the only moment a new consumer loses nothing
+            else:  # nothing polled and nothing in flight: positions are all written; a new consumer loses nothing
+                self.member.commit_idle_positions(STAGE)
                 self.member.check(STAGE)
             every()
 
@@ -185,13 +179,14 @@ class GraphSink:
         future, prepared = self._in_flight
         self._in_flight = None
         future.result()  # the write's own failure (Stopped, a bug) surfaces here
-        self._commit(prepared.messages)
+        self._commit(prepared)
 
-    def _commit(self, messages: list[Message]) -> None:
-        """Store the offsets after ``messages`` and commit what is stored (a commit of positions would cover the
-        batch polled since, not yet written)."""
+    def _commit(self, prepared: _Prepared) -> None:
+        """Store the batch's offsets, taken at its poll, and commit what is stored (a commit of positions now would
+        cover the batch polled since, not yet written)."""
         try:
-            self.member.consumer.store_offsets(offsets=_next_offsets(messages))
+            self.member.consumer.store_offsets(offsets=[TopicPartition(topic, partition, offset) for
+                                                        (topic, partition), offset in prepared.offsets.items()])
         except KafkaException as exc:  # partitions no longer ours: their next owner reads the batch again
             log.warning("%s: offsets not stored (%s); the batch will be delivered again", STAGE, exc)
             return
@@ -201,7 +196,8 @@ class GraphSink:
         """Partitions leave this member: the batch in flight is written and committed while they are still ours."""
         self._finish()
 
-    def _prepare(self, messages: list[Message], stop: threading.Event) -> _Prepared:
+    def _prepare(self, messages: list[Message], offsets: dict[tuple[str, int], int], stop: threading.Event
+                 ) -> _Prepared:
         """Decode a batch (undecodable records to the DLQ) and build its statements."""
         self.metrics.events_in(STAGE, len(messages))
         self.metrics.batch(STAGE, len(messages))
@@ -217,7 +213,7 @@ class GraphSink:
                 reason = exc.error_class if isinstance(exc, WireFormatError) else "undecodable"
                 self._dead([(message, reason, str(exc))])
         work = statements(graph_batch([event for _, event in decoded])) if decoded else []
-        return _Prepared(messages, decoded, work, produced)
+        return _Prepared(messages, offsets, decoded, work, produced)
 
     def _write_prepared(self, prepared: _Prepared, stop: threading.Event) -> None:
         """The writer thread: one transaction for the batch; refused → record by record, the refused to the DLQ."""

@@ -151,7 +151,8 @@ def consume_all(bootstrap: str, topic: str, timeout: float = 30.0) -> list[Messa
             message = consumer.poll(0.5)
             if message is not None and not message.error():
                 messages.append(message)
-                positions[message.partition()] = message.offset() + 1
+            # positions, not the last record + 1: a transactional topic ends with a commit marker, never delivered
+            positions = {tp.partition: tp.offset for tp in consumer.position(partitions)}
         return messages
     finally:
         consumer.close()
