@@ -14,7 +14,16 @@ datasets, and the columns derived from the changed fields.
 - Nothing waits unbounded and everything watches ``stop``: Neo4j queries have a transaction timeout and a
   client-side bound (the query runs in a daemon thread); Neo4j unavailable → retried with backoff. A stop mid-batch
   leaves without committing the batch, so the next start reads it again (alerts already published are absorbed).
-- Offsets are committed after Kafka acknowledged the batch's alerts.
+- Exactly once: a batch's alerts and its consumer offsets commit in one Kafka transaction (KIP-447: the group's
+  generation goes with the offsets, so a member the group moved on from is refused and its transaction aborted).
+  A crash before the commit leaves nothing visible to read_committed readers and the batch uncommitted; a
+  transaction that aborts rewinds the consumer to the committed offsets, and nothing the batch found is remembered.
+  A batch without an alert commits its offsets the plain way (one request instead of a transaction): safe because
+  this sink commits one batch at a time and the group coordinator keeps whichever offset commit came last in its
+  log, transactional or not. The recent-id set stays as the second line: a processor that repeats a finding in
+  another record, or a new group reading the topic again, must still not alert twice.
+- A batch gives up (rewind, read again) before ``BATCH_SECONDS``: librdkafka takes a member that did not poll for
+  ``max.poll.interval.ms`` for dead and leaves the group, and its transaction would then be refused anyway.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import hashlib
 import logging
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -34,16 +44,18 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from neo4j import Driver
 from neo4j.exceptions import ClientError, DriverError, Neo4jError
 
-from kafka_lineage.runtime.config import AlertSettings, ClientSettings
-from kafka_lineage.runtime.kafka_io import AckingProducer, prepare_pipeline
+from kafka_lineage.runtime.config import ALERT_CRASH_POINTS, AlertSettings, ClientSettings
+from kafka_lineage.runtime.crash_points import CrashPoints, parse_crash_points
+from kafka_lineage.runtime.kafka_io import commit_offsets, prepare_pipeline
 from kafka_lineage.runtime.logs import problem
 from kafka_lineage.runtime.metrics import Metrics
 from kafka_lineage.runtime.retry import Backoff, Stopped
 from kafka_lineage.runtime.tail import tail
+from kafka_lineage.runtime.transactions import TransactionAborted, TransactionalProducer
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, WireFormatError
-from kafka_lineage.sinks.consumer import SinkMember, consume_loop, throttled
+from kafka_lineage.sinks.consumer import SinkMember, batch_offsets, consume_loop, throttled
 from kafka_lineage.sinks.graph.queries import Reached, ReachedField, TraversalTimeout, column_impact, impact
 from kafka_lineage.sinks.graph.sink import driver_for
 
@@ -52,11 +64,32 @@ STAGE = "alert-sink"
 BATCH_SIZE = 500  # normalized records per batch (most carry no schema change and are skipped at once)
 RECENT_ALERTS = 100_000  # alert ids remembered to drop repeats (also read back from the topic at start)
 QUERY_MARGIN = 5.0  # seconds past the transaction timeout before the client gives a query up
+# A member that does not poll for this long is taken for dead by librdkafka (it leaves the group); said here rather
+# than left to the default so that the batch budget below is tied to it.
+MAX_POLL_INTERVAL_MS = 300_000
+# A batch still waiting (graph sink, Neo4j) after this long is given up and read again: a minute below the poll
+# interval leaves room for a query in flight (``query_timeout`` + margin) and the transaction's commit.
+BATCH_SECONDS = MAX_POLL_INTERVAL_MS / 1000 - 60
 T = TypeVar("T")
 
 
 class QueryTimeout(Exception):
     """A Neo4j query gave no answer within its client-side bound (e.g. a connection that went silent)."""
+
+
+class BatchExpired(Exception):
+    """A batch waited ``BATCH_SECONDS``: given up, to be read again after a poll."""
+
+
+def transactional_id(group_id: str) -> str:
+    """This process's transactional id: the group plus a part of its own.
+
+    Not stable across restarts on purpose: KIP-447 fences a stale member through the group's generation, not
+    through the id, so two sinks (or a sink and its restarted self) can never fence each other by configuration.
+    The price: a killed sink's open transaction is not aborted by its successor but by the broker after
+    ``TRANSACTION_TIMEOUT_MS``; until then read_committed readers of the drift topic, and the group's next member
+    fetching its offsets, wait."""
+    return f"{group_id}.{uuid.uuid4().hex[:12]}"
 
 
 def change_id(change: Mapping[str, Any]) -> str:
@@ -154,6 +187,8 @@ class GraphProgress:
     restarted, in 2 of 3 fault runs; a consumer's committed() and watermark queries fail as plain KafkaExceptions."""
 
     def __init__(self, clients: ClientSettings, group_id: str, timeout: float = 5.0) -> None:
+        # read_committed: the end offsets it reads are then the last stable offsets (past the processor's commit
+        # markers, short of a transaction still open), which the graph sink's committed positions reach
         self.reader = Consumer(clients.kafka_config({"group.id": group_id, "enable.auto.commit": False,
                                                      "isolation.level": "read_committed"}))
         self.topic, self.timeout = clients.normalized_topic, timeout
@@ -197,19 +232,24 @@ class AlertSink:
         self.alerts = AvroCodec("schema_drift_alert", registry.schema_fetcher(client))
         self.alert_schema_id = registry.registered_id(client, clients.drift_topic, "schema_drift_alert")
         self.driver = alert_driver(clients, settings)
-        self.producer = AckingProducer(clients.kafka_config())
+        self.producer = TransactionalProducer(clients.kafka_config(), transactional_id(settings.group_id))
         self.progress = GraphProgress(clients, settings.graph_group_id)
-        self.member = SinkMember(clients, settings.group_id, clients.normalized_topic)
+        self.member = SinkMember(clients, settings.group_id, clients.normalized_topic,
+                                 {"max.poll.interval.ms": str(MAX_POLL_INTERVAL_MS)})
+        self.crash = CrashPoints(parse_crash_points(settings.crash_points, ALERT_CRASH_POINTS), "sink")
         self.recent: OrderedDict[str, None] = OrderedDict()  # alert ids published lately, to drop repeats
         self.published = 0
         # normalized records read, those not decodable, schema changes found in them (for the report)
         self.read = self.undecodable = self.findings = 0
+        self.aborted = 0  # batches given up (transaction aborted, or out of time) and read again
         self.stop = threading.Event()
+        self._deadline = float("inf")  # the batch in work gives up at this time.monotonic()
 
     def run(self, stop: threading.Event) -> None:
         self.stop = stop
         # Alerts this sink (or its predecessor) already published: a finding repeated after a restart — records
-        # redelivered past the last commit, a processor's repeated batch — must not alert twice.
+        # redelivered past the last commit, a processor's repeated batch — must not alert twice. Committed ones
+        # only (tail reads read_committed): an aborted transaction's alerts were never published.
         for alert in tail(self.clients, self.clients.drift_topic, "schema_drift_alert", RECENT_ALERTS, False):
             self._remember(alert["alertId"])
         self.member.subscribe()
@@ -217,29 +257,42 @@ class AlertSink:
         def handle(messages: list[Any]) -> None:
             self.metrics.events_in(STAGE, len(messages))
             self.read += len(messages)
-            self._handle(messages)
+            offsets = batch_offsets(self.member.consumer, messages)  # before anything else moves the positions
+            try:
+                self._handle(messages, offsets)
+            except (TransactionAborted, BatchExpired) as exc:
+                self.aborted += 1
+                problem(log, f"batch of {len(messages)} records given up ({exc}); it is read again from the "
+                        "committed offsets", "nothing to do if it goes through the next time", stage=STAGE)
+                self.member.rewind(STAGE, messages)
             self.metrics.seen(STAGE)
 
         def report() -> None:  # a sink that went quiet shows whether it still reads, and which partitions it holds
             held = sorted(tp.partition for tp in self.member.consumer.assignment())
-            log.info("alert sink: %d records read (%d not decodable), %d schema changes, %d alerts published; "
-                     "partitions held: %s", self.read, self.undecodable, self.findings, self.published, held)
+            log.info("alert sink: %d records read (%d not decodable), %d schema changes, %d alerts published, "
+                     "%d batches read again; partitions held: %s", self.read, self.undecodable, self.findings,
+                     self.published, self.aborted, held)
 
         try:
             consume_loop(self.member, stop, handle, stage=STAGE, metrics=self.metrics, batch_size=BATCH_SIZE,
-                         poll_seconds=self.settings.poll_seconds, every=throttled(self.settings.report_seconds, report))
+                         poll_seconds=self.settings.poll_seconds, every=throttled(self.settings.report_seconds, report),
+                         commits=False)
         except Stopped:
             log.warning("%s: stopped in the middle of a batch; it is not committed and will be read again", STAGE)
         finally:
             self.member.consumer.close()  # no commit here: an unfinished batch goes to the next start
             self.progress.close()
-            self.producer.close(timeout=5.0 if stop.is_set() else 30.0)
+            self.producer.close()  # a transaction still open is aborted: its alerts never show
             self._close_driver()
             print(f"alert sink stopped: {self.published} alerts published", flush=True)
 
-    def _handle(self, messages: list[Any]) -> None:
+    def _handle(self, messages: list[Any], offsets: dict[tuple[str, int], int]) -> None:
+        """Alerts for the batch's new findings, published with the batch's ``offsets`` in one transaction (or the
+        offsets alone committed when there is none). Counters and remembered ids change only once it committed."""
+        self._deadline = time.monotonic() + BATCH_SECONDS
         findings: list[_Finding] = []
         batch_ids: set[str] = set()
+        found = 0
         for message in messages:
             try:
                 record = self.normalized.decode(message.value())
@@ -251,11 +304,13 @@ class AlertSink:
             event = record_to_event(record["event"])
             for change in record["schemaChanges"]:
                 identity = alert_id(change, event)
-                self.findings += 1
+                found += 1
                 if identity not in self.recent and identity not in batch_ids:
                     batch_ids.add(identity)
                     findings.append(_Finding(identity, change, event, record["processing"].get("producedAt")))
         if not findings:
+            commit_offsets(self.member.consumer, self.stop, log, STAGE)  # the positions: ``offsets`` and no more
+            self.findings += found
             return
         # Everything on the topic now — the change's own record and any downstream runs read with it or before —
         # must be in the graph before impact is asked.
@@ -278,7 +333,8 @@ class AlertSink:
                         extra={"stage": STAGE, "dataset": f"{change['namespace']}/{change['name']}",
                                "job": (event.get("job") or {}).get("name"),
                                "run_id": (event.get("run") or {}).get("runId")})
-        self._publish(alerts)
+        self._publish(alerts, offsets)
+        self.findings += found
         for finding in findings:
             self._remember(finding.alert_id)
         published = time.time()
@@ -303,7 +359,7 @@ class AlertSink:
                 log.warning("%s: end offsets of %s not read (%r); retrying", STAGE, self.clients.normalized_topic, exc)
                 return False
 
-        wait_until(read, self.settings.graph_wait_seconds, self.stop, interval=1.0)
+        wait_until(read, self._budget(self.settings.graph_wait_seconds), self.stop, interval=1.0)
         return found.get("ends")
 
     def _wait_for_graph(self, targets: Mapping[int, int]) -> bool:
@@ -318,7 +374,7 @@ class AlertSink:
                 return False
             return caught_up(targets, last)
 
-        if wait_until(reached, self.settings.graph_wait_seconds, self.stop):
+        if wait_until(reached, self._budget(self.settings.graph_wait_seconds), self.stop):
             return True
         behind = {p: end - max(last.get(p, 0), 0) for p, end in targets.items() if max(last.get(p, 0), 0) < end}
         problem(log, f"the graph sink ({self.settings.graph_group_id}) has not written everything before the change "
@@ -343,7 +399,7 @@ class AlertSink:
         backoff = Backoff(cap=10.0)
         while True:
             try:
-                reached, columns = self._bounded(query, timeout + QUERY_MARGIN)
+                reached, columns = self._bounded(query, self._budget(timeout + QUERY_MARGIN))
                 return reached, columns, complete, True
             except (ClientError, TraversalTimeout) as exc:  # refused, or out of time: alert without impact
                 reason = exc.code if isinstance(exc, ClientError) else str(exc)
@@ -355,9 +411,17 @@ class AlertSink:
                 problem(log, "impact query failed, the alert waits for its downstream list",
                         "check NEO4J_URI and that Neo4j runs", error=exc, retry_in=backoff.delay, stage=STAGE,
                         dataset=f"{namespace}/{name}")
+                self._budget(backoff.delay)
                 backoff.wait(self.stop)
                 if not complete and targets is not None:  # the graph sink may have caught up meanwhile
                     complete = self._wait_for_graph(targets)
+
+    def _budget(self, seconds: float) -> float:
+        """``seconds``, cut to what is left of the batch's time; BatchExpired when nothing is left."""
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise BatchExpired(f"still waiting after {BATCH_SECONDS:.0f}s")
+        return min(seconds, left)
 
     def _bounded(self, work: Callable[[], T], timeout: float) -> T:
         """``work()`` in a daemon thread, waited for at most ``timeout`` seconds and only while not stopped: a
@@ -385,13 +449,20 @@ class AlertSink:
             raise outcome["error"]
         return outcome["value"]
 
-    def _publish(self, alerts: list[tuple[bytes, bytes]]) -> None:
-        """Send and wait for Kafka's acknowledgement (librdkafka retries through a broker restart), watching stop."""
-        done = self.producer.send(self.clients.drift_topic, alerts)
-        while not done.done():
-            if self.stop.wait(0.2) and not done.done():
-                raise Stopped
-        self.published += done.result()  # a PublishError ends the sink; the batch stays uncommitted
+    def _publish(self, alerts: list[tuple[bytes, bytes]], offsets: dict[tuple[str, int], int]) -> None:
+        """The alerts and the batch's offsets in one transaction. TransactionAborted: none of it is visible;
+        TransactionFatal (fenced, misconfigured) ends the sink, the batch uncommitted."""
+        if self.stop.is_set():
+            raise Stopped
+        self.producer.begin()
+        for key, value in alerts:
+            self.producer.produce(self.clients.drift_topic, key, value)
+        self.producer.send_offsets(offsets, self.member.consumer.consumer_group_metadata())
+        if self.crash.points:  # a test's crash lands with the records on the broker, not still in a local queue
+            self.producer.producer.flush(10.0)
+            self.crash.reach("before-commit")
+        self.producer.commit()
+        self.published += len(alerts)
         self.metrics.events_out(STAGE, len(alerts))
 
     def _close_driver(self) -> None:

@@ -161,3 +161,36 @@ def test_wait_until_leaves_at_once_when_stopped() -> None:
     already.set()
     with pytest.raises(Stopped):
         wait_until(lambda: True, 30, already)  # a stop wins over a condition that would hold
+
+
+def test_each_sink_process_gets_a_transactional_id_of_its_own_named_after_its_group() -> None:
+    from kafka_lineage.sinks.alerts.sink import transactional_id
+
+    first, second = transactional_id("lineage-alert-sink"), transactional_id("lineage-alert-sink")
+    assert first.startswith("lineage-alert-sink.") and second.startswith("lineage-alert-sink.")
+    assert first != second
+
+
+def test_the_alert_sink_s_crash_points_are_read_from_its_setting_and_unknown_ones_refused() -> None:
+    from kafka_lineage.runtime.config import AlertSettings, ConfigError
+
+    assert AlertSettings.from_env({}).crash_points == ""
+    assert AlertSettings.from_env({"LINEAGE_ALERT_CRASH_POINTS": "before-commit=1.0"}).crash_points \
+        == "before-commit=1.0"
+    with pytest.raises(ConfigError, match="LINEAGE_ALERT_CRASH_POINTS"):
+        AlertSettings.from_env({"LINEAGE_ALERT_CRASH_POINTS": "outputs-sent=1"})
+
+
+def test_a_batch_out_of_time_is_given_up_and_waits_are_cut_to_what_is_left(monkeypatch) -> None:
+    from kafka_lineage.sinks.alerts import sink
+
+    now = [100.0]
+    monkeypatch.setattr(sink.time, "monotonic", lambda: now[0])
+    alerts = object.__new__(sink.AlertSink)  # only the batch clock is used here
+    alerts._deadline = 130.0
+    assert alerts._budget(60.0) == 30.0
+    assert alerts._budget(5.0) == 5.0
+    now[0] = 130.0
+    with pytest.raises(sink.BatchExpired):
+        alerts._budget(5.0)
+    assert sink.BATCH_SECONDS * 1000 < sink.MAX_POLL_INTERVAL_MS
