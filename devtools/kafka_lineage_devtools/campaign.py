@@ -235,10 +235,11 @@ class _Run:
             consumer.close()
 
 
-def _actions(schedule: Schedule) -> list[tuple[float, int, str, Fault]]:
-    """Each fault's begin (and, for a pause or an outage, its end) in time order; ends first on a tie."""
-    actions = [(fault.at, 1, "begin", fault) for fault in schedule.faults]
-    actions += [(round(fault.at + fault.seconds, 1), 0, "end", fault) for fault in schedule.faults
+def _actions(schedule: Schedule) -> list[tuple[float, int, str, int]]:
+    """(planned instant, tie order, "begin"|"end", fault index): each fault's begin and, for a pause or an outage,
+    its end, in time order; ends first on a tie."""
+    actions = [(fault.at, 1, "begin", index) for index, fault in enumerate(schedule.faults)]
+    actions += [(round(fault.at + fault.seconds, 1), 0, "end", index) for index, fault in enumerate(schedule.faults)
                 if fault.kind in (PAUSE_PROCESSOR, STOP_NEO4J)]
     return sorted(actions, key=lambda action: (action[0], action[1]))
 
@@ -280,11 +281,15 @@ def run_once(stack_settings: StackSettings, seed: int, run: int, *, events: int 
                                                             len(workload.events) / publish_seconds, stop),
                                      daemon=True)
         publisher.start()
-        for at, _order, phase, fault in _actions(schedule):
-            state.sleep_until(at)
+        began: dict[int, float] = {}  # fault index → when it really began
+        for at, _order, phase, index in _actions(schedule):
+            fault = schedule.faults[index]
             if phase == "begin":
+                state.sleep_until(at)
+                began[index] = state.now()
                 state.begin(fault)
-            else:
+            else:  # a pause or an outage lasts its seconds however late it began (an earlier fault may block)
+                state.sleep_until(max(at, began[index] + fault.seconds))
                 state.end(fault)
         wait_until(lambda: not publisher.is_alive(), 600, watch=[state], what="the publisher")
         say(f"  {state.now():7.1f}s  all events acknowledged by Kafka; faults over; waiting for quiescence")
@@ -300,6 +305,8 @@ def run_once(stack_settings: StackSettings, seed: int, run: int, *, events: int 
         stop.set()
         state.resume_all()  # a stopped process would not see SIGTERM
         ended = stop_components(state.components(), report.workdir)
+        (report.workdir / "committed-offsets.tsv").write_text(  # the processor group's, as sampled: a post-mortem
+            "".join(f"{instant:.1f}\t{partition}\t{offset}\n" for instant, partition, offset in state.samples))
         for number, worker in enumerate(state.retired):
             (report.workdir / f"retired-{number}.log").write_text("\n".join(worker.outputs))
         report.violations += [Violation(checks.HARNESS, str(exc)) for exc in ended]

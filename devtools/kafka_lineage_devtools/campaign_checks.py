@@ -152,14 +152,13 @@ def check_offsets(samples: Sequence[tuple[float, int, int]], final_committed: Ma
     """Check 3. ``samples``: (seconds into the run, partition, committed offset) in sampling order;
     ``final_committed``: partition → the group's committed offset at the end."""
     violations = []
-    last: dict[int, tuple[float, int]] = {}
+    last: dict[int, tuple[float, int]] = {}  # each partition's previous sample: one violation per step back
     for instant, partition, offset in samples:
         before = last.get(partition)
         if before is not None and offset < before[1]:
             violations.append(Violation(OFFSETS, f"events partition {partition}: committed offset went back from "
                                                  f"{before[1]} ({before[0]:.1f}s) to {offset} ({instant:.1f}s)"))
-        if before is None or offset >= before[1]:
-            last[partition] = (instant, offset)
+        last[partition] = (instant, offset)
     for partition, offset in sorted(final_committed.items()):
         before = last.get(partition)
         if before is not None and offset < before[1]:

@@ -78,8 +78,9 @@ def test_a_live_dedupe_id_without_output_is_lost() -> None:
 
 
 def test_a_committed_offset_that_moves_back_is_reported() -> None:
-    found = check_offsets([(1.0, 0, 3), (2.0, 0, 1), (3.0, 0, 4)], {0: 4}, SOURCES, OUTPUTS, DEAD, TOPIC)
-    assert [v.check for v in found] == [OFFSETS] and "from 3 (1.0s) to 1 (2.0s)" in found[0].message
+    samples = [(1.0, 0, 3), (2.0, 0, 1), (3.0, 0, 1), (4.0, 0, 2), (5.0, 0, 4), (5.0, 1, 1)]
+    found = check_offsets(samples, {0: 4, 1: 1}, SOURCES, OUTPUTS, DEAD, TOPIC)
+    assert [v.check for v in found] == [OFFSETS] and "from 3 (1.0s) to 1 (2.0s)" in found[0].message  # once
     (final,) = check_offsets([(1.0, 0, 4)], {0: 3}, SOURCES, OUTPUTS, DEAD, TOPIC)
     assert "final committed offset 3" in final.message
 
