@@ -281,15 +281,15 @@ def run_once(stack_settings: StackSettings, seed: int, run: int, *, events: int 
                                                             len(workload.events) / publish_seconds, stop),
                                      daemon=True)
         publisher.start()
-        began: dict[int, float] = {}  # fault index → when it really began
+        began_at: dict[int, float] = {}  # fault index → when it really began
         for at, _order, phase, index in _actions(schedule):
             fault = schedule.faults[index]
             if phase == "begin":
                 state.sleep_until(at)
-                began[index] = state.now()
+                began_at[index] = state.now()
                 state.begin(fault)
             else:  # a pause or an outage lasts its seconds however late it began (an earlier fault may block)
-                state.sleep_until(max(at, began[index] + fault.seconds))
+                state.sleep_until(max(at, began_at[index] + fault.seconds))
                 state.end(fault)
         wait_until(lambda: not publisher.is_alive(), 600, watch=[state], what="the publisher")
         say(f"  {state.now():7.1f}s  all events acknowledged by Kafka; faults over; waiting for quiescence")
