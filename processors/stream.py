@@ -260,14 +260,14 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
         producer.begin()
         for topic, key, value in records:
             producer.produce(topic, key, value)
-        crash.reach("outputs-sent")
+        crash.reach("outputs-sent", producer.flush)
         for topic, partition, key, value in changelog:
             producer.produce(topic, key, value, partition)
-        crash.reach("state-sent")
+        crash.reach("state-sent", producer.flush)
         if offsets and member is not None:
             producer.send_offsets({(clients.events_topic, partition): offset for partition, offset in offsets.items()},
                                   group_metadata(settings.group_id, *member))
-        crash.reach("before-commit")
+        crash.reach("before-commit", producer.flush)
         producer.commit()
         crash.reach("after-commit")
 

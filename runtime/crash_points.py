@@ -11,7 +11,7 @@ import logging
 import os
 import random
 import signal
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +39,12 @@ class CrashPoints:
         self.points, self.component = dict(points), component
         self._rng = rng or random.Random()
 
-    def reach(self, name: str) -> None:
+    def reach(self, name: str, prepare: Callable[[], object] | None = None) -> None:
+        """Die here with the point's probability; ``prepare`` first (e.g. put what is produced on the broker)."""
         probability = self.points.get(name)
         if probability and self._rng.random() < probability:
+            if prepare is not None:
+                prepare()
             log.critical("crash point %s: killing this %s", name, self.component)
             logging.shutdown()
             os.kill(os.getpid(), signal.SIGKILL)

@@ -106,6 +106,10 @@ class TransactionalProducer:
                     continue
                 self._abort_or_fatal(error, exc)
 
+    def flush(self, timeout: float = 30.0) -> None:
+        """Put what was produced on the broker (still invisible to read_committed readers until the commit)."""
+        self.producer.flush(timeout)
+
     def abort(self) -> None:
         if self.open:
             try:

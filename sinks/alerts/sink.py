@@ -458,9 +458,8 @@ class AlertSink:
         for key, value in alerts:
             self.producer.produce(self.clients.drift_topic, key, value)
         self.producer.send_offsets(offsets, self.member.consumer.consumer_group_metadata())
-        if self.crash.points:  # a test's crash lands with the records on the broker, not still in a local queue
-            self.producer.producer.flush(10.0)
-            self.crash.reach("before-commit")
+        # a test's crash lands with the records on the broker, not still in a local queue
+        self.crash.reach("before-commit", self.producer.flush)
         self.producer.commit()
         self.published += len(alerts)
         self.metrics.events_out(STAGE, len(alerts))
