@@ -191,13 +191,15 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
                                                       "isolation.level": "read_committed"}))
     in_order = asyncio.Lock()
 
-    async def publish(output: Output, offsets: dict[int, int] | None = None, epoch: int | None = None) -> None:
+    async def publish(output: Output, offsets: dict[int, int], epoch: int, *, fence_only: bool = False) -> None:
+        """Commit ``output`` with the input ``offsets`` (``fence_only``: offsets already committed, sent only so that
+        the broker checks the group generation; without records to write there is then nothing to commit)."""
         # A batch and the release timer publish concurrently; their transactions go one at a time, in the order the
         # core computed them (each publish task asks for the lock first thing, and the tasks start in that order).
         async with in_order:
-            await _publish(output, offsets, epoch)
+            await _publish(output, offsets, epoch, fence_only)
 
-    async def _publish(output: Output, offsets: dict[int, int] | None, epoch: int | None) -> None:
+    async def _publish(output: Output, offsets: dict[int, int], epoch: int, fence_only: bool) -> None:
         normalized, letters = [], list(output.dead_letters)
         for key, record in output.normalized:
             value = normalized_codec.encode(record, normalized_id)
@@ -214,7 +216,7 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
         records += [(clients.dlq_topic, key, dead_letter_codec.encode(record, dead_letter_id))
                     for key, record in letters]
         changelog = state.take()
-        if not (records or changelog or offsets):
+        if not (records or changelog or (offsets and not fence_only)):
             return
         member = None
         if offsets:
@@ -368,7 +370,8 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
         # The release's transaction carries the owned partitions' committed offsets unchanged: the broker then checks
         # the group generation, so a worker the group has moved on from cannot release a run's held events too.
         fence = {partition: committed[partition] for partition in mine if partition in committed}
-        await _completed_or_exit(lambda: publish(core.expire(time.time(), mine), fence, epoch))
+        await _completed_or_exit(lambda: publish(core.expire(time.time(), mine), fence, epoch,
+                                                        fence_only=True))
 
     @app.timer(5.0)
     async def measure_lag() -> None:  # end offset - the group's committed offset, per partition of the events topic
@@ -413,12 +416,11 @@ def _too_large(record: dict[str, Any], size: int) -> dict[str, Any]:
 
 
 async def _completed_or_exit(work: Callable[[], Awaitable[None]]) -> None:
-    """Run one batch's work to its end, or end the process without letting Faust commit the batch.
+    """Run one batch's work to its end, or end the process with its transaction uncommitted.
 
-    Faust acknowledges a ``take_events`` batch on the way out of the loop whatever happened inside, and commits it
-    while stopping, so a batch that failed (or was cancelled half-published by a shutdown) would be skipped by the
-    next worker. Cancellation waits for the batch to finish; any other failure ends the process at once with code
-    70: the next worker starts from the last batch that was really done (at-least-once, never a silent skip).
+    A batch that failed leaves the worker's memory (dedupe ids, held runs, tables' local data) ahead of what Kafka
+    committed, so the worker must not go on: any failure ends the process at once with code 70 and the next worker
+    starts from the last committed transaction. Cancellation (a shutdown) waits for the batch in flight to finish.
     """
     try:
         task = asyncio.ensure_future(work())  # inside: the batch's synchronous part runs in this call
