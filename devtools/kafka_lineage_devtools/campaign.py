@@ -136,7 +136,6 @@ class _Run:
         self.paused: dict[int, ChildProcess] = {}  # pid → a worker stopped with SIGSTOP
         self.started = time.monotonic()
         self.samples: list[tuple[float, int, int]] = []
-        self.sampling = threading.Event()
 
     # --- components --------------------------------------------------------------------------------------------
     def start_worker(self, slot: str, crash_points: str) -> None:
