@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from kafka_lineage.processors.identity import dedupe_id
@@ -318,7 +318,10 @@ def _quiescence(clients: ClientSettings, env: Mapping[str, str], workload: Workl
     """Wait until no group lags and the graph equals the truth (bounded); whether that happened."""
 
     def quiet() -> bool:
-        if any(_lags(clients, env).values()):
+        try:
+            if any(_lags(clients, env).values()):
+                return False
+        except (KafkaException, TimeoutError):  # offsets not answerable yet (an open transaction): not quiet
             return False
         return check_graph_truth(workload.truth, graph_rows(clients, workload), drift_alerts(clients)).ok
 
@@ -335,11 +338,22 @@ def _groups(clients: ClientSettings, env: Mapping[str, str]) -> list[tuple[str, 
             clients.normalized_topic), (env["LINEAGE_ALERT_GROUP"], clients.normalized_topic)]
 
 
-def _committed(clients: ClientSettings, group: str, topic: str, partitions: list[int]) -> dict[int, int | None]:
-    consumer = Consumer(clients.kafka_config({"group.id": group, "enable.auto.commit": False}))
+def _committed(clients: ClientSettings, group: str, topic: str, partitions: list[int],
+               timeout: float = 120.0) -> dict[int, int | None]:
+    """The group's committed offsets. Asked for stable offsets (read_committed), the broker answers only once no
+    transaction holding offsets of the group is open: one a crashed worker left open lasts until it times out
+    (the producer's transaction.timeout.ms), or the broker may have just restarted; so asked again until
+    ``timeout``."""
+    consumer = Consumer(clients.kafka_config({"group.id": group, "enable.auto.commit": False, "log_level": 2}))
+    deadline = time.monotonic() + timeout
     try:
-        found = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=10)
-        return {tp.partition: tp.offset if tp.offset >= 0 else None for tp in found}
+        while True:
+            try:
+                found = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=10)
+                return {tp.partition: tp.offset if tp.offset >= 0 else None for tp in found}
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    raise
     finally:
         consumer.close()
 
@@ -356,7 +370,7 @@ def _lags(clients: ClientSettings, env: Mapping[str, str]) -> dict[tuple[str, in
     try:
         for group, topic in _groups(clients, env):
             ends = _ends(reader, topic)
-            committed = _committed(clients, group, topic, list(ends))
+            committed = _committed(clients, group, topic, list(ends), timeout=15)
             behind = {p: committed[p] or 0 for p, end in ends.items() if (committed[p] or 0) < end}
             unread = Counter(message.partition() for message in _read(clients, topic, behind)) if behind else {}
             for partition in ends:
