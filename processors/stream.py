@@ -27,12 +27,12 @@ import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import faust
 import mode
 from aiokafka.partitioner import murmur2
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from kafka_lineage.processors.core import STAGE, Incoming, Output, ProcessorCore
@@ -55,6 +55,8 @@ from kafka_lineage.runtime.kafka_io import (
 )
 from kafka_lineage.runtime.logs import bootstrap_logging
 from kafka_lineage.runtime.metrics import Metrics, pipeline_checks, start_endpoint
+from kafka_lineage.runtime.retry import Backoff
+from kafka_lineage.runtime.stall import StallWatch
 from kafka_lineage.runtime.transactions import (
     TransactionAborted,
     TransactionalProducer,
@@ -74,6 +76,12 @@ MAX_OUTPUT_BYTES = RECORD_MAX_BYTES
 # The largest state record (table changelog) the producer sends and the changelog topics accept: the broker's default
 # record limit, stated here for both sides. The core keeps every state entry well below it (ProcessorCore's bounds).
 STATE_RECORD_MAX_BYTES = 1_048_576
+# A worker that got no record for this long looks whether its partitions move; a second look that finds them stuck
+# starts it over (as the sinks' members, decision 70).
+STALL_SECONDS = 45.0
+# Reading the group's committed offsets is retried this long (a broker restart moves the group coordinator).
+POSITIONS_PATIENCE_SECONDS = 120.0
+T = TypeVar("T")
 _CHANGELOG_CONFIG = {"max.message.bytes": str(STATE_RECORD_MAX_BYTES + 12)}  # + the record batch overhead
 
 
@@ -191,12 +199,16 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
                                                       "isolation.level": "read_committed"}))
     in_order = asyncio.Lock()
 
-    async def publish(output: Output, offsets: dict[int, int], epoch: int, *, fence_only: bool = False) -> None:
-        """Commit ``output`` with the input ``offsets`` (``fence_only``: offsets already committed, sent only so that
-        the broker checks the group generation; without records to write there is then nothing to commit)."""
+    async def publish(output: Output, offsets: dict[int, int] | None, epoch: int) -> None:
+        """Commit ``output`` with the input ``offsets``; None (the release timer's): the owned partitions' offsets
+        as last committed, sent again unchanged only so that the broker checks the group generation, and nothing to
+        commit when ``output`` has nothing to write."""
         # A batch and the release timer publish concurrently; their transactions go one at a time, in the order the
         # core computed them (each publish task asks for the lock first thing, and the tasks start in that order).
         async with in_order:
+            fence_only = offsets is None
+            if offsets is None:  # read here, under the lock: a batch committed just before has moved them on
+                offsets = {partition: committed[partition] for partition in owned() if partition in committed}
             await _publish(output, offsets, epoch, fence_only)
 
     async def _publish(output: Output, offsets: dict[int, int], epoch: int, fence_only: bool) -> None:
@@ -274,6 +286,7 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
         crash.reach("after-commit")
 
     committed: dict[int, int] = {}  # partition → offset committed by the last transaction (or read after assignment)
+    watch = StallWatch(STALL_SECONDS)  # a worker that gets no records looks whether its partitions move
     positions_lock = threading.Lock()
 
     async def ensure_positions(partitions: set[int]) -> None:
@@ -284,22 +297,41 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
             for partition, offset in found.items():
                 committed.setdefault(partition, offset)
 
+    def ask_kafka(what: str, call: Callable[[], T]) -> T:
+        """``call`` on the positions reader, retried while Kafka cannot answer (e.g. its group coordinator moving
+        during a broker restart), for at most ``POSITIONS_PATIENCE_SECONDS``."""
+        backoff, deadline = Backoff(cap=5.0), time.monotonic() + POSITIONS_PATIENCE_SECONDS
+        while True:
+            try:
+                with positions_lock:
+                    return call()
+            except KafkaException as exc:
+                if time.monotonic() + backoff.delay > deadline:
+                    raise
+                log.warning("processor: %s not read yet (%s); retrying in %.1fs", what, exc, backoff.delay)
+                backoff.wait()
+
     def committed_positions(partitions: set[int]) -> dict[int, int]:
         """Each partition's committed offset (waiting out a transaction that is still committing offsets), or
         where reading starts without one: the partition's first offset (faust_transport fix 1)."""
         wanted = [TopicPartition(clients.events_topic, partition) for partition in sorted(partitions)]
         found = {}
-        with positions_lock:
-            listed = positions_reader.committed(wanted, timeout=60)
-        for tp in listed:
+        for tp in ask_kafka("committed offsets", lambda: positions_reader.committed(wanted, timeout=30)):
             if tp.error is not None:
                 raise RuntimeError(f"committed offset of {tp.topic}[{tp.partition}]: {tp.error}")
-            if tp.offset >= 0:
-                found[tp.partition] = tp.offset
-            else:
-                with positions_lock:
-                    found[tp.partition] = positions_reader.get_watermark_offsets(tp, timeout=60)[0]
+            found[tp.partition] = tp.offset if tp.offset >= 0 else ask_kafka(
+                "first offsets", lambda tp=tp: positions_reader.get_watermark_offsets(tp, timeout=30)[0])
         return found
+
+    def stuck_partitions() -> list[int]:
+        """A look of the stall watch: owned partitions with records past their committed offset that did not move
+        since the previous look."""
+        mine = sorted(owned())
+        if not mine:
+            return []
+        ends = {partition: ask_kafka("end offsets", lambda partition=partition: positions_reader.get_watermark_offsets(
+            TopicPartition(clients.events_topic, partition), timeout=30)[1]) for partition in mine}
+        return watch.stuck(ends, committed_positions(set(mine)))
 
     def gap_is_real(gap: Gap) -> bool:
         """Whether Kafka has no readable record between the gap's ends (read afresh from its start)."""
@@ -341,11 +373,11 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
             stats["in"] += len(incoming)
             metrics.events_in(STAGE, len(incoming))
             metrics.batch(STAGE, len(incoming))
-            mine, epoch = owned(), ledger.epoch
-            if unknown := ledger.unknown({record.partition for record in incoming} & mine):
+            watch.busy()
+            partitions = {record.partition for record in incoming}
+            while unknown := ledger.unknown(partitions & owned()):  # again if a rebalance came while reading
                 await ensure_positions(unknown)
-            if epoch != ledger.epoch:
-                continue  # a rebalance while reading positions: the consumer seeks again, records come again
+            mine, epoch = owned(), ledger.epoch
             try:
                 admitted = ledger.admit_checked(incoming, mine, gap_is_real)
             except RecordsSkipped as exc:
@@ -369,9 +401,7 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
             return  # the next tick (the rebalance that may have come meanwhile is seen by then)
         # The release's transaction carries the owned partitions' committed offsets unchanged: the broker then checks
         # the group generation, so a worker the group has moved on from cannot release a run's held events too.
-        fence = {partition: committed[partition] for partition in mine if partition in committed}
-        await _completed_or_exit(lambda: publish(core.expire(time.time(), mine), fence, epoch,
-                                                        fence_only=True))
+        await _completed_or_exit(lambda: publish(core.expire(time.time(), mine), None, epoch))
 
     @app.timer(5.0)
     async def measure_lag() -> None:  # end offset - the group's committed offset, per partition of the events topic
@@ -379,6 +409,25 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
                     if tp.topic == clients.events_topic]
         if assigned:
             await asyncio.to_thread(metrics.update_lag, STAGE, lag_reader, assigned, committed=True)
+
+    @app.timer(5.0)
+    async def stall_watch() -> None:
+        # A worker that gets no records although its partitions have some past their committed offsets is stuck
+        # somewhere in its consumer (seen once after a rebalance: Faust handed the agent nothing for minutes);
+        # starting over in place joins the group again and reads from the committed offsets.
+        if app.rebalancing or not watch.due():
+            return
+        if in_order.locked():  # a transaction in work (a commit waiting out a broker restart) is not a stall
+            watch.postpone()
+            return
+        try:
+            stuck = await asyncio.to_thread(stuck_partitions)
+        except KafkaException:
+            watch.postpone()
+            return
+        if stuck:
+            _start_over(f"no records for {STALL_SECONDS:.0f}s although partitions {stuck} of {clients.events_topic} "
+                        "have records past their committed offsets, which did not move")
 
     @app.timer(settings.report_seconds)
     async def report() -> None:

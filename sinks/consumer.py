@@ -29,6 +29,7 @@ from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import commit_offsets
 from kafka_lineage.runtime.logs import problem
 from kafka_lineage.runtime.metrics import Metrics
+from kafka_lineage.runtime.stall import StallWatch
 
 log = logging.getLogger(__name__)
 LAG_SECONDS = 5.0  # the lag gauge needs broker round trips: not every batch
@@ -83,39 +84,6 @@ def batch_offsets(consumer: Consumer, messages: list[Message]) -> dict[tuple[str
             key = (tp.topic, tp.partition)
             offsets[key] = max(offsets.get(key, 0), tp.offset)
     return offsets
-
-
-def stuck_partitions(ends: Mapping[int, int], before: Mapping[int, int], now: Mapping[int, int]) -> list[int]:
-    """Partitions with records past the group's committed offset (``now``) that did not move since ``before``; a
-    partition without a committed offset counts as offset 0."""
-    return sorted(partition for partition, end in ends.items()
-                  if max(now.get(partition, 0), 0) < end and now.get(partition) == before.get(partition))
-
-
-class StallWatch:
-    """When a member that got no records should look at its group's progress, and what the last look found."""
-
-    def __init__(self, stall_seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.stall_seconds, self.clock = stall_seconds, clock
-        self._quiet_since = clock()
-        self._looked: dict[int, int] | None = None
-
-    def busy(self) -> None:
-        """Records came (or a batch was handled): the member is not stalled; looks start over."""
-        self._quiet_since, self._looked = self.clock(), None
-
-    def due(self) -> bool:
-        return self.clock() - self._quiet_since >= self.stall_seconds
-
-    def postpone(self) -> None:
-        """No look possible now (the broker did not answer): the next one in ``stall_seconds``."""
-        self._quiet_since = self.clock()
-
-    def stuck(self, ends: Mapping[int, int], committed: Mapping[int, int]) -> list[int]:
-        """A look: the partitions stuck since the previous look (none at the first), the next look due later."""
-        before, self._looked = self._looked, dict(committed)
-        self._quiet_since = self.clock()
-        return [] if before is None else stuck_partitions(ends, before, committed)
 
 
 class SinkMember:

@@ -1,8 +1,8 @@
-"""The sinks' stall watch: when a quiet member looks at its group's progress, and which partitions count as stuck."""
+"""The stall watch (runtime/stall.py): when a quiet member looks at its group's progress, what counts as stuck."""
 
 from __future__ import annotations
 
-from kafka_lineage.sinks.consumer import StallWatch, stuck_partitions
+from kafka_lineage.runtime.stall import StallWatch, stuck_partitions
 
 
 def test_a_partition_behind_whose_committed_offset_did_not_move_is_stuck() -> None:
