@@ -33,7 +33,7 @@ from typing import Any
 
 from kafka_lineage.processors.identity import dedupe_id, run_id
 from kafka_lineage.processors.normalize import NormalizeCache, Rename
-from kafka_lineage.processors.ordering import Released, RunReorderBuffer, event_instant
+from kafka_lineage.processors.ordering import Released, RunReorderBuffer, event_instant, lifecycle_rank
 from kafka_lineage.processors.schema_state import (
     head_version,
     replaced_chunks,
@@ -74,6 +74,7 @@ FACET_CACHE_CHARS = 48_000_000
 # held a quarter of a 2,000-job stream's ~2,000 plans, so most events were planned again and their rewritten datasets
 # encoded again (ARCHITECTURE 62). Each plan keeps the facet objects it is keyed on and its rewritten facets alive.
 NORMALIZE_PLANS = 4096
+ENDED_RANK = lifecycle_rank("COMPLETE")  # a run whose COMPLETE, FAIL or ABORT went out has ended
 _held_encode = json.JSONEncoder(separators=(",", ":")).encode  # as the table's serializer writes (ASCII)
 
 
@@ -315,9 +316,10 @@ class ProcessorCore:
             self._persist_run(key, partition, out)
 
     def _persist_run(self, key: str, partition: int, out: Output) -> None:
-        """Stage the run's entry: written while it holds events, deleted once it holds none."""
+        """Stage the run's entry: written while it holds events or once it has ended (so that a worker taking the run
+        over marks what still comes of it late), deleted when it holds nothing or is dropped after the retention."""
         snapshot = self.buffer.snapshot_run(key)
-        if snapshot is not None and snapshot["held"]:
+        if snapshot is not None and (snapshot["held"] or snapshot["maxRank"] >= ENDED_RANK):
             out.run_writes[key] = (partition, {"order": snapshot, "p": partition})
             self._stored.add(key)
         elif key in self._stored:

@@ -172,9 +172,26 @@ def test_state_of_the_earlier_layout_is_adopted() -> None:
                                          "eventTime": "2024-05-01T00:00:00Z"}}
     core = tables.core()
     out = tables.apply(core, core.process(_incoming([start, _event(run, "COMPLETE", 2, _schema(1, 0))]), 2.0))
-    assert out.duplicates == 1 and seen in tables.dedupe and run not in tables.runs  # it held nothing: deleted
+    assert out.duplicates == 1 and seen in tables.dedupe
+    assert tables.runs[run] == {"order": {"maxRank": 2, "lastActivity": 2.0, "held": []}, "p": 0}  # ended, no ids
     (change,) = [c for _, r in out.normalized for c in r["schemaChanges"]]
     assert change["changes"][0]["kind"] == "TYPE_CHANGED"
+
+
+def test_a_worker_taking_over_an_ended_run_marks_what_still_comes_of_it_late() -> None:
+    tables = Tables()
+    run = str(uuid.uuid4())
+    first = tables.core()
+    tables.apply(first, first.process(_incoming([_event(run, "START", 1), _event(run, "COMPLETE", 3)]), 1.0))
+    assert tables.runs[run]["order"]["maxRank"] == 2  # one small entry when the run ends
+    successor = tables.core()  # after a restart or a rebalance: the run's end is known from the table
+    tables.apply(successor, successor.expire(2.0, {0}))
+    out = tables.apply(successor, successor.process(_incoming([_event(run, "RUNNING", 2)], first_offset=2), 3.0))
+    assert [record["processing"]["late"] for _, record in out.normalized] == [True]
+    ttl = tables.core(dedupe_ttl_seconds=10.0)
+    tables.apply(ttl, ttl.expire(5.0, {0}))
+    tables.apply(ttl, ttl.expire(100.0, {0}))  # past the retention: the entry goes
+    assert run not in tables.runs
 
 
 def test_an_event_time_far_ahead_of_its_kafka_timestamp_is_a_dead_letter() -> None:
