@@ -7,18 +7,18 @@ worker continues where the previous one stopped. Every entry is bounded, and an 
 
 - ``dedupe``: dedupe id → ``[first seen, partition]``, one entry per accepted event, deleted ``dedupe_ttl`` after
   it was seen (a months-long streaming run adds one small entry per event instead of rewriting a growing list);
-- ``runs``: run key → ``{"order": reorder-buffer snapshot, "p": partition}``, only while the run holds back events
-  (at most ``MAX_HELD_PER_RUN`` events and ``MAX_HELD_CHARS`` of JSON; see ``ordering``): what a restart must not
-  lose. A run's lifecycle position otherwise lives in memory only, so an in-order run costs no run writes; after a
-  restart, an open run's next event may wait one window for a START, and a START arriving after its run's end is
-  marked late only by the worker that saw the end;
+- ``runs``: run key → ``{"order": reorder-buffer snapshot, "p": partition}``, while the run holds back events
+  (at most ``MAX_HELD_PER_RUN`` events and ``MAX_HELD_CHARS`` of JSON; see ``ordering``) and, once it ended (its
+  COMPLETE, FAIL or ABORT went out), one small entry until the retention: what a restart must not lose. An open
+  run's position otherwise lives in memory only, so a run costs one run write when it ends; after a restart, an
+  open run's next event may wait one window for a START, and whatever comes of an ended run is marked late;
 - ``schemas``: ``namespace/name`` → the dataset's last schema (``schema_state``: version, eventTime and the fields
   drift compares, split into chunk entries for wide tables).
 
 Every state change is *staged* in the ``Output`` (``dedupe_writes``, ``run_writes``, ``schema_writes``) and written
-by the shell only after Kafka acknowledged the outputs: a crash in between repeats the batch, whose drift findings
-and outputs are then computed again from the state as it was (never lost). Until then the core reads its own staged
-writes first.
+by the shell in the same Kafka transaction as the outputs: a crash before its commit repeats the batch, whose drift
+findings and outputs are then computed again from the state as it was (never lost). Until then the core reads its
+own staged writes first.
 """
 
 from __future__ import annotations
