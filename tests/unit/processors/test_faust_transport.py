@@ -123,3 +123,29 @@ def test_a_fetch_takes_no_records_while_flow_is_stopped_even_with_every_partitio
     assert _fetched(_Drainable(consumer, active), held, monkeypatch) == {}
     consumer.flow_active = True
     assert _fetched(_Drainable(consumer, active), held, monkeypatch) == {CHANGELOG: [0, 1, 2]}
+
+
+# --- fix 3: the internals the transactions read ------------------------------------------------------------------
+def test_the_aiokafka_internals_fix_3_reads_are_where_it_reads_them() -> None:
+    import inspect
+
+    import aiokafka
+    from aiokafka.consumer.group_coordinator import GroupCoordinator
+
+    async def construct() -> aiokafka.AIOKafkaConsumer:
+        return aiokafka.AIOKafkaConsumer(bootstrap_servers="127.0.0.1:1", group_id="g")  # connects only on start
+
+    consumer = asyncio.run(construct())
+    assert consumer._isolation_level == "read_uncommitted"  # what _create_worker_consumer overrides
+    assert "isolation_level=self._isolation_level" in inspect.getsource(aiokafka.AIOKafkaConsumer.start)
+    source = inspect.getsource(GroupCoordinator.__init__)
+    assert "self.generation =" in source and "self.member_id =" in source  # what group_member() reads
+    assert "tp_last_committed_at" in inspect.getsource(faust_aiokafka.AIOKafkaConsumerThread)
+
+
+def test_group_member_is_the_coordinator_s_generation_and_member_id() -> None:
+    thread = _ConsumerThread.__new__(_ConsumerThread)
+    thread._consumer = SimpleNamespace(_coordinator=SimpleNamespace(generation=7, member_id="faust-1"))
+    assert thread.group_member() == (7, "faust-1")
+    thread._consumer = SimpleNamespace()  # not joined yet
+    assert thread.group_member() == (-1, "")
