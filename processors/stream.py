@@ -20,13 +20,16 @@ Kafka: the worker then starts over in the same process (``_start_over``) from wh
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import hashlib
 import logging
 import os
+import socket
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import faust
@@ -153,8 +156,7 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
     app.librdkafka_config = clients.kafka_config()
     events = app.topic(clients.events_topic, value_serializer="raw", key_serializer="raw")
     changelog_config = _changelog_config(clients)
-    # A restart in the same process (_start_over) keeps the id, so the new producer aborts what the old one left open.
-    transactional_id = settings.transactional_id or f"{settings.group_id}-{uuid.uuid4().hex[:12]}"
+    transactional_id = settings.transactional_id or worker_slot_id(settings.group_id, settings.data_dir)
     producer = TransactionalProducer(clients.kafka_config({"linger.ms": "5"}), transactional_id,
                                      timeout_ms=settings.transaction_timeout_ms)
     # The tables' changelog records go through the same transactions (processors/state_writer.py), each to the
@@ -353,12 +355,11 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
             reader.close()
 
     def _start_over(reason: str) -> NoReturn:
-        """This worker's memory is ahead of what Kafka committed: start again from Kafka, in the same process
-        (a supervisor need not notice; the new process's producer has the same transactional id and aborts
-        anything the old one left open)."""
+        """This worker's memory is ahead of what Kafka committed: start again from Kafka, in the same process (a
+        supervisor need not notice). Its slot's lock goes with the old image, so the new one takes the slot again and
+        its producer, with the same transactional id, aborts anything the old one left open."""
         log.critical("processor: %s; starting this worker over from the state and offsets Kafka committed", reason)
         logging.shutdown()
-        os.environ["LINEAGE_PROCESSOR_TRANSACTIONAL_ID"] = transactional_id
         os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
 
     def owned() -> set[int]:
@@ -452,6 +453,29 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
         core.on_assigned()
 
     return app
+
+
+def worker_slot_id(group_id: str, data_dir: Path) -> str:
+    """A transactional id that a worker restarted on the same host and data directory gets again: the lowest slot
+    whose lock file no live worker holds (the lock goes with its process, even a SIGKILLed one). The next holder of
+    an id aborts at once whatever the last one left open; with an id of its own, a killed worker's open transaction
+    would hold back every read_committed reader of the partitions it wrote (the schema table's changelog included:
+    another worker would then find a schema change already reported) until the broker's transaction timeout."""
+    host = socket.gethostname()
+    place = hashlib.sha256(f"{host}\0{data_dir.resolve()}".encode()).hexdigest()[:10]
+    for slot in range(1024):
+        lock = open(data_dir / f"worker-slot-{slot}.lock", "a")  # noqa: SIM115 (held for the process's life)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        _slot_locks.append(lock)
+        return f"{group_id}-{host}-{place}-{slot}"
+    raise RuntimeError(f"1024 workers already hold slots in {data_dir}")
+
+
+_slot_locks: list = []  # open lock files: closing one would free its slot
 
 
 def _too_large(record: dict[str, Any], size: int) -> dict[str, Any]:

@@ -475,9 +475,9 @@ class ProcessorSettings:
     data_dir: Path = Path(".lineage/processor")
     log_level: str = "info"
     report_seconds: float = 30.0
-    # Each worker's Kafka transactions (outputs, state and input offsets commit together). An id that stays the same
-    # across restarts (a pod name) lets a restarted worker abort its predecessor's open transaction at once; unset,
-    # a worker gets a unique one, and a killed worker's open transaction is aborted by the broker after the timeout.
+    # Each worker's Kafka transactions (outputs, state and input offsets commit together). Unset, a worker takes the
+    # lowest free slot of its host and data directory (processors/stream.worker_slot_id), so a restarted worker gets
+    # its predecessor's id and aborts what it left open at once; set it where that does not hold (a pod name).
     transactional_id: str = ""
     transaction_timeout_ms: int = 30_000
     crash_points: str = ""  # fault campaigns only: see runtime/crash_points.py

@@ -96,6 +96,10 @@ def test_a_source_below_the_committed_offset_must_be_accounted_for() -> None:
 def test_a_run_record_left_in_the_runs_table_is_reported_with_its_held_events() -> None:
     (violation,) = check_runs_table({"run-1": {"order": {"held": [1, 2]}, "p": 3}})
     assert violation.check == RUNS and "run-1" in violation.message and "2 held" in violation.message
+    ended = {"order": {"maxRank": 2, "lastActivity": 1.0, "held": []}, "p": 3}  # kept until the TTL, by design
+    open_run = {"order": {"maxRank": 0, "lastActivity": 1.0, "held": []}, "p": 3}
+    assert [v.message for v in check_runs_table({"ended": ended, "open": open_run})] == [
+        "run open still has a runs-table record (0 held events)"]
 
 
 def test_a_run_stepping_back_in_its_lifecycle_is_reported_unless_late_or_a_copy() -> None:
