@@ -84,6 +84,8 @@ STATE_RECORD_MAX_BYTES = 1_048_576
 STALL_SECONDS = 45.0
 # Reading the group's committed offsets is retried this long (a broker restart moves the group coordinator).
 POSITIONS_PATIENCE_SECONDS = 120.0
+# A transaction still in work this long after its timeout (which the broker enforces) has hung in the client.
+TRANSACTION_MARGIN_SECONDS = 10.0
 T = TypeVar("T")
 _CHANGELOG_CONFIG = {"max.message.bytes": str(STATE_RECORD_MAX_BYTES + 12)}  # + the record batch overhead
 
@@ -238,7 +240,13 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
                 _start_over("a rebalance came between reading a batch and committing it")
             member = app.consumer.group_member()
         try:
-            await asyncio.to_thread(_transact, records, changelog, offsets, member)
+            # Bounded: past its timeout the broker aborts the transaction anyway, and a call that hangs (seen: adding
+            # the offsets while the group rebalanced, with Faust's revocation waiting for this batch) must not hold
+            # the worker; starting over aborts what is open.
+            await asyncio.wait_for(asyncio.to_thread(_transact, records, changelog, offsets, member),
+                                   settings.transaction_timeout_ms / 1000 + TRANSACTION_MARGIN_SECONDS)
+        except TimeoutError:
+            _start_over(f"a transaction did not finish within {settings.transaction_timeout_ms} ms")
         except (TransactionAborted, TransactionFatal) as exc:
             if fenced(exc):
                 log.critical("processor: another worker took over transactional id %s: %s", transactional_id, exc)
