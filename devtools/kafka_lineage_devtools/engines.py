@@ -18,6 +18,7 @@ import contextlib
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -239,8 +240,22 @@ def run_sql_task(scenario: EngineScenario, client: OpenLineageClient) -> int:
     return rows
 
 
-def change_source_schema(scenario: EngineScenario) -> None:
-    """The source connector gains a field (``channel``) and reads one more line: a new value-subject version."""
+def change_source_schema(scenario: EngineScenario, timeout: float = 60.0) -> None:
+    """The source connector gains a field (``channel``) and reads one more line: a new value-subject version.
+
+    Connect restarts the task after the new config is stored; a line appended before the old task stopped is read by
+    it, with the old schema (seen on a loaded CI machine: the demo then waited for an alert that could not come). So
+    a line is appended again until the subject's latest version has the field."""
     _put_connector(scenario, scenario.source_connector, scenario.source_config(with_channel=True))
-    with scenario.source_file.open("a") as handle:
-        handle.write("o4,fr,3\n")
+    latest = (f"http://127.0.0.1:{scenario.registry_port}/apis/ccompat/v7/subjects/{scenario.orders}-value/versions"
+              "/latest")
+    deadline, order = time.monotonic() + timeout, 4
+    while time.monotonic() < deadline:
+        with scenario.source_file.open("a") as handle:
+            handle.write(f"o{order},fr,3\n")
+        order += 1
+        with contextlib.suppress(TimeoutError):
+            wait_until(lambda: "channel" in requests.get(latest, timeout=10).json().get("schema", ""), 5,
+                       interval=0.5, what="the source's new schema version")
+            return
+    raise RuntimeError(f"{scenario.source_connector} wrote no record of its new schema within {timeout:.0f}s")
