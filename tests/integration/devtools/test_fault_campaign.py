@@ -8,7 +8,7 @@ import pytest
 from kafka_lineage_devtools.campaign import format_run, format_summary, run_campaign
 from kafka_lineage_devtools.stack.config import StackSettings
 
-pytestmark = [pytest.mark.integration, pytest.mark.fault]
+pytestmark = [pytest.mark.integration, pytest.mark.campaign]
 
 # Seed 13's first three runs draw every kind of fault (kills, a pause past the group session, a second worker,
 # a broker restart, a Neo4j outage) and arm crash points on five worker starts.
