@@ -30,6 +30,7 @@ from kafka_lineage.runtime.kafka_io import commit_offsets
 from kafka_lineage.runtime.logs import problem
 from kafka_lineage.runtime.metrics import Metrics
 from kafka_lineage.runtime.stall import StallWatch
+from kafka_lineage.runtime.transactions import next_offsets as processed_offsets
 
 log = logging.getLogger(__name__)
 LAG_SECONDS = 5.0  # the lag gauge needs broker round trips: not every batch
@@ -66,11 +67,7 @@ def throttled(seconds: float, action: Callable[[], None]) -> Callable[[], None]:
 
 def next_offsets(messages: list[Message]) -> dict[tuple[str, int], int]:
     """(topic, partition) → the offset after the last of ``messages`` there."""
-    after: dict[tuple[str, int], int] = {}
-    for message in messages:
-        at = (message.topic(), message.partition())
-        after[at] = max(after.get(at, 0), message.offset() + 1)
-    return after
+    return processed_offsets((message.topic(), message.partition(), message.offset()) for message in messages)
 
 
 def batch_offsets(consumer: Consumer, messages: list[Message]) -> dict[tuple[str, int], int]:
