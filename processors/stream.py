@@ -246,7 +246,9 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
             await asyncio.wait_for(asyncio.to_thread(_transact, records, changelog, offsets, member),
                                    settings.transaction_timeout_ms / 1000 + TRANSACTION_MARGIN_SECONDS)
         except TimeoutError:
-            _start_over(f"a transaction did not finish within {settings.transaction_timeout_ms} ms")
+            _start_over(f"a transaction did not finish within {settings.transaction_timeout_ms} ms (hung in "
+                        f"{transaction_step[0]}, {len(records)} records, {len(changelog)} state records, offsets "
+                        f"{offsets} of member {member})")
         except (TransactionAborted, TransactionFatal) as exc:
             if fenced(exc):
                 log.critical("processor: another worker took over transactional id %s: %s", transactional_id, exc)
@@ -281,7 +283,9 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
                   changelog: list[tuple[str, int, bytes | None, bytes | None]],
                   offsets: dict[int, int] | None, member: tuple[int, str] | None) -> None:
         """One transaction (in a thread: librdkafka's calls block): outputs, state, input offsets, commit."""
+        transaction_step[0] = "begin"
         producer.begin()
+        transaction_step[0] = "produce"
         for topic, key, value in records:
             producer.produce(topic, key, value)
         crash.reach("outputs-sent", producer.flush)
@@ -289,13 +293,17 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
             producer.produce(topic, key, value, partition)
         crash.reach("state-sent", producer.flush)
         if offsets and member is not None:
+            transaction_step[0] = "send_offsets"
             producer.send_offsets({(clients.events_topic, partition): offset for partition, offset in offsets.items()},
                                   group_metadata(settings.group_id, *member))
         crash.reach("before-commit", producer.flush)
+        transaction_step[0] = "commit"
         producer.commit()
+        transaction_step[0] = "committed"
         crash.reach("after-commit")
 
     committed: dict[int, int] = {}  # partition → offset committed by the last transaction (or read after assignment)
+    transaction_step = ["none"]  # the step the transaction in work is at: what a hang report names
     watch = StallWatch(STALL_SECONDS)  # a worker that gets no records looks whether its partitions move
     positions_lock = threading.Lock()
 

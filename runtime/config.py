@@ -174,6 +174,7 @@ class ClientSettings:
     # `lineage replay --fresh --bulk` needs it (an offline import into the stopped database); "" = not local.
     neo4j_home: str = ""
     kafka_security: tuple[tuple[str, str], ...] = ()  # librdkafka security settings (SASL/SSL), see kafka_config
+    kafka_debug: str = ""  # librdkafka debug contexts for every client ("eos,protocol"): a diagnosis, logged to stderr
     registry_auth: str = ""  # "user:password" (HTTP basic auth)
     registry_ca_location: str = ""
     events_topic: str = "openlineage.events"
@@ -206,6 +207,7 @@ class ClientSettings:
             connect_url=values.get("LINEAGE_CONNECT_URL", f"http://{local('LINEAGE_CONNECT_PORT', 8083)}"),
             neo4j_home=values.get("LINEAGE_NEO4J_HOME", "").strip(),
             kafka_security=_kafka_security(values),
+            kafka_debug=values.get("LINEAGE_KAFKA_DEBUG", "").strip(),
             registry_auth=_registry_auth(values),
             registry_ca_location=_existing_file(values, "SCHEMA_REGISTRY_CA_LOCATION"),
             events_topic=values.get("LINEAGE_EVENTS_TOPIC", cls.events_topic),
@@ -227,7 +229,9 @@ class ClientSettings:
 
     def kafka_config(self, extra: Mapping[str, object] | None = None) -> dict[str, object]:
         """A confluent-kafka (librdkafka) client config: bootstrap servers, the security settings, then ``extra``."""
-        return {"bootstrap.servers": self.kafka_bootstrap_servers, **dict(self.kafka_security), **(extra or {})}
+        debug = {"debug": self.kafka_debug} if self.kafka_debug else {}
+        return {"bootstrap.servers": self.kafka_bootstrap_servers, **dict(self.kafka_security), **debug,
+                **(extra or {})}
 
     @property
     def secrets(self) -> tuple[str, ...]:

@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import threading
 import time
 import traceback
@@ -58,6 +59,7 @@ from kafka_lineage_devtools.processes import (
     ChildExited,
     ChildProcess,
     alert_sink_process,
+    check_children,
     lineage_process,
     pipeline_env,
     sink_process,
@@ -71,6 +73,7 @@ from kafka_lineage_devtools.workload import Workload, generate
 RUNS_PER_JOB = 4
 EVENTS_PER_JOB_RUN = 2.4  # what ``generate`` yields per job and run, copies included (measured)
 PARTITIONS = 6
+QUIESCENCE_CAP_SECONDS = 1200.0  # the longest wait for quiescence, progress or not
 CRASH_POINT = "crash-point"  # the kind of an observed self-kill at an injected crash point
 
 
@@ -251,7 +254,7 @@ def workload_for(seed: int, run: int, events: int) -> Workload:
 
 
 def run_once(stack_settings: StackSettings, seed: int, run: int, *, events: int = 2400, publish_seconds: float = 60.0,
-             quiesce_timeout: float = 300.0, workdir: Path = Path(".lineage/campaign"),
+             quiesce_patience: float = 120.0, workdir: Path = Path(".lineage/campaign"),
              say: Callable[[str], None] = print) -> RunReport:
     """One run of the campaign: publish, inject, wait for quiescence, read back, check."""
     began = time.monotonic()
@@ -292,8 +295,8 @@ def run_once(stack_settings: StackSettings, seed: int, run: int, *, events: int 
                 state.end(fault)
         wait_until(lambda: not publisher.is_alive(), 600, watch=[state], what="the publisher")
         say(f"  {state.now():7.1f}s  all events acknowledged by Kafka; faults over; waiting for quiescence")
-        quiet = _quiescence(clients, env, workload, state, quiesce_timeout)
-        say(f"  {state.now():7.1f}s  {'quiescent' if quiet else f'not quiescent after {quiesce_timeout:.0f}s'}; "
+        quiet = _quiescence(clients, env, workload, state, quiesce_patience)
+        say(f"  {state.now():7.1f}s  {'quiescent' if quiet else 'not quiescent'}; "
             "reading back")
         report.violations += _judge(clients, env, workload, state)
     except (ChildExited, TimeoutError) as exc:
@@ -313,23 +316,58 @@ def run_once(stack_settings: StackSettings, seed: int, run: int, *, events: int 
     return report
 
 
-def _quiescence(clients: ClientSettings, env: Mapping[str, str], workload: Workload, state: _Run,
-                timeout: float) -> bool:
-    """Wait until no group lags and the graph equals the truth (bounded); whether that happened."""
+@dataclass
+class ProgressBound:
+    """When to stop waiting for a distance to reach zero: not at a fixed time, but after ``patience`` seconds
+    without a new lowest distance (or at ``cap``). ``None`` distances (not measurable yet) are no progress."""
 
-    def quiet() -> bool:
-        try:
-            if any(_lags(clients, env).values()):
-                return False
-        except (KafkaException, TimeoutError):  # offsets not answerable yet (an open transaction): not quiet
+    patience: float
+    cap: float
+    began: float
+    best: int | None = None
+    progressed: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.progressed = self.began
+
+    def observe(self, distance: int | None, now: float) -> bool | None:
+        """True: reached zero; False: give up; None: wait on."""
+        if distance == 0:
+            return True
+        if distance is not None and (self.best is None or distance < self.best):
+            self.best, self.progressed = distance, now
+        if now - self.progressed > self.patience or now - self.began > self.cap:
             return False
-        return check_graph_truth(workload.truth, graph_rows(clients, workload), drift_alerts(clients)).ok
+        return None
 
+
+def _quiescence(clients: ClientSettings, env: Mapping[str, str], workload: Workload, state: _Run,
+                patience: float) -> bool:
+    """Wait until no group lags and the graph equals the truth; whether that happened. Bounded by progress, not by
+    the clock (``ProgressBound``): the distance to quiescence is the records the groups lag behind plus the
+    graph's differences from the truth. A slow machine then only makes a run slower; a stalled pipeline still
+    fails it."""
+    bound = ProgressBound(patience, QUIESCENCE_CAP_SECONDS, time.monotonic())
+    while True:
+        check_children([state])
+        distance = _distance(clients, env, workload)
+        verdict = bound.observe(distance, time.monotonic())
+        if verdict is not None:
+            if not verdict:
+                state.say(f"  {state.now():7.1f}s  no progress towards quiescence for "
+                          f"{time.monotonic() - bound.progressed:.0f}s (distance {distance}, lowest {bound.best})")
+            return verdict
+        sleep_watching(5.0, [state])
+
+
+def _distance(clients: ClientSettings, env: Mapping[str, str], workload: Workload) -> int | None:
+    """Records the groups lag behind plus the graph's differences from the truth; None when not answerable yet
+    (offsets held by an open transaction, a topic not readable to its end)."""
     try:
-        wait_until(quiet, timeout, watch=[state], interval=5, what="quiescence")
-        return True
-    except TimeoutError:
-        return False
+        lag = sum(_lags(clients, env).values())
+    except (KafkaException, TimeoutError):
+        return None
+    return lag + check_graph_truth(workload.truth, graph_rows(clients, workload), drift_alerts(clients)).problems()
 
 
 # --- reading back ----------------------------------------------------------------------------------------------
@@ -503,33 +541,96 @@ def _dead_letter(message: Message, codec: AvroCodec) -> DeadLetterRecord:
 class CampaignReport:
     seed: int
     runs: list[RunReport] = field(default_factory=list)
+    recorded: list[dict[str, Any]] = field(default_factory=list)  # runs read from the ledger, not run again
 
     @property
     def ok(self) -> bool:
-        return all(run.ok for run in self.runs)
+        return all(run.ok for run in self.runs) and all(entry["ok"] for entry in self.recorded)
+
+    @property
+    def run_count(self) -> int:
+        return len(self.runs) + len(self.recorded)
+
+    def failed_runs(self) -> list[int]:
+        return sorted([run.run for run in self.runs if not run.ok] +
+                      [entry["run"] for entry in self.recorded if not entry["ok"]])
 
     def faults_by_kind(self) -> Counter[str]:
-        return Counter(injected.kind for run in self.runs for injected in run.injected)
+        counts = Counter(injected.kind for run in self.runs for injected in run.injected)
+        for entry in self.recorded:
+            counts.update(entry["faults"])
+        return counts
 
     def violations_by_check(self) -> Counter[str]:
-        return checks.count_by_check(v for run in self.runs for v in run.violations)
+        counts = Counter(checks.count_by_check(v for run in self.runs for v in run.violations))
+        for entry in self.recorded:
+            counts.update(entry["violations"])
+        return counts
+
+
+def ledger_entry(report: RunReport, events: int, publish_seconds: float, commit: str) -> dict[str, Any]:
+    """One finished run as a line of the campaign's ledger (JSON): enough to count it again without its logs."""
+    return {"seed": report.seed, "run": report.run, "events": events, "publishSeconds": publish_seconds,
+            "ok": report.ok, "seconds": round(report.seconds, 1), "commit": commit,
+            "faults": dict(Counter(injected.kind for injected in report.injected)),
+            "violations": dict(checks.count_by_check(report.violations)),
+            "examples": [f"{v.check}: {v.message[:500]}" for v in report.violations[:5]],
+            "workdir": str(report.workdir), "finishedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def read_ledger(path: Path, seed: int, events: int, publish_seconds: float) -> dict[int, dict[str, Any]]:
+    """The ledger's runs of this campaign (same seed and run shape), by run index; the last entry of a run wins."""
+    found: dict[int, dict[str, Any]] = {}
+    if path.exists():
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError as exc:  # a line cut by a crash of the harness: that run is run again
+                print(f"{path}:{number}: not a ledger entry ({exc}); ignored")
+                continue
+            if (entry.get("seed"), entry.get("events"), entry.get("publishSeconds")) == (seed, events,
+                                                                                       publish_seconds):
+                found[entry["run"]] = entry
+    return found
 
 
 def run_campaign(stack_settings: StackSettings, *, seed: int, runs: int, events: int = 2400,
                  publish_seconds: float = 60.0, only_run: int | None = None, keep_going: bool = False,
-                 quiesce_timeout: float = 300.0, workdir: Path = Path(".lineage/campaign"),
-                 say: Callable[[str], None] = print) -> CampaignReport:
+                 quiesce_patience: float = 120.0, workdir: Path = Path(".lineage/campaign"),
+                 ledger: Path | None = None, say: Callable[[str], None] = print) -> CampaignReport:
     """Runs ``0..runs-1`` (or only ``only_run``) of the campaign ``seed``; stops after a failed run unless
-    ``keep_going``."""
+    ``keep_going``. With a ``ledger`` (JSON lines), each finished run is appended to it and runs already there are
+    counted, not run again: a long campaign goes on where an earlier invocation stopped."""
     campaign = CampaignReport(seed)
+    recorded = read_ledger(ledger, seed, events, publish_seconds) if ledger else {}
+    commit = _commit() if ledger else ""
     for run in [only_run] if only_run is not None else range(runs):
+        if run in recorded and only_run is None:
+            campaign.recorded.append(recorded[run])
+            continue
         report = run_once(stack_settings, seed, run, events=events, publish_seconds=publish_seconds,
-                          quiesce_timeout=quiesce_timeout, workdir=workdir, say=say)
+                          quiesce_patience=quiesce_patience, workdir=workdir, say=say)
         campaign.runs.append(report)
         say(format_run(report, events, publish_seconds))
+        if ledger:
+            with ledger.open("a") as out:
+                out.write(json.dumps(ledger_entry(report, events, publish_seconds, commit)) + "\n")
         if not report.ok and not keep_going:
             break
+    if campaign.recorded:
+        say(f"{len(campaign.recorded)} runs counted from {ledger}")
     return campaign
+
+
+def _commit() -> str:
+    """The code the runs ran on (a ledger may span changes): the work tree's commit, "+dirty" when it differs."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=Path(__file__).parent).stdout
+
+    head = git("rev-parse", "--short", "HEAD").strip()
+    return f"{head}+dirty" if head and git("status", "--porcelain", "--untracked-files=no").strip() else head
 
 
 def format_run(report: RunReport, events: int, publish_seconds: float, examples: int = 5) -> str:
@@ -554,8 +655,8 @@ def format_run(report: RunReport, events: int, publish_seconds: float, examples:
 
 
 def format_summary(campaign: CampaignReport) -> str:
-    failed = [run.run for run in campaign.runs if not run.ok]
-    lines = [f"campaign seed {campaign.seed}: {len(campaign.runs)} runs, {len(failed)} failed"
+    failed = campaign.failed_runs()
+    lines = [f"campaign seed {campaign.seed}: {campaign.run_count} runs, {len(failed)} failed"
              + (f" (runs {', '.join(map(str, failed))})" if failed else ""), "", f"{'fault':<18} {'injected':>8}"]
     for kind, count in sorted(campaign.faults_by_kind().items()):
         lines.append(f"{kind:<18} {count:>8}")

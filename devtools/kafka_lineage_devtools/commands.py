@@ -127,8 +127,8 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         raise CommandFailed("--only-run: a run index, 0 or more")
     campaign = run_campaign(StackSettings.from_env(), seed=args.seed, runs=args.runs, events=args.events_per_run,
                             publish_seconds=args.publish_seconds, only_run=args.only_run,
-                            keep_going=args.keep_going, quiesce_timeout=args.quiesce_timeout,
-                            workdir=Path(args.workdir))
+                            keep_going=args.keep_going, quiesce_patience=args.quiesce_patience,
+                            workdir=Path(args.workdir), ledger=Path(args.ledger) if args.ledger else None)
     print()
     print(format_summary(campaign))
     return 0 if campaign.ok else 1
@@ -237,10 +237,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     campaign.add_argument("--events-per-run", type=int, default=2400, help="events per run's workload (default 2400)")
     campaign.add_argument("--publish-seconds", type=float, default=60.0,
                           help="seconds over which each run's workload is published (default 60)")
-    campaign.add_argument("--quiesce-timeout", type=float, default=300.0,
-                          help="seconds to wait for quiescence after the faults (default 300)")
+    campaign.add_argument("--quiesce-patience", type=float, default=120.0,
+                          help="after the faults, seconds without progress towards quiescence (lag, graph "
+                               "differences) before a run fails (default 120)")
     campaign.add_argument("--keep-going", action="store_true", help="go on after a failed run")
     campaign.add_argument("--workdir", default=".lineage/campaign", help="components' logs and state")
+    campaign.add_argument("--ledger", default=None, metavar="FILE",
+                          help="append each finished run to FILE (JSON lines) and count the runs already there "
+                               "instead of running them again: a long campaign over several invocations")
     campaign.set_defaults(handler=_failing_as_commands(cmd_campaign))
     workload = sub.add_parser("workload", help="the fault suite's ground-truth workload without faults: publish, "
                                                "let the pipeline run, check graph and alerts exactly; "

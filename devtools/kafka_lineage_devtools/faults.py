@@ -117,7 +117,9 @@ SEND_ATTEMPTS = 10
 
 
 def _publish(clients: ClientSettings, events: list[dict[str, Any]], rate: float, stop: threading.Event) -> None:
-    publisher = EventPublisher.from_settings(clients, producer={"message.timeout.ms": str(DELIVERY_TIMEOUT_MS)})
+    # log_level 2: a broker restart is a planned fault here, its hundreds of connection and leader warnings noise
+    publisher = EventPublisher.from_settings(clients, producer={"message.timeout.ms": str(DELIVERY_TIMEOUT_MS),
+                                                                "log_level": "2"})
     try:
         pending, batch, started = [], max(1, int(rate / 10)), time.monotonic()
         for index in range(0, len(events), batch):

@@ -16,9 +16,10 @@ SEED, RUNS, EVENTS, PUBLISH_SECONDS = 13, 3, 1500, 45.0
 
 
 def test_seeded_fault_runs_show_no_violation(stack_settings: StackSettings, tmp_path) -> None:
-    # quiescence bounded well inside the test timeout: a stalled processor fails its run, not the whole test
+    # quiescence bounded by progress (two minutes without any): a stalled pipeline fails its run, a slow machine
+    # only makes it slower
     campaign = run_campaign(stack_settings, seed=SEED, runs=RUNS, events=EVENTS, publish_seconds=PUBLISH_SECONDS,
-                            keep_going=True, quiesce_timeout=150.0, workdir=tmp_path)
+                            keep_going=True, workdir=tmp_path)
     assert len(campaign.runs) == RUNS
     injected = campaign.faults_by_kind()
     assert len({"kill-processor", "pause-processor", "add-worker", "restart-kafka", "stop-neo4j",

@@ -175,3 +175,10 @@ def test_tune_gc_freezes_start_up_objects_and_collects_young_objects_less_often(
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+def test_kafka_debug_reaches_every_librdkafka_config_only_when_set() -> None:
+    assert "debug" not in ClientSettings.from_values({}, neo4j=False).kafka_config()
+    settings = ClientSettings.from_values({"LINEAGE_KAFKA_DEBUG": " eos,protocol "}, neo4j=False)
+    assert settings.kafka_config({"linger.ms": "5"}) == {"bootstrap.servers": "127.0.0.1:9092", "debug": "eos,protocol",
+                                                         "linger.ms": "5"}
