@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import faulthandler
 import json
 import os
 import signal
@@ -759,6 +760,9 @@ def _is_neo4j_error(exc: BaseException) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # `kill -QUIT <pid>` prints every thread's stack to stderr and the process goes on (as a JVM's thread dump): what
+    # a component that looks stuck is doing, without a debugger on the host
+    faulthandler.register(signal.SIGQUIT, all_threads=True)
     try:
         # one logging set-up for every command: components log their work (info), one-shot commands only problems
         bootstrap_logging(OperationsSettings.from_env(), ClientSettings.from_env().secrets,

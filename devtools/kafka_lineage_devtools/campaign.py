@@ -161,6 +161,13 @@ class _Run:
         for sink in self.sinks.values():
             sink.check()
 
+    def dump_stacks(self) -> None:
+        for component in self.components().values():
+            if component.child is not None and component.child.process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    component.child.process.send_signal(signal.SIGQUIT)
+        time.sleep(2.0)  # the dumps are written by each process's own faulthandler
+
     def components(self) -> dict[str, _Component]:
         return {**{f"processor-{slot}": worker for slot, worker in self.workers.items()}, **self.sinks}
 
@@ -296,6 +303,8 @@ def run_once(stack_settings: StackSettings, seed: int, run: int, *, events: int 
         wait_until(lambda: not publisher.is_alive(), 600, watch=[state], what="the publisher")
         say(f"  {state.now():7.1f}s  all events acknowledged by Kafka; faults over; waiting for quiescence")
         quiet = _quiescence(clients, env, workload, state, quiesce_patience)
+        if not quiet:  # a post-mortem: each component's threads, in its log (the CLI's SIGQUIT handler)
+            state.dump_stacks()
         say(f"  {state.now():7.1f}s  {'quiescent' if quiet else 'not quiescent'}; "
             "reading back")
         report.violations += _judge(clients, env, workload, state)
