@@ -439,8 +439,10 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
             return
         try:
             stuck = await asyncio.to_thread(stuck_partitions)
-        except KafkaException:
-            watch.postpone()
+        except KafkaException as exc:  # asked through a consumer of its own: Faust's consumer may be fine
+            if watch.unreadable():
+                log.warning("processor: no records for %.0fs and the group's progress not readable (%s)",
+                            2 * STALL_SECONDS, exc)
             return
         if stuck:
             _start_over(f"no records for {STALL_SECONDS:.0f}s although partitions {stuck} of {clients.events_topic} "

@@ -21,10 +21,11 @@ class StallWatch:
         self.stall_seconds, self.clock = stall_seconds, clock
         self._quiet_since = clock()
         self._looked: dict[int, int] | None = None
+        self._unreadable = 0  # looks in a row that could not read the group's progress
 
     def busy(self) -> None:
         """Records came (or a batch was handled): the member is not stalled; looks start over."""
-        self._quiet_since, self._looked = self.clock(), None
+        self._quiet_since, self._looked, self._unreadable = self.clock(), None, 0
 
     def due(self) -> bool:
         return self.clock() - self._quiet_since >= self.stall_seconds
@@ -33,8 +34,19 @@ class StallWatch:
         """No look possible now (the broker did not answer): the next one in ``stall_seconds``."""
         self._quiet_since = self.clock()
 
+    def unreadable(self) -> bool:
+        """A look could not read the group's progress (the broker did not answer): the next look in
+        ``stall_seconds``; True when the previous look could not either. A member whose own queries to its group
+        keep failing while it gets no records is as stuck as one whose partitions do not move (seen: a sink's
+        consumer silent for minutes after its session timed out in a broker restart), and a new consumer costs
+        nothing when the broker really is away."""
+        self._unreadable += 1
+        self._quiet_since = self.clock()
+        return self._unreadable >= 2
+
     def stuck(self, ends: Mapping[int, int], committed: Mapping[int, int]) -> list[int]:
         """A look: the partitions stuck since the previous look (none at the first), the next look due later."""
+        self._unreadable = 0
         before, self._looked = self._looked, dict(committed)
         self._quiet_since = self.clock()
         return [] if before is None else stuck_partitions(ends, before, committed)

@@ -112,9 +112,14 @@ class SinkMember:
         try:
             held = {tp.partition for tp in self.consumer.assignment() if tp.topic == self.topic}
             ends, committed = self._progress()
-        except KafkaException as exc:  # a broker away is not a stall of this member: look again later
-            log.debug("%s: group progress not read: %s", stage, exc)
-            self.watch.postpone()
+        except KafkaException as exc:  # the broker away, or this consumer's link to its group broken
+            if not self.watch.unreadable():
+                log.debug("%s: group progress not read: %s", stage, exc)
+                return
+            problem(log, f"{stage}: no records for {2 * self.watch.stall_seconds:.0f}s and the group's progress not "
+                    f"readable ({exc}); closing this consumer and joining the group again",
+                    "nothing to do if it recovers; otherwise check the broker", stage=stage)
+            self.rebuild()
             return
         stuck = [partition for partition in self.watch.stuck(ends, committed) if not held or partition in held]
         if not stuck:

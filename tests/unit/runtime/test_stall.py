@@ -161,3 +161,20 @@ def test_without_an_answer_from_the_coordinator_the_rewind_goes_to_the_batch_s_f
     member = _member(monkeypatch, fake)
     member.rewind("test", [_Message(0, 6), _Message(0, 5), _Message(1, 2)])
     assert sorted(fake.seeks) == [(0, 5), (1, 2)]
+
+
+def test_progress_unreadable_at_two_looks_in_a_row_counts_as_stuck() -> None:
+    clock = _Clock()
+    watch = StallWatch(60.0, clock)
+    clock.now = 60.0
+    assert not watch.unreadable()  # once: the broker may be restarting
+    assert not watch.due()
+    clock.now = 120.0
+    assert watch.due() and watch.unreadable()  # again: this member's link to its group is broken
+    watch.busy()
+    clock.now = 180.0
+    assert not watch.unreadable()  # records came in between: counted afresh
+    clock.now = 240.0
+    watch.stuck({0: 10}, {0: 10})  # a look that read the progress
+    clock.now = 300.0
+    assert not watch.unreadable()
