@@ -120,3 +120,20 @@ class OffsetLedger:
 
     def positions(self) -> dict[int, int]:
         return dict(self._next)
+
+
+def membership_problem(assigned: tuple[int, str] | None, current: tuple[int, str]) -> str | None:
+    """Why offsets may not be committed under the consumer's ``current`` (generation, member id), given the one the
+    worker's current assignment came with; None when they may. The broker checks transactional offsets against the
+    group only when a generation or a member id is given: with generation -1 and no member id (what the consumer
+    holds right after its session expired) it takes them unchecked, even into a group with live members, and a
+    zombie's stale offsets would overwrite its successor's."""
+    generation, member_id = current
+    if generation < 0 or not member_id:
+        return f"the consumer is not a member of its group now (generation {generation}, member {member_id!r})"
+    if assigned is None:
+        return "no assignment is in force (partitions were revoked)"
+    if current != assigned:
+        return (f"the consumer rejoined its group (generation {generation}) since this worker's assignment "
+                f"(generation {assigned[0]})")
+    return None

@@ -41,7 +41,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.processors.core import STAGE, Incoming, Output, ProcessorCore
 from kafka_lineage.processors.faust_transport import App, broker_credentials, broker_url
 from kafka_lineage.processors.normalize import parse_aliases
-from kafka_lineage.processors.offsets import Gap, OffsetLedger, RecordsSkipped
+from kafka_lineage.processors.offsets import Gap, OffsetLedger, RecordsSkipped, membership_problem
 from kafka_lineage.processors.state_writer import ChangelogWriter
 from kafka_lineage.runtime.config import (
     PROCESSOR_CRASH_POINTS,
@@ -239,6 +239,11 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
             if epoch != ledger.epoch:  # a rebalance since the batch was read: its records may be another's now
                 _start_over("a rebalance came between reading a batch and committing it")
             member = app.consumer.group_member()
+            # The consumer (its own thread) may have left or rejoined the group before this worker's rebalance
+            # callbacks ran: a session that expired while the process was stopped (seen in the campaign: a zombie's
+            # commit moved the group's offsets back)
+            if problem := membership_problem(membership[0], member):
+                _start_over(f"a batch's offsets cannot be committed: {problem}")
         try:
             # Bounded: past its timeout the broker aborts the transaction anyway, and a call that hangs (seen: adding
             # the offsets while the group rebalanced, with Faust's revocation waiting for this batch) must not hold
@@ -304,6 +309,8 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
 
     committed: dict[int, int] = {}  # partition → offset committed by the last transaction (or read after assignment)
     transaction_step = ["none"]  # the step the transaction in work is at: what a hang report names
+    # (generation, member id) the current assignment came with: the only membership this worker commits offsets under
+    membership: list[tuple[int, str] | None] = [None]
     watch = StallWatch(STALL_SECONDS)  # a worker that gets no records looks whether its partitions move
     positions_lock = threading.Lock()
 
@@ -455,19 +462,20 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
                  "state: %(ids)d dedupe ids, %(runs)d runs, %(held)d held events; transactions: %(transactions)d",
                  {**stats, **core.state_sizes()})
 
-    async def rebalanced() -> None:
+    async def rebalanced(member: tuple[int, str] | None) -> None:
         async with in_order:  # a release in flight commits (or fails) with the generation it was computed in
             ledger.reset()
             committed.clear()
+            membership[0] = member
 
     @app.on_partitions_revoked.connect
     async def on_revoked(app: faust.App, revoked: set, **_: Any) -> None:
-        await rebalanced()
+        await rebalanced(None)
         core.forget_partitions({tp.partition for tp in revoked if tp.topic == clients.events_topic})
 
     @app.on_partitions_assigned.connect
     async def on_assigned(app: faust.App, assigned: set, **_: Any) -> None:
-        await rebalanced()
+        await rebalanced(app.consumer.group_member())  # set by the join that brought this assignment
         core.on_assigned()
 
     return app

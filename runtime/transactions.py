@@ -194,6 +194,14 @@ def group_metadata(group_id: str, generation: int, member_id: str, instance_id: 
         _lib.destroy(handle)
 
 
+def unchecked_by_the_group(metadata: bytes, group_id: str) -> bool:
+    """Whether ``metadata`` is that of a consumer with no generation and no member id (before its first join, or
+    right after its session expired): the broker takes transactional offsets under it without checking them
+    against the group, even into a group with live members, so a zombie's stale offsets would overwrite its
+    successor's. Offsets must never be sent under it."""
+    return metadata == group_metadata(group_id, -1, "")
+
+
 def next_offsets(records: Iterable[tuple[str, int, int]]) -> dict[tuple[str, int], int]:
     """(topic, partition, offset) of processed records → the offsets to commit: one past the highest per partition."""
     offsets: dict[tuple[str, int], int] = {}

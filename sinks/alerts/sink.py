@@ -51,7 +51,7 @@ from kafka_lineage.runtime.logs import problem
 from kafka_lineage.runtime.metrics import Metrics
 from kafka_lineage.runtime.retry import Backoff, Stopped
 from kafka_lineage.runtime.tail import tail
-from kafka_lineage.runtime.transactions import TransactionAborted, TransactionalProducer
+from kafka_lineage.runtime.transactions import TransactionAborted, TransactionalProducer, unchecked_by_the_group
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, WireFormatError
@@ -454,10 +454,14 @@ class AlertSink:
         TransactionFatal (fenced, misconfigured) ends the sink, the batch uncommitted."""
         if self.stop.is_set():
             raise Stopped
+        membership = self.member.consumer.consumer_group_metadata()
+        if unchecked_by_the_group(membership, self.settings.group_id):
+            raise TransactionAborted("the consumer is not a member of its group now (its session expired); the "
+                                     "batch is read again")
         self.producer.begin()
         for key, value in alerts:
             self.producer.produce(self.clients.drift_topic, key, value)
-        self.producer.send_offsets(offsets, self.member.consumer.consumer_group_metadata())
+        self.producer.send_offsets(offsets, membership)
         # a test's crash lands with the records on the broker, not still in a local queue
         self.crash.reach("before-commit", self.producer.flush)
         self.producer.commit()

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from kafka_lineage.processors.offsets import Gap, OffsetLedger, RecordsSkipped
+from kafka_lineage.processors.offsets import Gap, OffsetLedger, RecordsSkipped, membership_problem
 
 
 @dataclass(frozen=True)
@@ -77,3 +77,13 @@ def test_positions_are_started_once_per_assignment() -> None:
     ledger.admit(records(0, [4, 5]), owned={0})
     ledger.start({0: 4})  # a late answer for the same assignment does not move the position back
     assert ledger.positions() == {0: 6}
+
+
+def test_offsets_are_committed_only_under_the_membership_the_assignment_came_with() -> None:
+    assigned = (5, "faust-0.15.3-abc")
+    assert membership_problem(assigned, assigned) is None
+    # a session that expired while the worker was stopped: the broker would take these offsets unchecked
+    assert "not a member" in membership_problem(assigned, (-1, ""))
+    assert "not a member" in membership_problem(None, (-1, ""))
+    assert "rejoined" in membership_problem(assigned, (7, "faust-0.15.3-def"))
+    assert "revoked" in membership_problem(None, (7, "faust-0.15.3-def"))
