@@ -137,6 +137,7 @@ class _Run:
         self.sinks = {"graph sink": _Component("graph sink", lambda: sink_process(env)),
                       "alert sink": _Component("alert sink", lambda: alert_sink_process(env))}
         self.paused: dict[int, ChildProcess] = {}  # pid → a worker stopped with SIGSTOP
+        self.stopped_services: set[str] = set()  # stack services a fault stopped and has not started again
         self.started = time.monotonic()
         self.samples: list[tuple[float, int, int]] = []
 
@@ -205,9 +206,12 @@ class _Run:
         elif fault.kind in (KILL_GRAPH_SINK, KILL_ALERT_SINK):
             self.sinks[fault.target].kill_and_restart()
         elif fault.kind == RESTART_KAFKA:
+            self.stopped_services.add("kafka")
             self.stack.down(["kafka"])
             self.stack.up(["kafka"])
+            self.stopped_services.discard("kafka")
         elif fault.kind == STOP_NEO4J:
+            self.stopped_services.add("neo4j")
             self.stack.down(["neo4j"])
         else:
             raise AssertionError(fault.kind)
@@ -217,7 +221,14 @@ class _Run:
             self.resume_all()
         elif fault.kind == STOP_NEO4J:
             self.stack.up(["neo4j"])
+            self.stopped_services.discard("neo4j")
         self.say(f"  {self.now():7.1f}s  end of {fault.kind} {fault.target}")
+
+    def restore_services(self) -> None:
+        """Start what a fault left stopped (a run that failed or was interrupted mid-fault): the next run needs it."""
+        if self.stopped_services:
+            self.stack.up(sorted(self.stopped_services))
+            self.stopped_services.clear()
 
     def resume_all(self) -> None:
         for pid, child in list(self.paused.items()):
@@ -315,6 +326,7 @@ def run_once(stack_settings: StackSettings, seed: int, run: int, *, events: int 
     finally:
         stop.set()
         state.resume_all()  # a stopped process would not see SIGTERM
+        state.restore_services()
         ended = stop_components(state.components(), report.workdir)
         (report.workdir / "committed-offsets.tsv").write_text(  # the processor group's, as sampled: a post-mortem
             "".join(f"{instant:.1f}\t{partition}\t{offset}\n" for instant, partition, offset in state.samples))
