@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import faulthandler
 import json
@@ -762,7 +763,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # `kill -QUIT <pid>` prints every thread's stack to stderr and the process goes on (as a JVM's thread dump): what
     # a component that looks stuck is doing, without a debugger on the host
-    faulthandler.register(signal.SIGQUIT, all_threads=True)
+    with contextlib.suppress(AttributeError, ValueError, OSError):  # no stderr file (embedded, captured): no dumps
+        faulthandler.register(signal.SIGQUIT, file=sys.__stderr__, all_threads=True)
     try:
         # one logging set-up for every command: components log their work (info), one-shot commands only problems
         bootstrap_logging(OperationsSettings.from_env(), ClientSettings.from_env().secrets,

@@ -9,9 +9,10 @@ worker continues where the previous one stopped. Every entry is bounded, and an 
   it was seen (a months-long streaming run adds one small entry per event instead of rewriting a growing list);
 - ``runs``: run key → ``{"order": reorder-buffer snapshot, "p": partition}``, while the run holds back events
   (at most ``MAX_HELD_PER_RUN`` events and ``MAX_HELD_CHARS`` of JSON; see ``ordering``) and, once it ended (its
-  COMPLETE, FAIL or ABORT went out), one small entry until the retention: what a restart must not lose. An open
-  run's position otherwise lives in memory only, so a run costs one run write when it ends; after a restart, an
-  open run's next event may wait one window for a START, and whatever comes of an ended run is marked late;
+  COMPLETE, FAIL or ABORT went out), or once its window let events go without a START, one small entry until the
+  retention: what a restart must not lose (its START, still to come, must come out late). An open run's position
+  otherwise lives in memory only, so an in-order run costs one run write when it ends; after a restart, an open
+  run's next event may wait one window for a START, and whatever comes of an ended run is marked late;
 - ``schemas``: ``namespace/name`` → the dataset's last schema (``schema_state``: version, eventTime and the fields
   drift compares, split into chunk entries for wide tables).
 
@@ -319,7 +320,8 @@ class ProcessorCore:
         """Stage the run's entry: written while it holds events or once it has ended (so that a worker taking the run
         over marks what still comes of it late), deleted when it holds nothing or is dropped after the retention."""
         snapshot = self.buffer.snapshot_run(key)
-        if snapshot is not None and (snapshot["held"] or snapshot["maxRank"] >= ENDED_RANK):
+        if snapshot is not None and (snapshot["held"] or snapshot["maxRank"] >= ENDED_RANK
+                                     or (snapshot["maxRank"] > 0 and not snapshot["started"])):
             out.run_writes[key] = (partition, {"order": snapshot, "p": partition})
             self._stored.add(key)
         elif key in self._stored:

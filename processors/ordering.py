@@ -71,6 +71,7 @@ _KEY = attrgetter("key")
 @dataclass(slots=True)
 class _Run:
     max_rank: int = -1  # highest rank released so far; -1: nothing released, the run is not open yet
+    started: bool = False  # its START was released (a run a window opened without one has not)
     last_activity: float = -math.inf
     held: list[_Held] = field(default_factory=list)  # kept sorted by key
 
@@ -190,6 +191,7 @@ class RunReorderBuffer(Generic[T]):
             return None
         return {
             "maxRank": run.max_rank,
+            "started": run.started,
             "lastActivity": run.last_activity,
             "held": [
                 {"eventType": h.event_type, "eventTime": h.event_time, "arrived": h.arrived, "item": h.item}
@@ -202,7 +204,8 @@ class RunReorderBuffer(Generic[T]):
         self._runs.pop(run_id, None)
         if state is None:
             return
-        run = _Run(max_rank=int(state.get("maxRank", -1)), last_activity=float(state.get("lastActivity", -math.inf)))
+        run = _Run(max_rank=int(state.get("maxRank", -1)), started=bool(state.get("started", True)),
+                   last_activity=float(state.get("lastActivity", -math.inf)))
         for entry in state.get("held") or ():
             self._seq += 1
             item = entry.get("item")
@@ -249,6 +252,7 @@ class RunReorderBuffer(Generic[T]):
         for h in batch:
             out.append(Released(run_id, h.item, h.rank < run.max_rank))
             run.max_rank = max(run.max_rank, h.rank)
+            run.started = run.started or h.rank == 0
         if run.max_rank != before:
             self._changed.add(run_id)
         return out

@@ -173,7 +173,8 @@ def test_state_of_the_earlier_layout_is_adopted() -> None:
     core = tables.core()
     out = tables.apply(core, core.process(_incoming([start, _event(run, "COMPLETE", 2, _schema(1, 0))]), 2.0))
     assert out.duplicates == 1 and seen in tables.dedupe
-    assert tables.runs[run] == {"order": {"maxRank": 2, "lastActivity": 2.0, "held": []}, "p": 0}  # ended, no ids
+    ended = {"maxRank": 2, "started": True, "lastActivity": 2.0, "held": []}
+    assert tables.runs[run] == {"order": ended, "p": 0}  # ended, no ids
     (change,) = [c for _, r in out.normalized for c in r["schemaChanges"]]
     assert change["changes"][0]["kind"] == "TYPE_CHANGED"
 
@@ -192,6 +193,23 @@ def test_a_worker_taking_over_an_ended_run_marks_what_still_comes_of_it_late() -
     tables.apply(ttl, ttl.expire(5.0, {0}))
     tables.apply(ttl, ttl.expire(100.0, {0}))  # past the retention: the entry goes
     assert run not in tables.runs
+
+
+def test_a_run_that_its_window_opened_without_a_start_is_remembered_so_its_start_comes_out_late() -> None:
+    # campaign seed 2026 run 0: a RUNNING left alone when its window passed, the worker was killed, and its START
+    # then came out of the successor not late, after the RUNNING
+    tables = Tables()
+    run = str(uuid.uuid4())
+    first = tables.core()
+    out = tables.apply(first, first.process(_incoming([_event(run, "RUNNING", 5)]), 1.0))
+    assert out.normalized == []  # held for the window
+    out = tables.apply(first, first.expire(4.0, {0}))
+    assert [record["processing"]["late"] for _, record in out.normalized] == [False]
+    assert tables.runs[run]["order"]["started"] is False  # remembered although it holds nothing
+    successor = tables.core()  # a restart: the run's position is known from the table
+    tables.apply(successor, successor.expire(4.5, {0}))
+    out = tables.apply(successor, successor.process(_incoming([_event(run, "START", 1)], first_offset=1), 5.0))
+    assert [record["processing"]["late"] for _, record in out.normalized] == [True]
 
 
 def test_an_event_time_far_ahead_of_its_kafka_timestamp_is_a_dead_letter() -> None:
