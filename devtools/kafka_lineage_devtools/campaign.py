@@ -678,7 +678,13 @@ def format_run(report: RunReport, events: int, publish_seconds: float, examples:
 def format_summary(campaign: CampaignReport) -> str:
     failed = campaign.failed_runs()
     lines = [f"campaign seed {campaign.seed}: {campaign.run_count} runs, {len(failed)} failed"
-             + (f" (runs {', '.join(map(str, failed))})" if failed else ""), "", f"{'fault':<18} {'injected':>8}"]
+             + (f" (runs {', '.join(map(str, failed))})" if failed else "")]
+    if campaign.recorded:
+        commits = sorted({entry.get("commit") or "?" for entry in campaign.recorded})
+        hours = sum(entry.get("seconds", 0.0) for entry in campaign.recorded) / 3600
+        lines.append(f"{len(campaign.recorded)} of them from the ledger: {hours:.1f} h of runs, on commits "
+                     f"{', '.join(commits)}")
+    lines += ["", f"{'fault':<18} {'injected':>8}"]
     for kind, count in sorted(campaign.faults_by_kind().items()):
         lines.append(f"{kind:<18} {count:>8}")
     lines += ["", f"{'check':<18} {'violations':>10}"]

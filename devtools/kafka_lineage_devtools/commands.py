@@ -121,10 +121,16 @@ def cmd_faults(args: argparse.Namespace) -> int:
 
 
 def cmd_campaign(args: argparse.Namespace) -> int:
-    from kafka_lineage_devtools.campaign import format_summary, run_campaign
+    from kafka_lineage_devtools.campaign import CampaignReport, format_summary, read_ledger, run_campaign
 
     if args.only_run is not None and args.only_run < 0:
         raise CommandFailed("--only-run: a run index, 0 or more")
+    if args.summary:
+        if not args.ledger:
+            raise CommandFailed("--summary: needs --ledger FILE")
+        recorded = read_ledger(Path(args.ledger), args.seed, args.events_per_run, args.publish_seconds)
+        print(format_summary(CampaignReport(args.seed, recorded=[recorded[run] for run in sorted(recorded)])))
+        return 0
     campaign = run_campaign(StackSettings.from_env(), seed=args.seed, runs=args.runs, events=args.events_per_run,
                             publish_seconds=args.publish_seconds, only_run=args.only_run,
                             keep_going=args.keep_going, quiesce_patience=args.quiesce_patience,
@@ -245,6 +251,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     campaign.add_argument("--ledger", default=None, metavar="FILE",
                           help="append each finished run to FILE (JSON lines) and count the runs already there "
                                "instead of running them again: a long campaign over several invocations")
+    campaign.add_argument("--summary", action="store_true",
+                          help="only print the summary of the runs in --ledger (same seed and run shape)")
     campaign.set_defaults(handler=_failing_as_commands(cmd_campaign))
     workload = sub.add_parser("workload", help="the fault suite's ground-truth workload without faults: publish, "
                                                "let the pipeline run, check graph and alerts exactly; "
