@@ -246,8 +246,8 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
                 _start_over(f"a batch's offsets cannot be committed: {problem}")
         try:
             # Bounded: past its timeout the broker aborts the transaction anyway, and a call that hangs (seen: adding
-            # the offsets while the group rebalanced, with Faust's revocation waiting for this batch) must not hold
-            # the worker; starting over aborts what is open.
+            # the offsets in the seconds after a broker restart, the group coordinator still loading, while Faust's
+            # revocation waited for this batch) must not hold the worker; starting over aborts what is open.
             await asyncio.wait_for(asyncio.to_thread(_transact, records, changelog, offsets, member),
                                    settings.transaction_timeout_ms / 1000 + TRANSACTION_MARGIN_SECONDS)
         except TimeoutError:
