@@ -165,8 +165,8 @@ class _Run:
     def dump_stacks(self) -> None:
         for component in self.components().values():
             if component.child is not None and component.child.process.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    component.child.process.send_signal(signal.SIGQUIT)
+                with contextlib.suppress(ProcessLookupError):  # not send_signal: SIGQUIT does not end a lineage
+                    os.kill(component.child.process.pid, signal.SIGQUIT)  # process, its exit stays unexpected
         time.sleep(2.0)  # the dumps are written by each process's own faulthandler
 
     def components(self) -> dict[str, _Component]:
