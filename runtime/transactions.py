@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 TRANSACTION_TIMEOUT_MS = 30_000
 # A retriable commit (coordinator moving, request timed out) is retried for this long, then taken as fatal.
 COMMIT_PATIENCE_SECONDS = 120.0
+# Another call (adding the offsets) with a retriable error is retried for this long: a broker restart's coordinator
+# loading takes seconds, and giving up restarted a processor worker for nothing (the long fault campaign).
+CALL_PATIENCE_SECONDS = 20.0
 
 
 class TransactionAborted(Exception):
@@ -126,10 +129,20 @@ class TransactionalProducer:
         self.producer.flush(5.0)
 
     def _call(self, name: str, *args: object) -> None:
-        try:
-            getattr(self.producer, name)(*args)
-        except KafkaException as exc:
-            self._abort_or_fatal(exc.args[0], exc)
+        """A transactional API call; one that failed with a retriable error (the coordinator loading or moving after
+        a broker restart: librdkafka says such a call may be made again) is retried for ``CALL_PATIENCE_SECONDS``."""
+        deadline = time.monotonic() + CALL_PATIENCE_SECONDS
+        while True:
+            try:
+                getattr(self.producer, name)(*args)
+                return
+            except KafkaException as exc:
+                error: KafkaError = exc.args[0]
+                if error.retriable() and not error.txn_requires_abort() and time.monotonic() < deadline:
+                    log.warning("%s not done yet (%s); retrying", name, error.str())
+                    time.sleep(0.5)
+                    continue
+                self._abort_or_fatal(error, exc)
 
     def _abort_or_fatal(self, error: KafkaError, exc: Exception) -> None:
         if error.txn_requires_abort():

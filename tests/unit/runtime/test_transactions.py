@@ -1,10 +1,17 @@
-"""Group metadata for transactions (runtime/transactions.py), built by librdkafka without a broker."""
+"""Transactions (runtime/transactions.py) without a broker: group metadata built by librdkafka, retries."""
 
 from __future__ import annotations
 
-from confluent_kafka import Consumer
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException
 
-from kafka_lineage.runtime.transactions import group_metadata, unchecked_by_the_group
+from kafka_lineage.runtime import transactions
+from kafka_lineage.runtime.transactions import (
+    TransactionAborted,
+    TransactionalProducer,
+    group_metadata,
+    unchecked_by_the_group,
+)
 
 
 def test_group_metadata_is_what_librdkafka_s_own_consumer_gives_for_the_same_member() -> None:
@@ -28,3 +35,39 @@ def test_a_consumer_without_generation_and_member_is_recognised_as_unchecked_by_
     finally:
         consumer.close()
     assert not unchecked_by_the_group(group_metadata("lineage-alerts", 3, "rdkafka-1"), "lineage-alerts")
+
+
+class _FlakyProducer:
+    """send_offsets_to_transaction answers with errors first, as librdkafka does while a coordinator loads."""
+
+    def __init__(self, errors: list[KafkaError]) -> None:
+        self.errors, self.calls = errors, 0
+
+    def send_offsets_to_transaction(self, *_: object) -> None:
+        self.calls += 1
+        if self.errors:
+            raise KafkaException(self.errors.pop(0))
+
+    def abort_transaction(self, *_: object) -> None:
+        pass
+
+
+def _producer(fake: _FlakyProducer) -> TransactionalProducer:
+    producer = object.__new__(TransactionalProducer)  # no broker: the calls go to the fake
+    producer.transactional_id, producer.producer, producer.open = "tx", fake, True
+    return producer
+
+
+def test_a_call_with_a_retriable_error_is_made_again(monkeypatch) -> None:
+    monkeypatch.setattr(transactions.time, "sleep", lambda _seconds: None)
+    loading = KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS, "loading", retriable=True)
+    fake = _FlakyProducer([loading, KafkaError(KafkaError.NOT_COORDINATOR, "moved", retriable=True)])
+    _producer(fake).send_offsets({("t", 0): 5}, group_metadata("g", 1, "m"))
+    assert fake.calls == 3
+
+
+def test_a_call_that_needs_an_abort_is_aborted_at_once() -> None:
+    fake = _FlakyProducer([KafkaError(KafkaError.UNKNOWN_MEMBER_ID, "unknown member", txn_requires_abort=True)])
+    with pytest.raises(TransactionAborted):
+        _producer(fake).send_offsets({("t", 0): 5}, group_metadata("g", 1, "m"))
+    assert fake.calls == 1
