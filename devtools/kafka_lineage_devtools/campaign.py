@@ -163,10 +163,14 @@ class _Run:
             sink.check()
 
     def dump_stacks(self) -> None:
-        for component in self.components().values():
+        """Every component's threads (SIGQUIT, the CLI's faulthandler) and, for processor workers, every asyncio
+        task with the line it waits at (SIGUSR1: the Faust/mode worker's own dump): where a stalled run waited."""
+        for name, component in self.components().items():
             if component.child is not None and component.child.process.poll() is None:
-                with contextlib.suppress(ProcessLookupError):  # not send_signal: SIGQUIT does not end a lineage
+                with contextlib.suppress(ProcessLookupError):  # not send_signal: neither signal ends a lineage
                     os.kill(component.child.process.pid, signal.SIGQUIT)  # process, its exit stays unexpected
+                    if name.startswith("processor"):
+                        os.kill(component.child.process.pid, signal.SIGUSR1)
         time.sleep(2.0)  # the dumps are written by each process's own faulthandler
 
     def components(self) -> dict[str, _Component]:
