@@ -301,9 +301,15 @@ def run_once(stack_settings: StackSettings, seed: int, run: int, *, events: int 
             sink.start()
         state.started = time.monotonic()
         sampler.start()
-        publisher = threading.Thread(target=_publish, args=(clients, workload.events,
-                                                            len(workload.events) / publish_seconds, stop),
-                                     daemon=True)
+        published: list[BaseException] = []  # the publisher's failure, if it gave up
+
+        def publish() -> None:
+            try:
+                _publish(clients, workload.events, len(workload.events) / publish_seconds, stop)
+            except BaseException as exc:  # handed to the run, which fails at once
+                published.append(exc)
+
+        publisher = threading.Thread(target=publish, name="campaign-publisher", daemon=True)
         publisher.start()
         began_at: dict[int, float] = {}  # fault index → when it really began
         for at, _order, phase, index in _actions(schedule):
@@ -316,6 +322,8 @@ def run_once(stack_settings: StackSettings, seed: int, run: int, *, events: int 
                 state.sleep_until(max(at, began_at[index] + fault.seconds))
                 state.end(fault)
         wait_until(lambda: not publisher.is_alive(), 600, watch=[state], what="the publisher")
+        if published:  # a workload not all sent cannot be judged: the run fails here, saying why
+            raise TimeoutError(f"the publisher gave up after {state.now():.0f}s: {published[0]}")
         say(f"  {state.now():7.1f}s  all events acknowledged by Kafka; faults over; waiting for quiescence")
         quiet = _quiescence(clients, env, workload, state, quiesce_patience)
         if not quiet:  # a post-mortem: each component's threads, in its log (the CLI's SIGQUIT handler)
