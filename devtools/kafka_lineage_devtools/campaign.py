@@ -27,7 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, OffsetSpec
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from kafka_lineage.processors.identity import dedupe_id
@@ -434,6 +443,18 @@ def _ends(consumer: Consumer, topic: str) -> dict[int, int]:
     return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
 
 
+def _stable_ends(clients: ClientSettings, topic: str) -> tuple[dict[int, int], dict[int, int]]:
+    """Each partition's end for read_committed readers (its last stable offset) and its end."""
+    admin = AdminClient(clients.kafka_config())
+    partitions = sorted(admin.list_topics(topic, timeout=10).topics[topic].partitions)
+    found = []
+    for isolation in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED):
+        answers = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in partitions},
+                                     isolation_level=isolation, request_timeout=30)
+        found.append({tp.partition: future.result().offset for tp, future in answers.items()})
+    return found[0], found[1]
+
+
 def _lags(clients: ClientSettings, env: Mapping[str, str]) -> dict[tuple[str, int], int]:
     """(group, partition) → committed records past the group's committed offset (markers count for nothing)."""
     lags: dict[tuple[str, int], int] = {}
@@ -530,6 +551,9 @@ def _judge(clients: ClientSettings, env: Mapping[str, str], workload: Workload, 
     violations += checks.check_runs_table(runs_live)
     violations += checks.check_lifecycle(outputs)
     violations += checks.check_graph(graph)
+    for topic in (clients.normalized_topic, clients.dlq_topic, clients.drift_topic,
+                  *(f"{group}-{table}-changelog" for table in ("dedupe", "runs", "dataset-schemas"))):
+        violations += checks.check_hanging(topic, *_stable_ends(clients, topic))
     reader = reading_consumer(clients, "campaign-ends")
     try:
         for group_id, topic in _groups(clients, env):

@@ -17,6 +17,7 @@ from kafka_lineage_devtools.campaign_checks import (
     check_dedupe_table,
     check_exactly_once,
     check_graph,
+    check_hanging,
     check_lag,
     check_lifecycle,
     check_offsets,
@@ -140,3 +141,10 @@ def test_graph_and_alert_differences_are_violations_of_check_6() -> None:
     found = check_graph(check(truth, rows, alerts + alerts[:1]))
     assert count_by_check(found) == {GRAPH: 1, ALERTS: 1}
     assert "1 missing" in found[0].message and "1 duplicated" in found[1].message
+
+
+def test_a_partition_whose_stable_end_stays_behind_its_end_holds_a_hanging_transaction() -> None:
+    assert check_hanging("t.normalized", {0: 300, 1: 12}, {0: 300, 1: 12}) == []
+    (violation,) = check_hanging("t.normalized", {0: 169, 1: 12}, {0: 300, 1: 12})
+    assert violation.check == "8 hanging-txn"
+    assert "t.normalized[0]" in violation.message and "131 records" in violation.message
