@@ -600,29 +600,28 @@ class CampaignReport:
     runs: list[RunReport] = field(default_factory=list)
     recorded: list[dict[str, Any]] = field(default_factory=list)  # runs read from the ledger, not run again
 
+    def tallies(self) -> list[dict[str, Any]]:
+        """Every run as a ledger entry tallies it (run, ok, faults and violations by kind): the runs of this
+        invocation and the recorded ones alike."""
+        return [*({"run": run.run, "ok": run.ok, "faults": Counter(i.kind for i in run.injected),
+                   "violations": checks.count_by_check(run.violations)} for run in self.runs), *self.recorded]
+
     @property
     def ok(self) -> bool:
-        return all(run.ok for run in self.runs) and all(entry["ok"] for entry in self.recorded)
+        return all(entry["ok"] for entry in self.tallies())
 
     @property
     def run_count(self) -> int:
         return len(self.runs) + len(self.recorded)
 
     def failed_runs(self) -> list[int]:
-        return sorted([run.run for run in self.runs if not run.ok] +
-                      [entry["run"] for entry in self.recorded if not entry["ok"]])
+        return sorted(entry["run"] for entry in self.tallies() if not entry["ok"])
 
     def faults_by_kind(self) -> Counter[str]:
-        counts = Counter(injected.kind for run in self.runs for injected in run.injected)
-        for entry in self.recorded:
-            counts.update(entry["faults"])
-        return counts
+        return sum((Counter(entry["faults"]) for entry in self.tallies()), Counter())
 
     def violations_by_check(self) -> Counter[str]:
-        counts = Counter(checks.count_by_check(v for run in self.runs for v in run.violations))
-        for entry in self.recorded:
-            counts.update(entry["violations"])
-        return counts
+        return sum((Counter(entry["violations"]) for entry in self.tallies()), Counter())
 
 
 def ledger_entry(report: RunReport, events: int, publish_seconds: float, commit: str) -> dict[str, Any]:
