@@ -70,11 +70,16 @@ MAX_POLL_INTERVAL_MS = 300_000
 # A batch still waiting (graph sink, Neo4j) after this long is given up and read again: a minute below the poll
 # interval leaves room for a query in flight (``query_timeout`` + margin) and the transaction's commit.
 BATCH_SECONDS = MAX_POLL_INTERVAL_MS / 1000 - 60
+# A transaction's publish (begin … commit) not done after this long is abandoned and its producer replaced: a
+# healthy one takes well under a second, and one seen after a broker restart waited minutes in
+# send_offsets_to_transaction for a TxnOffsetCommit answer that never came, past librdkafka's own timeout.
+PUBLISH_SECONDS = 60.0
 T = TypeVar("T")
 
 
-class QueryTimeout(Exception):
-    """A Neo4j query gave no answer within its client-side bound (e.g. a connection that went silent)."""
+class Unanswered(Exception):
+    """A call gave no answer within its client-side bound (a Neo4j connection that went silent, a transactional
+    call waiting on a broker that never replies)."""
 
 
 class BatchExpired(Exception):
@@ -232,7 +237,8 @@ class AlertSink:
         self.alerts = AvroCodec("schema_drift_alert", registry.schema_fetcher(client))
         self.alert_schema_id = registry.registered_id(client, clients.drift_topic, "schema_drift_alert")
         self.driver = alert_driver(clients, settings)
-        self.producer = TransactionalProducer(clients.kafka_config(), transactional_id(settings.group_id))
+        self.transactional_id = transactional_id(settings.group_id)
+        self.producer = self.new_producer()
         self.progress = GraphProgress(clients, settings.graph_group_id)
         self.member = SinkMember(clients, settings.group_id, clients.normalized_topic,
                                  {"max.poll.interval.ms": str(MAX_POLL_INTERVAL_MS)})
@@ -242,6 +248,7 @@ class AlertSink:
         # normalized records read, those not decodable, schema changes found in them (for the report)
         self.read = self.undecodable = self.findings = 0
         self.aborted = 0  # batches given up (transaction aborted, or out of time) and read again
+        self.replaced = 0  # producers replaced because a transactional call hung
         self.stop = threading.Event()
         self._deadline = float("inf")  # the batch in work gives up at this time.monotonic()
 
@@ -250,8 +257,7 @@ class AlertSink:
         # Alerts this sink (or its predecessor) already published: a finding repeated after a restart — records
         # redelivered past the last commit, a processor's repeated batch — must not alert twice. Committed ones
         # only (tail reads read_committed): an aborted transaction's alerts were never published.
-        for alert in tail(self.clients, self.clients.drift_topic, "schema_drift_alert", RECENT_ALERTS, False):
-            self._remember(alert["alertId"])
+        self._seed_recent()
         self.member.subscribe()
         print(f"alert sink ready: {self.clients.normalized_topic} → {self.clients.drift_topic}", flush=True)
         def handle(messages: list[Any]) -> None:
@@ -342,6 +348,15 @@ class AlertSink:
             if finding.produced_at is not None:
                 self.metrics.latency_since("alert", finding.produced_at.timestamp(), published)
 
+    def new_producer(self) -> TransactionalProducer:
+        return TransactionalProducer(self.clients.kafka_config(), self.transactional_id)
+
+    def _seed_recent(self) -> None:
+        """The alert ids on the drift topic now (committed ones: tail reads read_committed)."""
+        self.recent.clear()
+        for alert in tail(self.clients, self.clients.drift_topic, "schema_drift_alert", RECENT_ALERTS, False):
+            self._remember(alert["alertId"])
+
     def _remember(self, identity: str) -> None:
         self.recent[identity] = None
         if len(self.recent) > RECENT_ALERTS:
@@ -399,7 +414,7 @@ class AlertSink:
         backoff = Backoff(cap=10.0)
         while True:
             try:
-                reached, columns = self._bounded(query, self._budget(timeout + QUERY_MARGIN))
+                reached, columns = self._bounded(query, self._budget(timeout + QUERY_MARGIN), "Neo4j")
                 return reached, columns, complete, True
             except (ClientError, TraversalTimeout) as exc:  # refused, or out of time: alert without impact
                 reason = exc.code if isinstance(exc, ClientError) else str(exc)
@@ -407,7 +422,7 @@ class AlertSink:
                         "see the Neo4j log; LINEAGE_ALERT_QUERY_TIMEOUT bounds the query", stage=STAGE,
                         dataset=f"{namespace}/{name}")
                 return [], [], complete, False
-            except (Neo4jError, DriverError, OSError, QueryTimeout) as exc:  # unavailable, restarting, silent
+            except (Neo4jError, DriverError, OSError, Unanswered) as exc:  # unavailable, restarting, silent
                 problem(log, "impact query failed, the alert waits for its downstream list",
                         "check NEO4J_URI and that Neo4j runs", error=exc, retry_in=backoff.delay, stage=STAGE,
                         dataset=f"{namespace}/{name}")
@@ -423,9 +438,10 @@ class AlertSink:
             raise BatchExpired(f"still waiting after {BATCH_SECONDS:.0f}s")
         return min(seconds, left)
 
-    def _bounded(self, work: Callable[[], T], timeout: float) -> T:
-        """``work()`` in a daemon thread, waited for at most ``timeout`` seconds and only while not stopped: a
-        connection that went silent must not hold the sink (its thread ends when the socket times out)."""
+    def _bounded(self, work: Callable[[], T], timeout: float, what: str, *, stoppable: bool = True) -> T:
+        """``work()`` in a daemon thread, waited for at most ``timeout`` seconds (and, if ``stoppable``, only while
+        not stopped): a connection that went silent must not hold the sink (its thread ends when the socket times
+        out)."""
         outcome: dict[str, Any] = {}
         done = threading.Event()
 
@@ -437,14 +453,14 @@ class AlertSink:
             finally:
                 done.set()
 
-        thread = threading.Thread(target=target, name="impact-query", daemon=True)
+        thread = threading.Thread(target=target, name=f"bounded-{what}", daemon=True)
         thread.start()
         deadline = time.monotonic() + timeout
         while not done.wait(0.2):
-            if self.stop.is_set():
+            if stoppable and self.stop.is_set():
                 raise Stopped
             if time.monotonic() >= deadline:
-                raise QueryTimeout(f"no answer from Neo4j within {timeout:.0f}s")
+                raise Unanswered(f"no answer from {what} within {timeout:.0f}s")
         if "error" in outcome:
             raise outcome["error"]
         return outcome["value"]
@@ -458,15 +474,38 @@ class AlertSink:
         if unchecked_by_the_group(membership, self.settings.group_id):
             raise TransactionAborted("the consumer is not a member of its group now (its session expired); the "
                                      "batch is read again")
-        self.producer.begin()
-        for key, value in alerts:
-            self.producer.produce(self.clients.drift_topic, key, value)
-        self.producer.send_offsets(offsets, membership)
-        # a test's crash lands with the records on the broker, not still in a local queue
-        self.crash.reach("before-commit", self.producer.flush)
-        self.producer.commit()
+        producer, abandoned = self.producer, threading.Event()
+
+        def transact() -> None:
+            producer.begin()
+            for key, value in alerts:
+                producer.produce(self.clients.drift_topic, key, value)
+            producer.send_offsets(offsets, membership)
+            # a test's crash lands with the records on the broker, not still in a local queue
+            self.crash.reach("before-commit", producer.flush)
+            if not abandoned.is_set():  # its replacement has fenced it by now: nothing left to commit
+                producer.commit()
+
+        try:
+            # not cut short by a stop: a transaction half done is finished (or abandoned) before the sink closes
+            self._bounded(transact, PUBLISH_SECONDS, "the transaction's publish", stoppable=False)
+        except Unanswered as exc:
+            abandoned.set()
+            self._replace_producer()
+            raise TransactionAborted(f"{exc}; its producer was replaced") from exc
         self.published += len(alerts)
         self.metrics.events_out(STAGE, len(alerts))
+
+    def _replace_producer(self) -> None:
+        """A new producer with the same transactional id in place of one stuck in a call. Its init fences the stuck
+        one and returns once that one's transaction is settled: aborted, or, if its commit was already decided,
+        completed. The committed offsets and drift topic read after it are then final, so the alert ids are read
+        again from the topic: a batch read again must not alert twice for a transaction that did commit."""
+        problem(log, f"a transactional call of {self.transactional_id} hung for {PUBLISH_SECONDS:g}s; a new "
+                "producer with the same id fences it", "nothing to do if the next batch goes through", stage=STAGE)
+        self.producer = self.new_producer()  # the stuck one is left to its thread, never closed under it
+        self.replaced += 1
+        self._seed_recent()
 
     def _close_driver(self) -> None:
         """Close the driver, but never wait long for a query thread still blocked on a silent connection."""

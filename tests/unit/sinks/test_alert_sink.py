@@ -194,3 +194,80 @@ def test_a_batch_out_of_time_is_given_up_and_waits_are_cut_to_what_is_left(monke
     with pytest.raises(sink.BatchExpired):
         alerts._budget(5.0)
     assert sink.BATCH_SECONDS * 1000 < sink.MAX_POLL_INTERVAL_MS
+
+
+class _Producer:
+    """A transactional producer whose ``send_offsets`` may hang until released (a broker that never answers)."""
+
+    def __init__(self, hang: bool) -> None:
+        self.hang, self.release = hang, threading.Event()
+        self.calls: list[str] = []
+
+    def begin(self) -> None:
+        self.calls.append("begin")
+
+    def produce(self, topic: str, key: bytes, value: bytes) -> None:
+        self.calls.append(f"produce {topic}")
+
+    def send_offsets(self, offsets: dict, membership: bytes) -> None:
+        self.calls.append("send_offsets")
+        if self.hang:
+            self.release.wait(30)
+
+    def flush(self) -> None:
+        self.calls.append("flush")
+
+    def commit(self) -> None:
+        self.calls.append("commit")
+
+
+def _publishing_sink(monkeypatch, producers: list[_Producer]):
+    from types import SimpleNamespace
+
+    from kafka_lineage.runtime.crash_points import CrashPoints
+    from kafka_lineage.runtime.metrics import Metrics
+    from kafka_lineage.runtime.transactions import group_metadata
+    from kafka_lineage.sinks.alerts import sink
+
+    alerts = object.__new__(sink.AlertSink)  # the publish path only: no Kafka, no Neo4j
+    alerts.stop = threading.Event()
+    alerts.settings = SimpleNamespace(group_id="alerts")
+    alerts.clients = SimpleNamespace(drift_topic="drift")
+    membership = group_metadata("alerts", 3, "member-1")
+    alerts.member = SimpleNamespace(consumer=SimpleNamespace(consumer_group_metadata=lambda: membership))
+    alerts.crash = CrashPoints({}, "sink")
+    alerts.metrics = Metrics(process_metrics=False)
+    alerts.transactional_id, alerts.published, alerts.replaced = "alerts.abc", 0, 0
+    alerts.producer = producers.pop(0)
+    alerts.new_producer = lambda: producers.pop(0)
+    seeded = []
+    alerts._seed_recent = lambda: seeded.append(True)
+    return alerts, seeded
+
+
+def test_a_publish_that_hangs_is_abandoned_and_its_producer_replaced_by_one_with_the_same_id(monkeypatch) -> None:
+    from kafka_lineage.runtime.transactions import TransactionAborted
+    from kafka_lineage.sinks.alerts import sink
+
+    monkeypatch.setattr(sink, "PUBLISH_SECONDS", 0.3)
+    stuck, fresh = _Producer(hang=True), _Producer(hang=False)
+    alerts, seeded = _publishing_sink(monkeypatch, [stuck, fresh])
+    with pytest.raises(TransactionAborted, match="replaced"):
+        alerts._publish([(b"k", b"v")], {("normalized", 0): 10})
+    assert alerts.producer is fresh and alerts.replaced == 1 and alerts.published == 0
+    assert seeded == [True]  # alert ids read again once the stuck transaction is settled
+    stuck.release.set()  # its call returns at last: it must not commit what was given up
+    for thread in threading.enumerate():
+        if thread.name.startswith("bounded-"):
+            thread.join(5)
+    assert stuck.calls == ["begin", "produce drift", "send_offsets"]
+    alerts._publish([(b"k", b"v")], {("normalized", 0): 10})  # the batch read again goes through the new one
+    assert fresh.calls == ["begin", "produce drift", "send_offsets", "commit"] and alerts.published == 1
+
+
+def test_a_stop_does_not_cut_a_publish_short(monkeypatch) -> None:
+    alerts, _ = _publishing_sink(monkeypatch, [producer := _Producer(hang=True)])
+    threading.Timer(0.2, alerts.stop.set).start()
+    threading.Timer(0.5, producer.release.set).start()
+    alerts._publish([(b"k", b"v")], {("normalized", 0): 10})
+    assert producer.calls[-1] == "commit" and alerts.published == 1
