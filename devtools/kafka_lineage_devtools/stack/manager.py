@@ -176,9 +176,10 @@ class Stack:
         self._pid_file(name).unlink(missing_ok=True)
         return pid is not None
 
-    def down(self, names: Iterable[str] | None = None, timeout: float = 30.0) -> list[str]:
+    def down(self, names: Iterable[str] | None = None, timeout: float = 30.0, *, crash: bool = False) -> list[str]:
         """Stop the processes this stack started, dependants first (the background ones, such as the demo's
-        lineage server, too when no names are given). Returns the names stopped."""
+        lineage server, too when no names are given); ``crash``: SIGKILL at once, no shutdown of their own.
+        Returns the names stopped."""
         chosen = set(names) if names else {s.name for s in SERVICES}
         stopped = [name for name in BACKGROUND if not names and self.down_background(name)]
         for service in reversed(SERVICES):
@@ -186,7 +187,7 @@ class Stack:
                 continue
             pid = self.running_pid(service.name)
             if pid is not None:
-                self._terminate(service.name, pid, timeout)
+                self._terminate(service.name, pid, 0.0 if crash else timeout)
                 stopped.append(service.name)
             self._pid_file(service.name).unlink(missing_ok=True)
         return stopped
@@ -258,17 +259,23 @@ class Stack:
             return False
 
     def _terminate(self, name: str, pid: int, timeout: float) -> None:
-        try:
-            os.killpg(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
+        """SIGTERM, and SIGKILL after ``timeout`` (at once when it is 0); returns once the process is gone."""
+        if timeout > 0:
+            try:
+                os.killpg(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                return
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if _proc_start_time(pid) is None:
                 return
             time.sleep(0.2)
-        self.report(f"{name}: still running after {timeout:.0f}s, killing it")
+        if timeout > 0:
+            self.report(f"{name}: still running after {timeout:.0f}s, killing it")
         try:
             os.killpg(pid, signal.SIGKILL)
         except ProcessLookupError:
             return
+        deadline = time.monotonic() + 30.0  # its ports and files are free once it is gone
+        while _proc_start_time(pid) is not None and time.monotonic() < deadline:
+            time.sleep(0.1)
