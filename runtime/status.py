@@ -11,7 +11,12 @@ short-lived AdminClient:
 - last event per topic: the largest record timestamp of its partitions (``ListOffsets`` with the max-timestamp
   spec, KIP-734) — one request, no consumer, no record fetched;
 - dead letters: sum of (high - low watermark) over the DLQ topic's partitions;
-- drift alerts in the last hour: sum of (end offset - first offset at or after now - 1 h) over the drift topic.
+- drift alerts in the last hour: sum of (end offset - first offset at or after now - 1 h) over the drift topic;
+- hanging transactions on the topics the pipeline itself writes in transactions (normalized, DLQ, drift): a
+  partition whose last stable offset (``ListOffsets`` read_committed) is behind its end, where the record at that
+  offset, the first of the oldest open transaction, is older than ``TRANSACTION_HANG_SECONDS``. No transaction of
+  the pipeline's lives that long (the broker aborts one after 30 s), so its commit or abort markers were lost:
+  read_committed readers stop there for good (a single broker's controlled shutdown can do it; ARCHITECTURE 72).
 
 Every request is bounded (``timeout``, 5 s by default); the Kafka requests run concurrently with the service probes
 and against one shared deadline. A service that is down shows as down with its reason, a Kafka row that cannot be
@@ -28,7 +33,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kafka_lineage.runtime.config import AlertSettings, ClientSettings, ProcessorSettings, SinkSettings
@@ -39,6 +51,9 @@ SERVICES_TIMEOUT_SECONDS = 20.0  # the local stack's probe asks four services on
 DEFAULT_LAG_THRESHOLD = 1000
 ALERT_WINDOW_SECONDS = 3600
 KAFKA_UNREACHABLE = "Kafka unreachable"
+# A transaction on the pipeline's topics open longer than this has lost its markers: the pipeline's producers ask
+# for a 30 s transaction timeout, after which the broker aborts (it looks every 10 s); four times that is no race.
+TRANSACTION_HANG_SECONDS = 120
 
 # Stage -> the ClientSettings attribute naming the topic its group consumes:
 # processors/stream.py (the Faust agent reads clients.events_topic), sinks/graph/sink.py and sinks/alerts/sink.py
@@ -150,6 +165,31 @@ class TopicCount:
 
 
 @dataclass(frozen=True)
+class HangingTransaction:
+    """A partition whose read_committed readers stop at ``stable_end``: a transaction opened at ``opened_ms`` and
+    never ended holds the ``end - stable_end`` records from there on."""
+
+    topic: str
+    partition: int
+    stable_end: int
+    end: int
+    opened_ms: int
+
+
+def hanging_transactions(stable_ends: Mapping[tuple[str, int], int], ends: Mapping[tuple[str, int], int],
+                         opened_ms: Mapping[tuple[str, int], int], now: float,
+                         hang_seconds: float = TRANSACTION_HANG_SECONDS) -> tuple[HangingTransaction, ...]:
+    """The partitions whose oldest open transaction (first record's timestamp in ``opened_ms``) began more than
+    ``hang_seconds`` before ``now``; a partition whose stable end is its end has none open."""
+    found = []
+    for key in sorted(stable_ends):
+        stable, end, opened = stable_ends[key], ends.get(key), opened_ms.get(key)
+        if end is not None and opened is not None and stable < end and now - opened / 1000 > hang_seconds:
+            found.append(HangingTransaction(key[0], key[1], stable, end, opened))
+    return tuple(found)
+
+
+@dataclass(frozen=True)
 class PipelineStatus:
     checked_at: float  # epoch seconds
     kafka_bootstrap: str
@@ -158,6 +198,8 @@ class PipelineStatus:
     dead_letters: TopicCount
     alerts_last_hour: TopicCount
     kafka_error: str = ""  # set when Kafka did not answer at all: every Kafka row is unavailable
+    hanging: tuple[HangingTransaction, ...] = ()
+    hanging_error: str = ""
     lag_threshold: int = DEFAULT_LAG_THRESHOLD
     alert_window_seconds: int = ALERT_WINDOW_SECONDS
 
@@ -198,6 +240,13 @@ def degraded_reasons(status: PipelineStatus) -> list[str]:
         reasons.append(f"dead letters present: {dlq.count} in {dlq.topic}")
     if status.alerts_last_hour.error:
         reasons.append(f"drift alerts unavailable: {status.alerts_last_hour.error}")
+    if status.hanging_error:
+        reasons.append(f"open transactions not checked: {status.hanging_error}")
+    for hang in status.hanging:
+        reasons.append(
+            f"{hang.topic}[{hang.partition}]: a transaction open since {iso_time(hang.opened_ms / 1000)} was never "
+            f"ended (its markers were lost): read_committed readers stop at offset {hang.stable_end}, "
+            f"{hang.end - hang.stable_end} records before the end; see README, \"Hanging transactions\"")
     return reasons
 
 
@@ -266,10 +315,11 @@ class _Deadline:
 
 
 def _offsets(admin: AdminClient, tps: Sequence[tuple[str, int]], spec: OffsetSpec, deadline: _Deadline,
-             timeout: float) -> Callable[[], tuple[dict[tuple[str, int], Any], dict[str, str]]]:
+             timeout: float, isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
+             ) -> Callable[[], tuple[dict[tuple[str, int], Any], dict[str, str]]]:
     """Send a ListOffsets request now; the returned function waits for it: (results, topic -> first error)."""
-    futures = (admin.list_offsets({TopicPartition(t, p): spec for t, p in tps}, request_timeout=timeout)
-               if tps else {})
+    futures = (admin.list_offsets({TopicPartition(t, p): spec for t, p in tps}, isolation_level=isolation,
+                                  request_timeout=timeout) if tps else {})
 
     def wait() -> tuple[dict[tuple[str, int], Any], dict[str, str]]:
         results: dict[tuple[str, int], Any] = {}
@@ -345,6 +395,9 @@ def _collect_kafka(clients: ClientSettings, groups: Mapping[str, str], stage_top
     wait_high = _offsets(admin, tps, OffsetSpec.latest(), deadline, timeout)
     wait_newest = _offsets(admin, tps, OffsetSpec.max_timestamp(), deadline, timeout)
     wait_since = _offsets(admin, drift_tps, OffsetSpec.for_timestamp(since_ms), deadline, timeout)
+    transactional_tps = [(t, p) for t, p in tps if t in (clients.normalized_topic, dlq_topic, drift_topic)]
+    wait_stable = _offsets(admin, transactional_tps, OffsetSpec.latest(), deadline, timeout,
+                           IsolationLevel.READ_COMMITTED)
     committed_futures = {
         stage: admin.list_consumer_group_offsets(
             [ConsumerGroupTopicPartitions(group, [TopicPartition(stage_topics[stage], p)
@@ -359,6 +412,7 @@ def _collect_kafka(clients: ClientSettings, groups: Mapping[str, str], stage_top
     high, high_errors = wait_high()
     newest, newest_errors = wait_newest()
     since, since_errors = wait_since()
+    stable, stable_errors = wait_stable()
 
     def offsets_error(topic: str) -> str:
         return missing.get(topic) or low_errors.get(topic) or high_errors.get(topic) or ""
@@ -411,7 +465,44 @@ def _collect_kafka(clients: ClientSettings, groups: Mapping[str, str], stage_top
                         None if drift_error else count_since(by_partition(high, drift_topic),
                                                              by_partition(since, drift_topic)),
                         drift_newest, drift_error, drift_newest_error)
-    return {"stages": tuple(stages), "dead_letters": dead_letters, "alerts_last_hour": alerts}
+    hanging: tuple[HangingTransaction, ...] = ()
+    hanging_error = next(iter(stable_errors.values()), "")
+    if not hanging_error:
+        stable_ends = {key: info.offset for key, info in stable.items()}
+        ends = {key: info.offset for key, info in high.items()}
+        behind = {key: offset for key, offset in stable_ends.items() if key in ends and offset < ends[key]}
+        try:
+            hanging = hanging_transactions(stable_ends, ends, _first_timestamps(clients, behind, timeout), now)
+        except Exception as exc:
+            hanging_error = _error_text(exc)
+    return {"stages": tuple(stages), "dead_letters": dead_letters, "alerts_last_hour": alerts,
+            "hanging": hanging, "hanging_error": hanging_error}
+
+
+def _first_timestamps(clients: ClientSettings, at: Mapping[tuple[str, int], int], timeout: float
+                      ) -> dict[tuple[str, int], int]:
+    """The timestamp of the record at each (topic, partition) → offset, read uncommitted (there: the first record of
+    an open transaction); one short-lived consumer, in no group's books. A partition whose record does not come
+    within ``timeout`` is left out (not known to hang)."""
+    if not at:
+        return {}
+    reader = Consumer(clients.kafka_config({"group.id": "lineage-status", "enable.auto.commit": False,
+                                            "isolation.level": "read_uncommitted", "log_level": 0}))
+    try:
+        reader.assign([TopicPartition(topic, partition, offset) for (topic, partition), offset in at.items()])
+        found: dict[tuple[str, int], int] = {}
+        deadline = time.monotonic() + timeout
+        while len(found) < len(at) and time.monotonic() < deadline:
+            message = reader.poll(0.2)
+            if message is None or message.error() is not None:
+                continue
+            key = (message.topic(), message.partition())
+            if key in at and key not in found and message.offset() >= at[key]:
+                found[key] = message.timestamp()[1]
+                reader.pause([TopicPartition(*key)])
+        return found
+    finally:
+        reader.close()
 
 
 # --- as plain values ---------------------------------------------------------------------------------------------
@@ -455,5 +546,8 @@ def status_json(status: PipelineStatus) -> dict[str, Any]:
         "dead_letters": count(status.dead_letters),
         "drift_alerts_last_hour": {**count(status.alerts_last_hour),
                                    "since": iso_time(status.checked_at - status.alert_window_seconds)},
+        "hanging_transactions": [{"topic": h.topic, "partition": h.partition, "stable_end": h.stable_end,
+                                  "end": h.end, "opened": _ms_json(h.opened_ms)} for h in status.hanging],
+        "hanging_transactions_error": status.hanging_error or None,
         "lag_threshold": status.lag_threshold,
     }

@@ -188,6 +188,7 @@ class Stack:
             pid = self.running_pid(service.name)
             if pid is not None:
                 self._terminate(service.name, pid, 0.0 if crash else timeout)
+                self._wait_ports_closed(service)
                 stopped.append(service.name)
             self._pid_file(service.name).unlink(missing_ok=True)
         return stopped
@@ -233,6 +234,15 @@ class Stack:
                 raise StackError(f"{service.name}: cannot launch {launch.command[0]}: {exc}") from None
         self._record(service.name, process, launch.command)
         self.report(f"{service.name:9} starting (pid {process.pid}, log {log_path})")
+
+    def _wait_ports_closed(self, service: Service, timeout: float = 30.0) -> None:
+        """Until nothing listens on the service's ports: a killed JVM's main thread shows as a zombie while its
+        other threads, which hold the sockets, are still exiting (a crash restart found its port taken)."""
+        deadline = time.monotonic() + timeout
+        while any(port_open(port, 0.2) for port in service.ports(self.settings)):
+            if time.monotonic() > deadline:
+                raise StackError(f"{service.name}: its ports are still open {timeout:.0f}s after it was stopped")
+            time.sleep(0.1)
 
     def _check_ports_free(self, service: Service) -> None:
         if self.running_pid(service.name) is not None:

@@ -197,3 +197,28 @@ def test_status_is_truthful_when_a_service_stops(stack_settings: StackSettings, 
     connect = _service(after, "connect")
     assert connect.up and connect.pid not in (None, stopped_pid)
     assert not any(reason.startswith("service connect") for reason in after.reasons)
+
+
+def test_a_transaction_open_for_an_hour_shows_as_hanging_until_it_ends(pipeline: Pipeline) -> None:
+    """The first record of an open transaction on the normalized topic stamped an hour ago: no transaction of the
+    pipeline lives that long, so its markers were lost; aborted, the partition is readable to its end again."""
+    clients = pipeline.clients
+    producer = Producer({"bootstrap.servers": clients.kafka_bootstrap_servers,
+                         "transactional.id": f"test.status.{uuid.uuid4().hex[:8]}", "transaction.timeout.ms": 60_000})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    hour_ago = int(time.time() * 1000) - 3_600_000
+    producer.produce(clients.normalized_topic, b"v", b"k", partition=1, timestamp=hour_ago)
+    assert producer.flush(30) == 0
+    try:
+        status = collect_status(None, clients, pipeline.groups)
+        assert not status.hanging_error
+        assert [(h.topic, h.partition, h.end - h.stable_end, h.opened_ms) for h in status.hanging] == [
+            (clients.normalized_topic, 1, 1, hour_ago)]
+        assert any(reason.startswith(f"{clients.normalized_topic}[1]: a transaction open since ")
+                   for reason in status.reasons)
+    finally:
+        producer.abort_transaction(30)
+    after = collect_status(None, clients, pipeline.groups)
+    assert after.hanging == () and not after.hanging_error
+    assert status_json(after)["hanging_transactions"] == []

@@ -13,6 +13,7 @@ from kafka_lineage.app.status import format_lag, format_status
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.status import (
     STAGE_TOPICS,
+    HangingTransaction,
     PartitionLag,
     PipelineStatus,
     ServiceState,
@@ -22,6 +23,7 @@ from kafka_lineage.runtime.status import (
     count_since,
     default_groups,
     exit_code,
+    hanging_transactions,
     partition_lags,
     stage_topic,
     status_json,
@@ -218,3 +220,22 @@ def test_nothing_running_is_reported_not_raised(tmp_path: Path) -> None:
     assert status.kafka_error and exit_code(status) == 2
     assert all(s.lag is None and s.lag_error == "Kafka unreachable" for s in status.stages)
     assert status.dead_letters.count is None and status.alerts_last_hour.count is None
+
+
+# --- hanging transactions -----------------------------------------------------------------------------------------
+def test_a_transaction_open_past_the_bound_hangs_a_younger_one_or_none_does_not() -> None:
+    stable = {("n", 0): 5, ("n", 1): 7, ("n", 2): 9, ("d", 0): 3}
+    ends = {("n", 0): 9, ("n", 1): 8, ("n", 2): 9, ("d", 0): 4}
+    opened = {("n", 0): int((NOW - 121) * 1000), ("n", 1): int((NOW - 119) * 1000), ("d", 0): int((NOW - 3600) * 1000)}
+    assert hanging_transactions(stable, ends, opened, NOW, 120) == (
+        HangingTransaction("d", 0, 3, 4, int((NOW - 3600) * 1000)),
+        HangingTransaction("n", 0, 5, 9, int((NOW - 121) * 1000)))
+    assert hanging_transactions(stable, ends, {}, NOW, 120) == ()  # first records not read: not known to hang
+
+
+def test_a_hanging_transaction_degrades_with_where_readers_stop() -> None:
+    status = _status(hanging=(HangingTransaction("t.normalized", 1, 40, 52, int((NOW - 600) * 1000)),))
+    assert status.reasons == (
+        "t.normalized[1]: a transaction open since 2027-01-15T07:50:00Z was never ended (its markers were lost): "
+        "read_committed readers stop at offset 40, 12 records before the end; see README, \"Hanging transactions\"",)
+    assert _status(hanging_error="boom").reasons == ("open transactions not checked: boom",)
