@@ -19,6 +19,16 @@ from kafka_lineage_devtools.stack.config import StackSettings
 from kafka_lineage_devtools.stack.services import SERVICES, SERVICES_BY_NAME, NotReady, Service, port_open
 
 
+def ephemeral_ports(ports: Iterable[int], port_range: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")
+                    ) -> list[int]:
+    """Those of ``ports`` the kernel may hand out as a client's local port."""
+    try:
+        low, high = (int(bound) for bound in port_range.read_text().split())
+    except (OSError, ValueError):
+        return []
+    return [port for port in ports if low <= port <= high]
+
+
 class StackError(RuntimeError):
     """A service could not be started or stopped; the message is one line naming it and its log."""
 
@@ -127,6 +137,10 @@ class Stack:
         wanted = self._with_dependencies(names)
         for service in wanted:  # fail fast, before any download, if a port is held by someone else
             self._check_ports_free(service)
+            for port in ephemeral_ports(service.ports(self.settings)):
+                self.report(f"warning: {service.name}'s port {port} is in the kernel's ephemeral range: a client "
+                            "reconnecting while the service is down can take it (a connection to itself), and the "
+                            "service then cannot restart; choose ports below it (LINEAGE_*_PORT)")
         for service in wanted:
             self.report(f"fetching {service.name} (cached after the first time) ...")
             service.fetch(self.settings)

@@ -99,3 +99,11 @@ def test_private_files_are_created_owner_only_even_over_a_readable_one(tmp_path)
     write_private(fresh, "s3cret")
     assert existing.read_text() == "new" and fresh.read_text() == "s3cret"
     assert (existing.stat().st_mode & 0o777, fresh.stat().st_mode & 0o777) == (0o600, 0o600)
+
+
+def test_ports_in_the_kernel_s_ephemeral_range_are_named(tmp_path) -> None:
+    from kafka_lineage_devtools.stack.manager import ephemeral_ports
+
+    (tmp_path / "range").write_text("32768\t60999\n")
+    assert ephemeral_ports([9092, 32768, 39092, 60999, 61000], tmp_path / "range") == [32768, 39092, 60999]
+    assert ephemeral_ports([39092], tmp_path / "missing") == []
