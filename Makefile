@@ -40,7 +40,7 @@ test: lint $(UI_BUILT) $(BROWSER_STAMP)
 	$(VENV)/bin/pytest
 
 faults: $(STAMP)
-	$(VENV)/bin/pytest -m fault
+	$(VENV)/bin/pytest -m 'fault or campaign'
 
 # For `lineage bench peer` only (not part of install or test): Debian's PostgreSQL, and Marquez's API server with its
 # jars (its published artifact, else its source release given as MARQUEZ_SOURCE=<checkout or git dir>, built with
