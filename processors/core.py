@@ -37,9 +37,11 @@ from kafka_lineage.processors.normalize import NormalizeCache, Rename
 from kafka_lineage.processors.ordering import Released, RunReorderBuffer, event_instant, lifecycle_rank
 from kafka_lineage.processors.schema_state import (
     head_version,
-    replaced_chunks,
-    schema_entries,
     stored_fields,
+    version_deletions,
+    version_entries,
+    version_fields,
+    version_key,
 )
 from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.openlineage import (
@@ -51,7 +53,8 @@ from kafka_lineage.schemas.openlineage import (
     validate_event,
 )
 from kafka_lineage.schemas.partitions import DEFAULT_PATTERNS, PathPatterns
-from kafka_lineage.schemas.schema_diff import FieldChange, detect_drift, schema_fields, schema_version, should_store
+from kafka_lineage.schemas.schema_diff import drift_between, schema_fields, schema_version, should_store
+from kafka_lineage.schemas.schema_history import DEFAULT_HISTORY_LIMIT, SchemaHistory
 from kafka_lineage.schemas.wire import AvroCodec, FrozenRecord, WireFormatError
 
 log = logging.getLogger(__name__)
@@ -132,8 +135,10 @@ class ProcessorCore:
                  dedupe_ttl_seconds: float = 86_400.0, aliases: dict[str, str] | None = None,
                  facets: FacetCache | None = None,
                  max_event_time_ahead_seconds: float = MAX_EVENT_TIME_AHEAD_SECONDS,
-                 partition_patterns: PathPatterns = DEFAULT_PATTERNS) -> None:
+                 partition_patterns: PathPatterns = DEFAULT_PATTERNS,
+                 schema_history_limit: int = DEFAULT_HISTORY_LIMIT) -> None:
         self.codec = codec
+        self.schema_history_limit = schema_history_limit
         # The tables are read here and written by the shell (from the Output's staged writes).
         self.runs = runs
         self.schemas = schemas
@@ -382,7 +387,9 @@ class ProcessorCore:
         out.schema_writes.append((dataset, key, value))
 
     def _drift(self, event: dict[str, Any], out: Output) -> list[Any]:
-        """Schema changes on the event's output datasets; the per-dataset state changes only with the version."""
+        """Schema changes on the event's output datasets, by event time whatever the arrival order (issue 34): each
+        dataset's state is its schema history (``schemas/schema_history``); it changes only with a version or a
+        late observation, so an in-order run writing the newest version costs nothing."""
         datasets = list(event.get("outputs") or [])
         if isinstance(event.get("dataset"), dict):
             datasets.append(event["dataset"])
@@ -397,45 +404,60 @@ class ProcessorCore:
             version = self.facets.derived(dataset["facets"]["schema"], "schema-version",
                                           lambda schema: schema_version(schema["fields"]))
             head = self._schema_entry(key)
-            if not isinstance(head, dict):
-                head = None
-            stored_version = head_version(head) if head else None
-            if stored_version == version and "version" in head:  # the common case: no change
-                continue
-            previous = None
-            if head is not None:
-                old_fields = stored_fields(_Overlay(self._pending_schemas, self.schemas), key, head)
-                previous = (old_fields, head.get("eventTime"))
-            finding = self._finding(previous, fields, event_time, namespace, name, stored_version)
-            if finding is not None:
-                findings.append(finding)
-            if head is None or (should_store(head.get("eventTime"), event_time) and stored_version != version):
-                for entry, value in schema_entries(key, fields, event_time, version).items():
-                    self._stage_schema(key, entry, value, out)
-                for entry in replaced_chunks(key, head):
-                    self._stage_schema(key, entry, None, out)
-            elif "version" not in head:  # a head of the earlier layout: rewritten in this one, once
-                for entry, value in schema_entries(key, previous[0] or [], head.get("eventTime"),
-                                                   stored_version).items():
-                    self._stage_schema(key, entry, value, out)
+            head = head if isinstance(head, dict) else None
+            if head is not None and "history" in head and head.get("version") == version \
+                    and should_store(head.get("eventTime"), event_time):
+                continue  # the common case: the newest version again, in order
+            findings += self._observe_schema(key, namespace, name, head, fields, version, event_time, out)
         return findings
 
-    def _finding(self, previous: tuple[Any, Any] | None, fields: list[Any], event_time: Any, namespace: str,
-                 name: str, stored_version: str | None) -> Any:
-        if previous is not None and previous[0] is None:  # a chunk of the stored schema is missing: no field diff
-            if not should_store(previous[1], event_time):
-                return None
-            finding = detect_drift(([], previous[1]), fields, event_time, namespace, name)
-            if finding is None:
-                return None
-            finding = replace(finding, previous_version=stored_version or "", previous_schema="",
-                              changes=(FieldChange("", "OTHER", None, None, "UNKNOWN"),), severity="UNKNOWN")
+    def _observe_schema(self, key: str, namespace: str, name: str, head: dict[str, Any] | None, fields: list[Any],
+                        version: str, event_time: Any, out: Output) -> list[Any]:
+        table = _Overlay(self._pending_schemas, self.schemas)
+        history, known = self._schema_history(key, head, out)
+        before = history.entries()
+        changes = history.observe(event_time if isinstance(event_time, str) else "", version)
+        if history.entries() == before:
+            return []  # a repeat, or a head of the earlier layout rewritten already by _schema_history
+        if version not in known:
+            for entry, value in version_entries(key, fields, version).items():
+                self._stage_schema(key, entry, value, out)
+        findings = []
+        for change in changes:
+            old = fields if change.previous_version == version else version_fields(table, key, change.previous_version)
+            new = fields if change.version == version else version_fields(table, key, change.version)
+            finding = drift_between(old, new or [], change.previous_version, change.version, change.previous_time,
+                                    change.at, namespace, name)
+            findings.append(replace(finding, previous_schema=_bounded_text(finding.previous_schema),
+                                    new_schema=_bounded_text(finding.new_schema), late=change.late,
+                                    supersedes=change.supersedes, beyond_history=change.beyond_history))
+        newest_time, newest_version = history.latest() or (event_time, version)
+        self._stage_schema(key, key, {"version": newest_version, "eventTime": newest_time,
+                                      "history": history.entries(), "revealed": history.revealed(),
+                                      "truncated": history.truncated}, out)
+        for gone in sorted((known | {version}) - history.versions()):
+            for entry in version_deletions(key, gone, table.get(version_key(key, gone))):
+                self._stage_schema(key, entry, None, out)
+        return findings
+
+    def _schema_history(self, key: str, head: dict[str, Any] | None, out: Output) -> tuple[SchemaHistory, set[str]]:
+        """The dataset's history and the versions whose fields are kept; a head of the earlier layout (the newest
+        schema only) becomes a history of one observation, its fields a version entry."""
+        if head is None:
+            return SchemaHistory(limit=self.schema_history_limit), set()
+        if "history" in head:
+            history = SchemaHistory(head["history"], revealed=head.get("revealed") or (),
+                                    limit=self.schema_history_limit, truncated=bool(head.get("truncated")))
+            return history, history.versions()
+        version = head_version(head)
+        table = _Overlay(self._pending_schemas, self.schemas)
+        if "chunks" in head:  # its chunks are already where a version entry finds them
+            self._stage_schema(key, version_key(key, version), {"chunks": head["chunks"]}, out)
         else:
-            finding = detect_drift(previous, fields, event_time, namespace, name)
-            if finding is None:
-                return None
-        return replace(finding, previous_schema=_bounded_text(finding.previous_schema),
-                       new_schema=_bounded_text(finding.new_schema))
+            for entry, value in version_entries(key, stored_fields(table, key, head) or [], version).items():
+                self._stage_schema(key, entry, value, out)
+        history = SchemaHistory([[head.get("eventTime") or "", version]], limit=self.schema_history_limit)
+        return history, {version}
 
 
 class _Overlay:

@@ -9,6 +9,11 @@ chunks. Every entry is thus at most about ``CHUNK_CHARS`` characters, well under
 wide the table (its field count is bounded at validation).
 
 Heads written before this layout (``{"fields": [...], "eventTime": ...}``) are still read.
+
+With the event-time history of issue 34 (``schemas/schema_history``), the head keeps the dataset's history
+(``history``: [eventTime, version] oldest first, ``revealed``, ``truncated``) and the newest version and time, and
+every version in the history has its fields in a *version entry* of its own (``version_entries``: inline, or
+chunked as above), written before the head and deleted after it once the version leaves the history.
 """
 
 from __future__ import annotations
@@ -89,3 +94,30 @@ def replaced_chunks(key: str, head: dict[str, Any] | None) -> list[str]:
     if not head or "chunks" not in head:
         return []
     return [chunk_key(key, head["version"], index) for index in range(int(head["chunks"]))]
+
+
+def version_key(key: str, version: str) -> str:
+    return f"{key}\x1f{version}"
+
+
+def version_entries(key: str, fields: list[Any], version: str) -> dict[str, Any]:
+    """The entries that keep one version's fields: chunks first (wide schemas), the version entry last."""
+    entries = schema_entries(key, fields, None, version)
+    head = entries.pop(key)
+    entries[version_key(key, version)] = {"fields": head["fields"]} if "fields" in head else {"chunks": head["chunks"]}
+    return entries
+
+
+def version_fields(table: Mapping[str, Any], key: str, version: str) -> list[Any] | None:
+    """A version's fields from its version entry, or None if the entry or one of its chunks is missing."""
+    entry = table.get(version_key(key, version))
+    if not isinstance(entry, dict):
+        return None
+    return stored_fields(table, key, {**entry, "version": version})
+
+
+def version_deletions(key: str, version: str, entry: Any) -> list[str]:
+    """The keys that go when a version leaves the history: its chunks, then its version entry."""
+    chunks = [chunk_key(key, version, index) for index in range(int(entry.get("chunks", 0)))] \
+        if isinstance(entry, dict) else []
+    return [*chunks, version_key(key, version)]

@@ -36,6 +36,7 @@ __all__ = [
     "FieldChange",
     "detect_drift",
     "diff_schemas",
+    "drift_between",
     "overall_severity",
     "schema_fields",
     "schema_version",
@@ -333,6 +334,9 @@ class DriftFinding:
     event_time: str
     changes: tuple[FieldChange, ...]
     severity: str
+    late: bool = False  # revealed by an observation older than the newest known (schema_history)
+    supersedes: tuple[str, str, str] | None = None  # (previous version, new version, changedAt) it splits
+    beyond_history: bool = False
 
     def as_record(self) -> dict[str, Any]:
         """The ``DatasetSchemaChange`` record of ``normalized_event.avsc``."""
@@ -346,11 +350,32 @@ class DriftFinding:
             "previousEventTime": self.previous_event_time,
             "changes": [change.as_record() for change in self.changes],
             "severity": self.severity,
+            "changedAt": self.event_time,
+            "late": self.late,
+            "supersedes": None if self.supersedes is None else dict(zip(
+                ("previousVersion", "newVersion", "changedAt"), self.supersedes, strict=True)),
+            "beyondHistory": self.beyond_history,
         }
 
 
 def _json(fields: Any) -> str:
     return json.dumps(fields, separators=(",", ":"), ensure_ascii=False)
+
+
+def drift_between(old_fields: Sequence[dict[str, Any]] | None, new_fields: Sequence[dict[str, Any]],
+                  old_version: str, new_version: str, previous_time: str, changed_at: str, namespace: str = "",
+                  name: str = "") -> DriftFinding:
+    """The finding for a change from ``old_fields`` (last seen at ``previous_time``) to ``new_fields`` (first seen at
+    ``changed_at``); ``old_fields`` None: not known any more (a missing chunk), the change unclassified."""
+    if old_fields is None:
+        changes = [FieldChange("", OTHER, None, None, UNKNOWN)]
+        return DriftFinding(namespace, name, old_version, new_version, "", _json(new_fields), previous_time,
+                            changed_at, tuple(changes), UNKNOWN)
+    changes = diff_schemas(old_fields, new_fields)
+    if not changes:  # versions differ but no field-level difference found: still report, unclassified
+        changes = [FieldChange("", OTHER, None, None, UNKNOWN)]
+    return DriftFinding(namespace, name, old_version, new_version, _json(old_fields), _json(new_fields),
+                        previous_time, changed_at, tuple(changes), overall_severity(changes))
 
 
 def detect_drift(previous: tuple[Sequence[dict[str, Any]], str] | None, new_fields: Sequence[dict[str, Any]] | None,

@@ -142,7 +142,12 @@ def test_a_wide_schema_is_stored_in_bounded_entries_and_its_changes_are_found_af
     assert change["previousSchema"] == change["newSchema"] == ""  # too wide to repeat in the finding
     assert tables.largest <= CHUNK_CHARS + 100
     chunk_versions = {key.split("\x1f")[1] for key in tables.schemas if "\x1f" in key}
-    assert chunk_versions == {change["newVersion"]}  # the replaced version's chunks were deleted
+    assert chunk_versions == {change["previousVersion"], change["newVersion"]}  # both in the history
+    third = tables.core(schema_history_limit=2)  # a third version pushes the first out of a history of two
+    out = tables.apply(third, third.process(_incoming([_event(runs[2], "COMPLETE", 3, _schema(12_000, 5))], 2), 3.0))
+    (latest,) = [c for _, r in out.normalized for c in r["schemaChanges"]]
+    chunk_versions = {key.split("\x1f")[1] for key in tables.schemas if "\x1f" in key}
+    assert chunk_versions == {latest["previousVersion"], latest["newVersion"]}  # the first one's entries deleted
 
 
 def test_schema_state_is_staged_so_a_crash_before_the_write_repeats_the_finding() -> None:
@@ -222,3 +227,31 @@ def test_an_event_time_far_ahead_of_its_kafka_timestamp_is_a_dead_letter() -> No
     assert [d["errorClass"] for _, d in out.dead_letters] == ["event-time-in-future"]
     assert "9999-12-31T23:59:59Z" in out.dead_letters[0][1]["errorMessage"]
     assert len(out.normalized) == 1
+
+
+def _amount(kind: str) -> list[dict]:
+    fields = [{"name": "id", "type": "bigint"}, {"name": "amount", "type": kind}]
+    return [{"namespace": "postgres://db:5432", "name": "shop.orders", "facets": {"schema": {
+        "_producer": PRODUCER, "_schemaURL": "https://openlineage.io/spec/facets/1-1-1/SchemaDatasetFacet.json",
+        "fields": fields}}}]
+
+
+def test_a_change_is_found_whatever_order_its_runs_arrive_in_and_marked_late_when_it_came_late() -> None:
+    # issue 34: day 2's run (amount: string) arrives before day 1's (amount: int)
+    tables = Tables()
+    core = tables.core()
+    day2, day1 = _event(str(uuid.uuid4()), "START", 86_400 + 5, _amount("string")), \
+        _event(str(uuid.uuid4()), "START", 5, _amount("int"))
+    out = tables.apply(core, core.process(_incoming([day2]), 1.0))
+    assert len(out.normalized) == 1 and out.normalized[0][1]["schemaChanges"] == []  # the first: a baseline
+    restarted = tables.core()  # and a restart in between: the history is in the table
+    out = tables.apply(restarted, restarted.process(_incoming([day1], 1), 2.0))
+    (change,) = [c for _, r in out.normalized for c in r["schemaChanges"]]
+    assert [(c["path"], c["kind"], c["oldType"], c["newType"]) for c in change["changes"]] == [
+        ("amount", "TYPE_CHANGED", "int", "string")]
+    assert change["severity"] == "BREAKING" and change["late"] is True
+    assert (change["previousEventTime"], change["changedAt"]) == (day1["eventTime"], day2["eventTime"])
+    # the same run again (a redelivery of day 1) reveals nothing new
+    again = tables.core()
+    out = tables.apply(again, again.process(_incoming([day1], 2), 3.0))
+    assert out.duplicates == 1
