@@ -56,6 +56,7 @@ from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, WireFormatError
 from kafka_lineage.sinks.consumer import SinkMember, batch_offsets, consume_loop, throttled
+from kafka_lineage.sinks.graph.model import utc_time
 from kafka_lineage.sinks.graph.queries import Reached, ReachedField, TraversalTimeout, column_impact, impact
 from kafka_lineage.sinks.graph.sink import driver_for
 
@@ -175,6 +176,8 @@ def build_alert(change: dict[str, Any], event: dict[str, Any], impacted: list[Re
         "impactedColumns": column_list[:limit],
         "impactTruncated": len(impacted) > limit or len(column_list) > limit,
         "impactComplete": complete,
+        "changedAt": change.get("changedAt"), "late": bool(change.get("late")),
+        "supersedes": change.get("supersedes"), "beyondHistory": bool(change.get("beyondHistory")),
     }
 
 
@@ -405,8 +408,11 @@ class AlertSink:
         namespace, name, fields = change["namespace"], change["name"], changed_fields(change)
         depth, limit, timeout = self.settings.depth, self.settings.max_impacted + 1, self.settings.query_timeout
 
+        # A late change happened before others already alerted: its impact is the lineage as it was then
+        as_of = utc_time(change.get("changedAt")) if change.get("late") else None
+
         def query() -> tuple[list[Reached], list[ReachedField]]:
-            reached = impact(self.driver, namespace, name, depth, limit, timeout=timeout)
+            reached = impact(self.driver, namespace, name, depth, limit, timeout=timeout, as_of=as_of)
             columns = column_impact(self.driver, namespace, name, fields, depth, limit, timeout=timeout) \
                 if fields else []
             return reached, columns

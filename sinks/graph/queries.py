@@ -308,10 +308,10 @@ def traverse(driver: Driver, namespace: str, name: str, depth: int = 5, directio
 
 
 def impact(driver: Driver, namespace: str, name: str, depth: int = 5, limit: int = 1000,
-           timeout: float | None = DEFAULT_TIMEOUT) -> list[Reached]:
-    """Jobs and datasets downstream of a dataset, nearest first. ``timeout``: the walk's time budget, in seconds
-    (each level's query carries what is left of it as its server-side timeout)."""
-    return _whole(traverse(driver, namespace, name, depth, "down", limit, timeout), timeout)
+           timeout: float | None = DEFAULT_TIMEOUT, as_of: str | None = None) -> list[Reached]:
+    """Jobs and datasets downstream of a dataset, nearest first (``as_of``: as the graph was then). ``timeout``: the
+    walk's time budget, in seconds (each level's query carries what is left of it as its server-side timeout)."""
+    return _whole(traverse(driver, namespace, name, depth, "down", limit, timeout, as_of), timeout)
 
 
 def upstream(driver: Driver, namespace: str, name: str, depth: int = 5, limit: int = 1000,

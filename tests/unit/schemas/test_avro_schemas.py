@@ -75,7 +75,10 @@ def test_drift_alert_reuses_the_change_types_of_the_normalized_event() -> None:
              "impactDepth": 5,
              "impactedJobs": [{"namespace": "n", "name": "down", "depth": 1}], "impactedDatasets": [],
              "impactTruncated": False, "changeId": "c", "impactComplete": False,
-             "impactedColumns": [{"namespace": "n", "name": "down", "field": "a", "depth": 1}]}
+             "impactedColumns": [{"namespace": "n", "name": "down", "field": "a", "depth": 1}],
+             "changedAt": "2024-01-01T00:00:00Z", "late": True,
+             "supersedes": {"previousVersion": "1", "newVersion": "3", "changedAt": "2024-01-02T00:00:00Z"},
+             "beyondHistory": False}
     assert _round_trip("schema_drift_alert", alert) == alert
 
 
