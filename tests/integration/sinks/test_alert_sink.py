@@ -178,3 +178,22 @@ def test_a_change_and_its_downstream_runs_in_one_shuffled_burst_give_the_true_im
     assert alert["impactedColumns"] == [{"namespace": LAKE, "name": clean, "field": "id", "depth": 1},
                                         {"namespace": LAKE, "name": mart, "field": "n", "depth": 2}]
     assert not alert["impactTruncated"] and alert["impactComplete"] is True
+
+
+def test_a_change_whose_runs_arrive_in_reverse_order_alerts_once_marked_late(clients: ClientSettings,
+                                                                               tmp_path: Path) -> None:
+    # issue 34: day 2's run (amount: string) is sent before day 1's (amount: int), as an emitter's buffer flushed
+    # after an outage sends them
+    env, settings = _pipeline(tmp_path)
+    ns = f"late-{uuid.uuid4().hex[:6]}"
+    table = f"{ns}/orders"
+    day1, day2 = [("id", "bigint"), ("amount", "int")], [("id", "bigint"), ("amount", "string")]
+    with processor_process(env), sink_process(env), alert_sink_process(env):
+        publisher = EventPublisher.from_settings(settings)
+        events = _run(ns, "ingest", 2, [], [_dataset(table, day2)]) + _run(ns, "ingest", 1, [], [_dataset(table, day1)])
+        publisher.send([publisher.encode(e) for e in events]).result(30)
+        publisher.close()
+        (alert,) = _drift_alerts(settings, 1)
+    assert alert["severity"] == "BREAKING" and alert["late"] is True
+    assert [(c["path"], c["oldType"], c["newType"]) for c in alert["changes"]] == [("amount", "int", "string")]
+    assert alert["changedAt"][:16] == "2024-05-01T12:02" and alert["supersedes"] is None
