@@ -53,7 +53,7 @@ from kafka_lineage.schemas.openlineage import (
     validate_event,
 )
 from kafka_lineage.schemas.partitions import DEFAULT_PATTERNS, PathPatterns
-from kafka_lineage.schemas.schema_diff import drift_between, schema_fields, schema_version, should_store
+from kafka_lineage.schemas.schema_diff import drift_between, schema_fields, schema_version
 from kafka_lineage.schemas.schema_history import DEFAULT_HISTORY_LIMIT, SchemaHistory
 from kafka_lineage.schemas.wire import AvroCodec, FrozenRecord, WireFormatError
 
@@ -63,6 +63,11 @@ STAGE = "processor"
 # count and by the JSON characters the table's serializer writes. An event that cannot be held leaves at once, late.
 MAX_HELD_PER_RUN = 500
 MAX_HELD_CHARS = 512 * 1024
+# An in-order observation of a dataset's newest schema version is recorded in its history (one state write) only
+# when it is this much event time after the last one recorded: a late version that lands inside a stretch of one
+# version is placed exactly where the stretch has a recorded observation at least this often (issue 34), and a
+# dataset written every minute costs one write an hour, not one an event.
+SCHEMA_SEEN_EVERY_SECONDS = 3600.0
 # A finding carries the previous and the new schema as JSON up to this size; wider ones are left empty there (the
 # changes list names every changed field, and the graph keeps each version's fields).
 MAX_SCHEMA_TEXT_CHARS = 256 * 1024
@@ -406,8 +411,8 @@ class ProcessorCore:
             head = self._schema_entry(key)
             head = head if isinstance(head, dict) else None
             if head is not None and "history" in head and head.get("version") == version \
-                    and should_store(head.get("eventTime"), event_time):
-                continue  # the common case: the newest version again, in order
+                    and _recorded_recently(head.get("eventTime"), event_time):
+                continue  # the common case: the newest version again, in order, and recorded not long before
             findings += self._observe_schema(key, namespace, name, head, fields, version, event_time, out)
         return findings
 
@@ -468,6 +473,12 @@ class _Overlay:
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.staged[key] if key in self.staged else self.table.get(key, default)
+
+
+def _recorded_recently(recorded: Any, observed: Any) -> bool:
+    """Whether ``observed`` is in order after the recorded ``eventTime`` and within ``SCHEMA_SEEN_EVERY_SECONDS``."""
+    since = event_instant(observed) - event_instant(recorded)
+    return math.isfinite(since) and 0 <= since < SCHEMA_SEEN_EVERY_SECONDS
 
 
 def _bounded_text(schema_text: str) -> str:

@@ -255,3 +255,16 @@ def test_a_change_is_found_whatever_order_its_runs_arrive_in_and_marked_late_whe
     again = tables.core()
     out = tables.apply(again, again.process(_incoming([day1], 2), 3.0))
     assert out.duplicates == 1
+
+
+def test_a_dataset_written_every_minute_records_its_schema_once_an_hour() -> None:
+    tables = Tables()
+    core = tables.core()
+    writes = 0
+    for minute in range(0, 181):  # three hours of runs, one a minute, the same schema
+        event = _event(str(uuid.uuid4()), "START", minute * 60, _amount("int"))
+        out = tables.apply(core, core.process(_incoming([event], minute), float(minute)))
+        writes += len(out.schema_writes)
+    head = tables.schemas["postgres://db:5432/shop.orders"]
+    assert [entry[0][11:16] for entry in head["history"]] == ["00:00", "01:00", "02:00", "03:00"]
+    assert writes == 2 + 3  # the first (version entry + head), then the head once an hour
