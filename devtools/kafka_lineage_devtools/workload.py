@@ -29,14 +29,12 @@ Delivery (``Delivery``, seeded): events leave in time order, each moved by up to
 (shuffling across and within runs), some runs' STARTs are sent after their last event (late STARTs), some events
 are sent twice in a row (duplicates) or again much later (retries). Both copies are the same object.
 
-Drift alerts are order dependent in the processor (a dataset's stored schema is the newest by eventTime, and a
-finding is reported when an observation newer than the stored one differs from it). The truth's alerts are exact
-when, per changing dataset, the first event carrying each schema version is processed after an event carrying
-the previous version: delivery keeps the events of the jobs writing a changing dataset in schema-epoch order
-(every run's events, copies included, before those of the next epoch; within an epoch they stay disturbed) — on
-one Kafka partition, since all runs of a job share a partition key (its DAG's, or its own). The processor keeps
-each dataset's last schema (and dedupe ids) across workloads: a workload sent again under the same tag yields the
-same graph but no alerts the second time; use a new tag (or seed) for a fresh run.
+Drift alerts go by event time in the processor (issue 34: a dataset's schema history, whatever the arrival
+order), so schema versions are disturbed like everything else: a change comes out once, at the first observation
+of the new version in event time; an alert that a late version made obsolete is named in a later alert's
+``supersedes``, and the checker leaves it out. The processor keeps each dataset's schema history (and dedupe ids)
+across workloads: a workload sent again under the same tag yields the same graph but no alerts the second time;
+use a new tag (or seed) for a fresh run.
 
 The truth (``GroundTruth``) is derived from the model — what each job read and wrote, each run's outcome — not
 from the events, so comparing it with the graph the pipeline built checks the pipeline. Its rows have the shape
@@ -207,11 +205,15 @@ class Delivery:
     retry_rate: float = 0.02  # sent again much later (a replay, a restarted emitter)
     late_start_rate: float = 0.05  # a run's START sent after all its other events
     shuffle_window: int = 32  # each event moves by up to this many positions
+    # per schema change: the last run before it sent after the first run after it (an emitter's buffer flushed
+    # after an outage, a backfill re-sending yesterday): the old version arrives later; the first change of a
+    # workload has all the runs before it sent after, so the change is found from a late observation alone
+    late_schema_rate: float = 0.5
 
     @classmethod
     def none(cls) -> Delivery:
         """In time order, each event once."""
-        return cls(0.0, 0.0, 0.0, 0)
+        return cls(0.0, 0.0, 0.0, 0, 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -477,7 +479,7 @@ def generate(jobs: int, runs_per_job: int, seed: int, schema_changes: int = 2, *
             builder.emit_dag_runs(dag)
         truth = builder.truth()
         timeline = sorted(builder.timeline, key=lambda item: (item.ms, item.seq))
-        events, stats = _deliver(timeline, random.Random(f"delivery/{seed}"), delivery)
+        events, stats = _deliver(timeline, random.Random(f"delivery/{seed}"), delivery, builder.schema_change_runs)
     finally:
         if collecting:
             gc.enable()
@@ -486,7 +488,8 @@ def generate(jobs: int, runs_per_job: int, seed: int, schema_changes: int = 2, *
               "dags": len(builder.dags),
               "distinct_events": len(timeline),
               "delivery": {"duplicate_rate": delivery.duplicate_rate, "retry_rate": delivery.retry_rate,
-                           "late_start_rate": delivery.late_start_rate, "shuffle_window": delivery.shuffle_window}}
+                           "late_start_rate": delivery.late_start_rate, "shuffle_window": delivery.shuffle_window,
+                           "late_schema_rate": delivery.late_schema_rate}}
     return Workload(events, truth, params, stats)
 
 
@@ -499,8 +502,6 @@ class _Timed:
     event: dict[str, Any]
     run_id: str
     event_type: str
-    drift_job: int | None  # the job's index when it writes a changing dataset (its epochs are delivered in order)
-    epoch: tuple[int, ...]  # that job's schema epoch (of each output) in this run
 
 
 def _facet(kind: str, version: str, **content: Any) -> dict[str, Any]:
@@ -531,6 +532,8 @@ class _Builder:
         self.referenced: dict[int, set[str]] = defaultdict(set)  # dataset → its fields read by column lineage
         self.alerts: set[Alert] = set()
         self.timeline: list[_Timed] = []
+        # per schema change: the job's runs before it (oldest first) and the first run after it
+        self.schema_change_runs: list[tuple[list[str], str]] = []
         self.rows: dict[str, set[Row]] = {kind: set() for kind in KINDS}
         self.used: set[int] = set()  # datasets some event names
         self.versions_seen: set[tuple[int, int]] = set()  # (dataset, epoch) some event carried
@@ -669,9 +672,8 @@ class _Builder:
                 ds.epochs.append((new_fields, new_version))
 
     # --- events
-    def add(self, ms: int, event: dict[str, Any], drift_job: int | None, epoch: tuple[int, ...] = ()) -> None:
-        self.timeline.append(_Timed(ms, len(self.timeline), event, event["run"]["runId"], event["eventType"],
-                                    drift_job, epoch))
+    def add(self, ms: int, event: dict[str, Any]) -> None:
+        self.timeline.append(_Timed(ms, len(self.timeline), event, event["run"]["runId"], event["eventType"]))
 
     def event(self, event_type: str, ms: int, run: dict[str, Any], job: dict[str, Any],
               inputs: list[dict[str, Any]] | None = None, outputs: list[dict[str, Any]] | None = None
@@ -739,9 +741,13 @@ class _Builder:
     def emit_job_runs(self, job: _Job) -> None:
         """The job's runs, one period apart: events and truth rows."""
         rng, rows = self.rng, self.rows
-        drift = job.index if any(out.change_runs for out in job.outputs) else None
+        changes = {change for out in job.outputs for change in out.change_runs}
+        earlier: list[str] = []
         for run in range(self.runs):
             run_id = self.new_id()
+            if run in changes and earlier:
+                self.schema_change_runs.append((list(earlier), run_id))
+            earlier.append(run_id)
             roll = rng.random()
             if run < self.runs - 1:
                 outcome = "COMPLETE" if roll < 0.9 else "FAIL"
@@ -751,7 +757,6 @@ class _Builder:
             t0 = run * _PERIOD_MS + job.offset_ms + int(rng.random() * 60_000)
             t1 = t0 + 60_000 + int(rng.random() * 1_140_000)
             epochs = [out.epoch(run) for out in job.outputs]
-            epoch = tuple(epochs)
             facets: dict[str, Any] = {"nominalTime": _facet(
                 "NominalTimeRunFacet", "1-0-1",
                 nominalStartTime=(self.base + timedelta(milliseconds=run * _PERIOD_MS)).isoformat())}
@@ -767,10 +772,10 @@ class _Builder:
             run_obj = {"runId": run_id, "facets": facets}
 
             inputs, outputs = self.datasets_of(job, epochs, complete=False)
-            self.add(t0, self.event("START", t0, run_obj, job.obj, inputs, outputs), drift, epoch)
+            self.add(t0, self.event("START", t0, run_obj, job.obj, inputs, outputs))
             if running:
                 tr = (t0 + t1) // 2
-                self.add(tr, self.event("RUNNING", tr, run_obj, job.obj), drift, epoch)
+                self.add(tr, self.event("RUNNING", tr, run_obj, job.obj))
             wrote: list[tuple[int | None, int | None]] = [(None, None)] * len(job.outputs)
             if outcome == "COMPLETE":
                 inputs, outputs = self.datasets_of(job, epochs, complete=True)
@@ -784,7 +789,7 @@ class _Builder:
                             stats["size"] = size
                         item["outputFacets"] = {"outputStatistics": stats}
                         wrote[n] = (count, size)
-                self.add(t1, self.event("COMPLETE", t1, run_obj, job.obj, inputs, outputs), drift, epoch)
+                self.add(t1, self.event("COMPLETE", t1, run_obj, job.obj, inputs, outputs))
                 for out, out_epoch in zip(job.outputs, epochs, strict=True):
                     self.lineage_done.add((job.index, out.index, out_epoch))
                     _widen(self.lineage_seen, (job.index, out.index, out_epoch), t1, t1)
@@ -793,7 +798,7 @@ class _Builder:
                 error = _facet("ErrorMessageRunFacet", "1-0-1", message=f"task failed in run {run}",
                                programmingLanguage="python")
                 failed = {"runId": run_id, "facets": {**facets, "errorMessage": error}}
-                self.add(t1, self.event("FAIL", t1, failed, job.obj, inputs, outputs), drift, epoch)
+                self.add(t1, self.event("FAIL", t1, failed, job.obj, inputs, outputs))
 
             _widen(self.job_seen, job.index, t0, t1 if outcome in ("COMPLETE", "FAIL") else t0)
             rows["Run"].add((run_id, outcome))
@@ -818,9 +823,9 @@ class _Builder:
             if roll >= 0.2:
                 state = "START" if still_open or roll < 0.3 else "FAIL" if failed else "COMPLETE"
                 run_obj = {"runId": run_id, "facets": {}}
-                self.add(first - 1000, self.event("START", first - 1000, run_obj, job), None)
+                self.add(first - 1000, self.event("START", first - 1000, run_obj, job))
                 if state != "START":
-                    self.add(end + 1000, self.event(state, end + 1000, run_obj, job), None)
+                    self.add(end + 1000, self.event(state, end + 1000, run_obj, job))
             self.rows["Run"].add((run_id, state))
             self.rows["OF_JOB"].add((run_id, dag.namespace, dag.name))
         self.rows["Job"].add((dag.namespace, dag.name))
@@ -876,9 +881,9 @@ class _Builder:
         return GroundTruth({kind: frozenset(found) for kind, found in rows.items()}, frozenset(self.alerts), scope)
 
 
-def _deliver(timeline: list[_Timed], rng: random.Random, delivery: Delivery
-             ) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """Disturb the time-ordered events: shuffle, late STARTs, duplicates, retries; keep drift jobs' epoch order."""
+def _deliver(timeline: list[_Timed], rng: random.Random, delivery: Delivery,
+             schema_change_runs: list[tuple[list[str], str]] = ()) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Disturb the time-ordered events: shuffle, late STARTs, duplicates, retries (schema versions included)."""
     window = max(0, delivery.shuffle_window)
     count = len(timeline)
     keys = [i + rng.random() * window for i in range(count)] if window else [float(i) for i in range(count)]
@@ -892,6 +897,26 @@ def _deliver(timeline: list[_Timed], rng: random.Random, delivery: Delivery
                 start = next(i for i in members if timeline[i].event_type == "START")
                 keys[start] = max(keys[i] for i in members) + 1 + rng.random() * (2 * window + 4)
                 late += 1
+    late_schemas = 0
+    if delivery.late_schema_rate > 0 and schema_change_runs:
+        members_of: dict[str, list[int]] = defaultdict(list)
+        for i, item in enumerate(timeline):
+            members_of[item.run_id].append(i)
+        for index, (earlier, after) in enumerate(schema_change_runs):
+            # the first change: every run before it comes after the first run of the new schema (a buffer of an
+            # emitter flushed after an outage), so the old version's first observation is late; the others: with
+            # the rate, the last run before the change
+            if index == 0:
+                moved = earlier
+            elif rng.random() < delivery.late_schema_rate:
+                moved = earlier[-1:]
+            else:
+                continue
+            last = max(keys[i] for i in members_of[after])
+            members = sorted((i for run in moved for i in members_of[run]), key=keys.__getitem__)
+            for offset, i in enumerate(members):
+                keys[i] = last + 1 + offset * 0.001  # in their own order, after the new schema's first run
+            late_schemas += 1
     entries = [(keys[i], i) for i in range(count)]
     duplicates = retries = 0
     for i in range(count):
@@ -901,15 +926,7 @@ def _deliver(timeline: list[_Timed], rng: random.Random, delivery: Delivery
         if delivery.retry_rate > 0 and rng.random() < delivery.retry_rate:
             entries.append((keys[i] + (20 + rng.random() * 200) * max(window, 1), i))  # sent again much later
             retries += 1
-    entries.sort()
-    slots: dict[int, list[int]] = defaultdict(list)
-    for pos, (_, i) in enumerate(entries):
-        if timeline[i].drift_job is not None:
-            slots[timeline[i].drift_job].append(pos)
-    for positions in slots.values():  # a changing dataset's schema versions reach the processor in order
-        members = sorted((entries[pos] for pos in positions), key=lambda entry: timeline[entry[1]].epoch)
-        for pos, entry in zip(positions, members, strict=True):
-            entries[pos] = entry
+    entries.sort()  # a changing dataset's schema versions arrive in any order too: drift goes by event time
     started: set[str] = set()
     late_runs: set[str] = set()  # some other event of the run arrives before its first START
     reordered = 0
@@ -924,4 +941,5 @@ def _deliver(timeline: list[_Timed], rng: random.Random, delivery: Delivery
         previous = i
     return [timeline[i].event for _, i in entries], {
         "duplicates": duplicates, "retries": retries, "late_starts": len(late_runs), "late_starts_planned": late,
+        "late_schema_runs": late_schemas,
         "out_of_time_order": reordered}

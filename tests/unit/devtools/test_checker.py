@@ -226,3 +226,14 @@ def test_graph_queries_mirror_the_fingerprint_queries_filtered_by_parameters() -
     assert params["runIds"] == sorted(truth().scope.run_ids)
     assert params["jobNamespaces"] == sorted(truth().scope.job_namespaces)
     assert set(params["datasetNamespaces"]) == truth().scope.dataset_namespaces
+
+
+def test_an_alert_a_late_version_made_obsolete_is_left_out_when_a_later_one_names_it() -> None:
+    # issue 34: the change A -> B was first alerted at the B seen first; a B older still came late and moved it
+    published = alerts()
+    first = {**published[0], "changedAt": "2024-05-01T12:03:00Z"}
+    moved = {**published[0], "changedAt": "2024-05-01T12:02:00Z", "late": True, "supersedes": {
+        "previousVersion": first["previousVersion"], "newVersion": first["newVersion"],
+        "changedAt": "2024-05-01T12:03:00Z"}}
+    assert check(truth(), None, [first, moved, *published[1:]]).ok
+    assert check(truth(), None, [first, {**moved, "supersedes": None}, *published[1:]]).problems() == 1

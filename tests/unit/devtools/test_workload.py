@@ -320,3 +320,21 @@ def test_a_larger_workload_scales_linearly() -> None:
     summary = w.summary()
     assert 5_000 < summary["events"] < 9_000
     assert summary["expected"]["jobs"] > 300 and summary["expected"]["alerts"] == 20
+
+
+def test_delivery_sends_an_old_schema_version_after_a_newer_one() -> None:
+    # issue 34: the processor's drift goes by event time, so the workload disturbs schema versions too
+    from kafka_lineage.schemas.schema_diff import schema_fields, schema_version
+
+    workload = generate(60, 6, 7, schema_changes=4)
+    assert workload.delivery["late_schema_runs"] >= 1
+    seen: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    late = 0
+    for event in workload.events:
+        for dataset in event.get("outputs") or ():
+            if fields := schema_fields(dataset):
+                earlier = seen.setdefault((dataset["namespace"], dataset["name"]), [])
+                version = schema_version(fields)
+                late += any(time > event["eventTime"] and other != version for time, other in earlier)
+                earlier.append((event["eventTime"], version))
+    assert late >= 1
