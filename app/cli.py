@@ -481,6 +481,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
     print(f"\nreplayed {report.records} records in {report.seconds:.1f}s "
           f"({report.records / max(report.seconds, 1e-9):,.0f} events/s): {report.written} events written, "
           f"{report.dead_letters} records not processable ({report.scanned} records read)")
+    breaking = sum(1 for change in report.schema_changes if change.severity == "BREAKING")
+    print(f"schema changes by event time: {len(report.schema_changes)} ({breaking} breaking)")
+    if args.schema_changes:
+        with open(args.schema_changes, "w", encoding="utf-8") as out:
+            for change in report.schema_changes:
+                record = change.as_record()
+                del record["late"], record["supersedes"]  # a replay's history is whole: nothing late, nothing split
+                out.write(json.dumps(record, separators=(",", ":")) + "\n")
+        print(f"written to {args.schema_changes}, one JSON object per line")
     if (removed := report.repaired) is not None:
         print(f"repaired: removed {removed.runs} runs, {removed.edges} edges, {removed.partitions} partitions, "
               f"{removed.datasets} datasets and {removed.jobs} jobs the window's events no longer produce")
@@ -693,6 +702,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="local: this process (default); spark: a PySpark job, one task per topic partition")
     replay.add_argument("--spark-master", default=os.environ.get("LINEAGE_SPARK_MASTER", "local[*]"),
                         help="Spark master URL for --engine spark (default $LINEAGE_SPARK_MASTER or local[*])")
+    replay.add_argument("--schema-changes", metavar="FILE",
+                        help="write the schema changes the records hold, found by event time as the processor finds "
+                             "them (the alerts' changes), one JSON object per line")
     replay.set_defaults(handler=cmd_replay)
 
     serve = sub.add_parser("serve", help="the lineage server: Marquez-compatible HTTP API over the graph")

@@ -189,7 +189,8 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
                          window_seconds=settings.window_seconds, dedupe_ttl_seconds=settings.dedupe_ttl_seconds,
                          max_event_time_ahead_seconds=settings.max_event_time_ahead_seconds,
                          aliases=parse_aliases(settings.aliases) if settings.aliases else None,
-                         partition_patterns=parse_patterns(settings.partition_patterns))
+                         partition_patterns=parse_patterns(settings.partition_patterns),
+                         schema_history_limit=settings.schema_history_limit)
     normalized_codec = AvroCodec("normalized_event", fetch)
     dead_letter_codec = AvroCodec("dead_letter", fetch)
     stats = {"in": 0, "out": 0, "dead": 0, "duplicates": 0, "late": 0, "drift": 0, "redelivered": 0,

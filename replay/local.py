@@ -10,7 +10,8 @@ topic's end offsets when replay starts. Because those statements are idempotent 
 rebuilt graph has the same fingerprint as the live one, and a window replayed onto the live graph repairs what is
 missing without duplicating anything. For the same reason replay skips the processor's dedupe, hold-back window and
 drift state (``ProcessorCore.normalize``): they would not change the graph, only cost time. Schema-drift alerts are
-not re-sent.
+not re-sent; the schema changes the records hold are found by the processor's event-time rule (``replay/drift``) and
+reported (``--schema-changes FILE``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,11 +31,13 @@ from neo4j import Driver
 
 from kafka_lineage.processors.core import Incoming, Output, ProcessorCore
 from kafka_lineage.processors.normalize import parse_aliases
+from kafka_lineage.replay.drift import ReplayDrift
 from kafka_lineage.replay.repair import Produced, RepairReport, forget_runs, settle
 from kafka_lineage.runtime.config import ClientSettings, ProcessorSettings
 from kafka_lineage.runtime.kafka_io import end_offsets, reading_consumer
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.partitions import parse_patterns
+from kafka_lineage.schemas.schema_diff import DriftFinding
 from kafka_lineage.schemas.wire import AvroCodec
 from kafka_lineage.sinks.graph.model import graph_batch, statements, utc_time
 from kafka_lineage.sinks.graph.sink import driver_for, ensure_constraints, write_statements
@@ -52,6 +55,8 @@ class ReplayReport:
     seconds: float = 0.0
     scanned: int = 0  # records read, the window's and the others
     repaired: RepairReport | None = None  # --repair: what was removed
+    # schema changes of the records read, by event time as the processor finds them (replay/drift.py); not sent
+    schema_changes: list[DriftFinding] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -180,22 +185,30 @@ def _batches(consumer: Consumer, topic: str, begins: dict[int, int], ends: dict[
 def normalized_ranges(clients: ClientSettings, begins: dict[int, int], ends: dict[int, int], *, batch_size: int,
                       report: ReplayReport, processing: ProcessorSettings = DEFAULT_PROCESSING,
                       progress: Callable[[ReplayReport, int], None] | None = None,
-                      window: EventWindow = ALL_TIME) -> Iterator[tuple[list[dict[str, Any]], Output]]:
+                      window: EventWindow = ALL_TIME, drift: ReplayDrift | None = None
+                      ) -> Iterator[tuple[list[dict[str, Any]], Output]]:
     """Partitions' offset ranges → processor core: each batch's normalized events in ``window`` and the core's
-    output (dead letters), counted into ``report``; ``progress`` is told once the caller has handled a batch."""
+    output (dead letters), counted into ``report``, the schema changes of every record read found into ``drift``
+    (a new one: into ``report.schema_changes`` at the end); ``progress`` is told once the caller has handled a
+    batch."""
     core = replay_core(clients, processing)
+    own_drift = drift is None
+    drift = ReplayDrift(processing.schema_history_limit) if drift is None else drift
     total = sum(ends[p] - max(begins[p], 0) for p in ends)
     consumer = reading_consumer(clients, "lineage-replay")
     try:
         for batch in _batches(consumer, clients.events_topic, begins, ends, batch_size):
             report.scanned += len(batch)
             events, output = core.normalize(batch)
+            drift.observe(events)  # every record read: a change's versions may lie either side of the window
             if not window.whole:
                 events = [event for event in events if window.holds(event)]
             report.records += len(events) + len(output.dead_letters)
             yield events, output
             if progress:
                 progress(report, total)
+        if own_drift:
+            report.schema_changes = drift.findings()
     finally:
         consumer.close()
 
@@ -203,12 +216,13 @@ def normalized_ranges(clients: ClientSettings, begins: dict[int, int], ends: dic
 def replay_ranges(clients: ClientSettings, driver: Driver, begins: dict[int, int], ends: dict[int, int], *,
                   batch_size: int, report: ReplayReport, processing: ProcessorSettings = DEFAULT_PROCESSING,
                   progress: Callable[[ReplayReport, int], None] | None = None,
-                  window: EventWindow = ALL_TIME, produced: Produced | None = None) -> None:
+                  window: EventWindow = ALL_TIME, produced: Produced | None = None,
+                  drift: ReplayDrift | None = None) -> None:
     """Partitions' offset ranges → processor core → the events in ``window`` → graph. Partitions are independent (a
     run's events share a key), so any split of them over processes (Spark tasks) builds the same graph as one pass
     over all."""
     batches = normalized_ranges(clients, begins, ends, batch_size=batch_size, report=report, processing=processing,
-                                progress=progress, window=window)
+                                progress=progress, window=window, drift=drift)
     with contextlib.closing(batches), PipelinedWriter(driver) as writer:
         for events, output in batches:
             writer.write(events, output, report, produced)

@@ -22,7 +22,9 @@ import os
 import sys
 import time
 from collections.abc import Iterable, Iterator
+from typing import Any
 
+from kafka_lineage.replay.drift import ReplayDrift
 from kafka_lineage.replay.local import (
     ALL_TIME,
     DEFAULT_PROCESSING,
@@ -36,19 +38,22 @@ from kafka_lineage.runtime.gc_tuning import tune_gc
 from kafka_lineage.sinks.graph.sink import driver_for
 
 Counts = tuple[int, int, int]  # records, written, dead letters
+Part = tuple[Counts, list[Any]]  # a task's counts and its schema histories (ReplayDrift.kept)
 
 
 def replay_task(clients: ClientSettings, processing: ProcessorSettings, batch_size: int,
-                ranges: Iterable[tuple[int, int, int]], window: EventWindow = ALL_TIME) -> Iterator[Counts]:
-    """One Spark task: its partitions' ``(partition, first offset, end offset)`` ranges → the graph; yields counts."""
+                ranges: Iterable[tuple[int, int, int]], window: EventWindow = ALL_TIME) -> Iterator[Part]:
+    """One Spark task: its partitions' ``(partition, first offset, end offset)`` ranges → the graph; yields counts
+    and its schema histories."""
     ranges = list(ranges)
     report = ReplayReport()
+    drift = ReplayDrift(processing.schema_history_limit)
     if ranges:
         tune_gc()  # an executor's Python worker runs the replay loop like the local engine's process
         with driver_for(clients) as driver:
             replay_ranges(clients, driver, {p: first for p, first, _ in ranges}, {p: end for p, _, end in ranges},
-                          batch_size=batch_size, report=report, processing=processing, window=window)
-    yield report.records, report.written, report.dead_letters
+                          batch_size=batch_size, report=report, processing=processing, window=window, drift=drift)
+    yield (report.records, report.written, report.dead_letters), drift.kept()
 
 
 def replay_on_spark(clients: ClientSettings, *, start: str | None = "earliest", end: str | None = None,
@@ -70,12 +75,16 @@ def replay_on_spark(clients: ClientSettings, *, start: str | None = "earliest", 
         try:
             ranges = [(p, begins[p], ends[p]) for p in sorted(ends)]
 
-            def task(partition_ranges: Iterable[tuple[int, int, int]]) -> Iterator[Counts]:
+            def task(partition_ranges: Iterable[tuple[int, int, int]]) -> Iterator[Part]:
                 return replay_task(clients, processing, batch_size, partition_ranges, window)
 
-            counts = spark.sparkContext.parallelize(ranges, len(ranges)).mapPartitions(task).collect()
+            parts = spark.sparkContext.parallelize(ranges, len(ranges)).mapPartitions(task).collect()
         finally:
             spark.stop()
-        report = ReplayReport(*(sum(column) for column in zip(*counts, strict=True)))
+        report = ReplayReport(*(sum(column) for column in zip(*(counts for counts, _ in parts), strict=True)))
+        drift = ReplayDrift(processing.schema_history_limit)
+        for _, kept in parts:
+            drift.absorb(kept)
+        report.schema_changes = drift.findings()
     report.seconds = time.monotonic() - started
     return report

@@ -485,6 +485,8 @@ class ProcessorSettings:
     transactional_id: str = ""
     transaction_timeout_ms: int = 30_000
     crash_points: str = ""  # fault campaigns only: see runtime/crash_points.py
+    # Observations (event time, version) of a dataset's schema kept to place late versions (schemas/schema_history)
+    schema_history_limit: int = 64
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ProcessorSettings:
@@ -508,7 +510,15 @@ class ProcessorSettings:
             transactional_id=values.get("LINEAGE_PROCESSOR_TRANSACTIONAL_ID", ""),
             transaction_timeout_ms=_transaction_timeout(values),
             crash_points=_crash_points(values, "LINEAGE_PROCESSOR_CRASH_POINTS", PROCESSOR_CRASH_POINTS),
+            schema_history_limit=_schema_history_limit(values),
         )
+
+
+def _schema_history_limit(values: Mapping[str, str]) -> int:
+    limit = _count(values, "LINEAGE_SCHEMA_HISTORY", 64)
+    if not 2 <= limit <= 4096:  # a change needs two observations; every one is kept in the dataset's state record
+        raise ConfigError(f"LINEAGE_SCHEMA_HISTORY: observations of a dataset's schema kept, 2..4096; got {limit}")
+    return limit
 
 
 # Where a processor worker can be made to die on purpose, in the order a batch's transaction passes them.

@@ -27,6 +27,7 @@ changes the history.
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -89,6 +90,13 @@ class SchemaHistory:
     def latest(self) -> tuple[str, str] | None:
         """(event time, version) of the newest observation, or None."""
         return (self._observations[-1].time, self._observations[-1].version) if self._observations else None
+
+    def changes(self) -> list[Change]:
+        """The changes of the history as it stands, oldest first: what every arrival order reveals in the end, less
+        the changes later observations split (a replay's answer, whatever order it read the observations in)."""
+        observations = self._observations
+        return [change for before, after in itertools.pairwise(observations)
+                if (change := _change(before, after)) is not None]
 
     def observe(self, time: str, version: str) -> list[Change]:
         """Place one observation; the changes it reveals (none for a repeat or a version equal to its neighbours)."""

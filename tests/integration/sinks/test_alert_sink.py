@@ -15,7 +15,8 @@ from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from kafka_lineage.producers.client.publisher import EventPublisher
-from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.replay.local import replay
+from kafka_lineage.runtime.config import ClientSettings, ProcessorSettings
 from kafka_lineage.runtime.kafka_io import prepare_pipeline
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import event_to_record
@@ -197,3 +198,8 @@ def test_a_change_whose_runs_arrive_in_reverse_order_alerts_once_marked_late(cli
     assert alert["severity"] == "BREAKING" and alert["late"] is True
     assert [(c["path"], c["oldType"], c["newType"]) for c in alert["changes"]] == [("amount", "int", "string")]
     assert alert["changedAt"][:16] == "2024-05-01T12:02" and alert["supersedes"] is None
+    # a replay of the topic finds the same change by the same rule
+    (change,) = replay(settings, processing=ProcessorSettings()).schema_changes
+    assert (change.namespace, change.name, change.previous_version, change.new_version, change.event_time) == (
+        alert["dataset"]["namespace"], alert["dataset"]["name"], alert["previousVersion"], alert["newVersion"],
+        alert["changedAt"])
