@@ -14,33 +14,28 @@ ClickHouse's ``Nullable(T)``, GraphQL's trailing ``!`` (and a non-standard boole
 unmarked type counts as nullable (the SQL default), except next to a ``Nullable(T)`` (ClickHouse, where unmarked
 means required). nullable→required is BREAKING, required→nullable COMPATIBLE.
 
-Out-of-order observations: the stored schema is the one with the latest eventTime. ``should_store`` says whether an
-observation may replace it, and ``detect_drift`` reports nothing for an observation older than the stored one.
+Which versions follow which is a matter of event time, not of arrival (``schemas/schema_history``); ``drift_between``
+diffs two of them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from kafka_lineage.schemas.openlineage import event_instant
-
 __all__ = [
     "DriftFinding",
     "FieldChange",
-    "detect_drift",
     "diff_schemas",
     "drift_between",
     "overall_severity",
     "schema_fields",
     "schema_version",
-    "should_store",
 ]
 
 BREAKING, COMPATIBLE, UNKNOWN = "BREAKING", "COMPATIBLE", "UNKNOWN"
@@ -305,21 +300,7 @@ def diff_schemas(old_fields: Sequence[dict[str, Any]] | None,
     return out
 
 
-# --- drift over time -----------------------------------------------------------------------------------------------
-def should_store(previous_time: str | None, new_time: str | None) -> bool:
-    """Whether a schema observed at ``new_time`` may replace the one stored from ``previous_time``.
-
-    Only an observation at least as recent (compared as instants) replaces the stored one; on a tie the later
-    arrival wins. An unparseable new time never replaces a parseable one; an unparseable stored time always yields.
-    """
-    if previous_time is None:
-        return True
-    previous, new = event_instant(previous_time), event_instant(new_time)
-    if math.isinf(new):
-        return math.isinf(previous)
-    return math.isinf(previous) or new >= previous
-
-
+# --- drift over time (the order of versions: schemas/schema_history.py) -----------------------------------------
 @dataclass(frozen=True, slots=True)
 class DriftFinding:
     """A new schema version of one dataset: what the ``schemaChanges`` item and the drift alert carry."""
@@ -378,24 +359,3 @@ def drift_between(old_fields: Sequence[dict[str, Any]] | None, new_fields: Seque
                         previous_time, changed_at, tuple(changes), overall_severity(changes))
 
 
-def detect_drift(previous: tuple[Sequence[dict[str, Any]], str] | None, new_fields: Sequence[dict[str, Any]] | None,
-                 event_time: str, namespace: str = "", name: str = "") -> DriftFinding | None:
-    """The drift from the stored ``(fields, eventTime)`` to a new observation, or None.
-
-    None when there is no previous version (the first schema seen is a baseline, not drift), no new schema, the
-    observation is older than the stored one (``should_store`` is False: a late event must not undo a newer
-    schema), or nothing changed. The caller stores ``(new_fields, event_time)`` whenever ``should_store`` holds.
-    """
-    if previous is None or not new_fields:
-        return None
-    old_fields, previous_time = previous
-    if not should_store(previous_time, event_time):
-        return None
-    old_version, new_version = schema_version(old_fields), schema_version(new_fields)
-    if old_version == new_version:
-        return None
-    changes = diff_schemas(old_fields, new_fields)
-    if not changes:  # versions differ but no field-level difference found: still report, unclassified
-        changes = [FieldChange("", OTHER, None, None, UNKNOWN)]
-    return DriftFinding(namespace, name, old_version, new_version, _json(old_fields), _json(new_fields),
-                        previous_time, event_time, tuple(changes), overall_severity(changes))

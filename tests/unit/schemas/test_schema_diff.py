@@ -15,13 +15,13 @@ from kafka_lineage.schemas.openlineage import event_to_record
 from kafka_lineage.schemas.schema_diff import (
     DriftFinding,
     FieldChange,
-    detect_drift,
     diff_schemas,
+    drift_between,
     overall_severity,
     schema_fields,
     schema_version,
-    should_store,
 )
+from kafka_lineage.schemas.schema_history import SchemaHistory
 from tests.openlineage_samples import dataset_event, full_run_event
 
 
@@ -64,7 +64,6 @@ def test_reordered_fields_and_description_changes_are_not_drift() -> None:
     nested["fields"][0]["description"] = "new words"
     assert diff_schemas(BASE, shuffled) == []
     assert schema_version(BASE) == schema_version(shuffled)
-    assert detect_drift((BASE, "2024-05-01T12:00:00Z"), shuffled, "2024-05-01T13:00:00Z") is None
 
 
 @pytest.mark.parametrize(("old", "new"), [
@@ -184,23 +183,26 @@ def test_odd_fields_do_not_raise() -> None:
 
 
 # --- over time -----------------------------------------------------------------------------------------------------
-def test_should_store_compares_instants() -> None:
-    assert should_store(None, "2024-05-01T12:00:00Z")
-    assert should_store("2024-05-01T12:00:00Z", "2024-05-01T12:00:00Z")  # tie: the later arrival wins
-    assert should_store("2024-05-01T12:00:00Z", "2024-05-01T12:30:00+00:30")
-    assert not should_store("2024-05-01T12:00:00Z", "2024-05-01T13:30:00+02:00")  # 11:30Z, older
-    assert not should_store("2024-05-01T12:00:00+02:00", "2024-05-01T09:59:59.999Z")
-    assert should_store("2024-05-01T12:00:00+02:00", "2024-05-01T10:00:00.001Z")
-    assert not should_store("2024-05-01T12:00:00Z", "garbage")
-    assert should_store("garbage", "2024-05-01T12:00:00Z")
-    assert should_store("garbage", "garbage")
+def test_versions_are_ordered_by_instant_whatever_the_offset() -> None:
+    history = SchemaHistory()
+    history.observe("2024-05-01T12:00:00Z", "A")
+    (change,) = history.observe("2024-05-01T13:30:00+02:00", "B")  # 11:30Z: before A, late
+    assert (change.previous_version, change.version, change.at, change.late) == ("B", "A", "2024-05-01T12:00:00Z", True)
+    (change,) = history.observe("2024-05-01T10:00:00.001Z", "C")  # 10:00:00.001Z: before B
+    assert (change.previous_version, change.version) == ("C", "B")
+    assert history.observe("garbage", "D")[0].previous_version == "A"  # an unusable time sorts last
 
 
-def test_detect_drift_finding() -> None:
+def _finding(old: list, new: list) -> DriftFinding:
+    return drift_between(old, new, schema_version(old), schema_version(new), "2024-05-01T12:00:00Z",
+                         "2024-05-01T12:05:00Z", "s3://b", "orders")
+
+
+def test_drift_between_two_versions() -> None:
     new = copy.deepcopy(BASE)
     new[0]["type"] = "INT"
     new.append(f("note", "STRING"))
-    finding = detect_drift((BASE, "2024-05-01T12:00:00Z"), new, "2024-05-01T12:05:00Z", "s3://b", "orders")
+    finding = _finding(BASE, new)
     assert isinstance(finding, DriftFinding)
     assert (finding.namespace, finding.name) == ("s3://b", "orders")
     assert finding.previous_version == schema_version(BASE) and finding.new_version == schema_version(new)
@@ -211,51 +213,23 @@ def test_detect_drift_finding() -> None:
     assert finding.severity == "BREAKING"
 
 
-def test_detect_drift_returns_none_without_a_baseline_or_a_change() -> None:
-    assert detect_drift(None, BASE, "2024-05-01T12:00:00Z") is None
-    assert detect_drift((BASE, "2024-05-01T12:00:00Z"), None, "2024-05-01T13:00:00Z") is None
-    assert detect_drift((BASE, "2024-05-01T12:00:00Z"), copy.deepcopy(BASE), "2024-05-01T13:00:00Z") is None
-
-
-def test_out_of_order_observations_neither_report_nor_replace() -> None:
-    """The shell's per-dataset state machine: store when should_store, alert on detect_drift."""
-    v1 = BASE
-    v2 = [*BASE, f("v2", "INT")]
-    v3 = [x for x in v2 if x["name"] != "amount"]
-    observations = [  # arrival order; v2 arrives after the newer v3 (a late event)
-        (v1, "2024-05-01T12:00:00Z"),
-        (v3, "2024-05-01T14:00:00+02:00"),  # 12:00:00Z ... same instant: tie, later arrival wins
-        (v2, "2024-05-01T11:30:00Z"),  # older than what is stored: no alert, no replacement
-        (v3, "2024-05-01T12:10:00Z"),  # same schema again: no alert, time moves forward
-    ]
-    stored = None
-    alerts = []
-    for fields, time in observations:
-        finding = detect_drift(stored, fields, time)
-        if finding:
-            alerts.append(finding)
-        if stored is None or should_store(stored[1], time):
-            stored = (fields, time)
-    assert [[c.path for c in a.changes] for a in alerts] == [["amount", "v2"]]
-    assert alerts[0].severity == "BREAKING"
-    assert stored == (v3, "2024-05-01T12:10:00Z")
-
-
 def test_versions_differing_without_field_changes_still_report_other() -> None:
     old = [{"name": "x", "type": "int", "nullable": True}, {"name": "x", "type": "bigint"}]
     new = [{"name": "x", "type": "int", "nullable": True}]
-    assert detect_drift((old, "2024-05-01T12:00:00Z"), new, "2024-05-01T12:00:01Z") is None  # dups ignored: equal
+    assert schema_version(old) == schema_version(new)  # later duplicates are ignored: one version
     odd_old = [{"name": "x", "type": "int"}]
-    odd_new = [{"name": "x", "type": "int"}, {"name": 3}]
-    assert detect_drift((odd_old, "2024-05-01T12:00:00Z"), odd_new, "2024-05-01T12:00:01Z") is None
+    odd_new = [{"name": "x", "type": "int"}, {"name": 3}]  # a nameless entry is ignored too
+    assert schema_version(odd_old) == schema_version(odd_new)
+    unknown = drift_between(None, odd_new, "gone", schema_version(odd_new), "2024-05-01T12:00:00Z",
+                            "2024-05-01T12:00:01Z")  # the old fields not known any more: still reported
+    assert [(c.kind, c.severity) for c in unknown.changes] == [("OTHER", "UNKNOWN")]
 
 
 def test_records_encode_as_avro_schema_changes() -> None:
     new = copy.deepcopy(BASE)
     new[1]["fields"][1]["type"] = "BIGINT"
     del new[2]
-    finding = detect_drift((BASE, "2024-05-01T12:00:00Z"), new, "2024-05-01T12:05:00Z", "s3://b", "orders")
-    assert finding is not None
+    finding = _finding(BASE, new)
     record = {
         "event": event_to_record(full_run_event()),
         "processing": {"dedupeId": "0" * 64, "processedAt": 0},
