@@ -62,5 +62,5 @@ def test_the_replay_s_changes_are_the_live_alerts_less_the_superseded_ones() -> 
     drift.observe(_event(time, version) for time, version in arrivals)
     assert {(before, after, at) for _name, before, after, at in _found(drift)} == current == {
         ("A", "B", _time(3)), ("B", "C", _time(5))}
-    (first, second) = drift.findings()
+    first, _ = drift.findings()
     assert first.severity == "BREAKING" and [c.path for c in first.changes] == ["amount"]
