@@ -197,8 +197,8 @@ _CUT = {"nodes": "more nodes exist within the depth", "edges": "a level had more
 
 def cmd_impact(args: argparse.Namespace) -> int:
     from kafka_lineage.app import render
-    from kafka_lineage.sinks.graph.queries import as_rows, closest_datasets, traverse
-    from kafka_lineage.sinks.graph.sink import driver_for
+    from kafka_lineage.graph.driver import driver_for
+    from kafka_lineage.graph.queries import as_rows, closest_datasets, traverse
 
     direction = "down" if args.command == "impact" else "up"
     if args.column:
@@ -243,8 +243,8 @@ def _not_found(what: str, hints: list[str]) -> int:
 
 
 def _column_lineage(args: argparse.Namespace, direction: str) -> int:
-    from kafka_lineage.sinks.graph.queries import closest_datasets, closest_fields, field_exists, field_lineage
-    from kafka_lineage.sinks.graph.sink import driver_for
+    from kafka_lineage.graph.driver import driver_for
+    from kafka_lineage.graph.queries import closest_datasets, closest_fields, field_exists, field_lineage
 
     if args.format not in ("table", "json"):
         raise ConfigError("--column: pictures are table-level; use --format table or json")
@@ -283,15 +283,15 @@ def _bad_question(message: str, hints: list[str] | None = None) -> int:
 
 
 def _unknown_dataset(driver: Any, namespace: str, name: str) -> int:
-    from kafka_lineage.sinks.graph.queries import closest_datasets
+    from kafka_lineage.graph.queries import closest_datasets
 
     return _bad_question(f"not found in the graph: dataset {namespace} {name}",
                          [f"{ns} {nm}" for ns, nm in closest_datasets(driver, namespace, name)])
 
 
 def cmd_ready(args: argparse.Namespace) -> int:
-    from kafka_lineage.sinks.graph.partitions import UnknownDataset, ready
-    from kafka_lineage.sinks.graph.sink import driver_for
+    from kafka_lineage.graph.driver import driver_for
+    from kafka_lineage.graph.partitions import UnknownDataset, ready
 
     try:
         with driver_for(ClientSettings.from_env()) as driver:
@@ -319,8 +319,8 @@ def cmd_ready(args: argparse.Namespace) -> int:
 
 
 def cmd_partitions(args: argparse.Namespace) -> int:
-    from kafka_lineage.sinks.graph.partitions import UnknownDataset, dataset_partitions
-    from kafka_lineage.sinks.graph.sink import driver_for
+    from kafka_lineage.graph.driver import driver_for
+    from kafka_lineage.graph.partitions import UnknownDataset, dataset_partitions
 
     if args.limit < 1:
         return _bad_question(f"--limit: at least 1, got {args.limit}")
@@ -354,8 +354,8 @@ def cmd_partitions(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from kafka_lineage.sinks.graph.partitions import run_partitions
-    from kafka_lineage.sinks.graph.sink import driver_for
+    from kafka_lineage.graph.driver import driver_for
+    from kafka_lineage.graph.partitions import run_partitions
 
     with driver_for(ClientSettings.from_env()) as driver:
         found = run_partitions(driver, args.run_id)
@@ -379,9 +379,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
-    from kafka_lineage.sinks.graph.backfill import PlanError, fetch_facts, parse_day, plan, stale_events
-    from kafka_lineage.sinks.graph.partitions import UnknownDataset
-    from kafka_lineage.sinks.graph.sink import driver_for
+    from kafka_lineage.graph.backfill import PlanError, fetch_facts, parse_day, plan, stale_events
+    from kafka_lineage.graph.driver import driver_for
+    from kafka_lineage.graph.partitions import UnknownDataset
 
     try:
         start, end = parse_day(args.from_, "--from"), parse_day(args.to, "--to")
@@ -526,7 +526,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
-    from kafka_lineage.sinks.graph.sink import driver_for, graph_fingerprint
+    from kafka_lineage.graph.driver import driver_for, graph_fingerprint
 
     with driver_for(ClientSettings.from_env()) as driver:
         print(graph_fingerprint(driver))

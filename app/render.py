@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 import json
 
-from kafka_lineage.sinks.graph.queries import Reached, Traversal
+from kafka_lineage.graph.queries import Reached, Traversal
 
 Key = tuple[str, str, str]
 BOX_W, BOX_H, GAP_X, GAP_Y = 230, 44, 90, 22

@@ -29,6 +29,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from neo4j import Driver
 
+from kafka_lineage.graph.driver import driver_for, ensure_constraints, write_statements
+from kafka_lineage.graph.model import graph_batch, statements, utc_time
 from kafka_lineage.processors.core import Incoming, Output, ProcessorCore
 from kafka_lineage.processors.normalize import parse_aliases
 from kafka_lineage.replay.drift import ReplayDrift
@@ -39,8 +41,6 @@ from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.partitions import parse_patterns
 from kafka_lineage.schemas.schema_diff import DriftFinding
 from kafka_lineage.schemas.wire import AvroCodec
-from kafka_lineage.sinks.graph.model import graph_batch, statements, utc_time
-from kafka_lineage.sinks.graph.sink import driver_for, ensure_constraints, write_statements
 
 # Replay without the processor's settings: no namespace aliases, the default future-eventTime bound.
 DEFAULT_PROCESSING = ProcessorSettings()
@@ -63,7 +63,7 @@ class ReplayReport:
 class EventWindow:
     """``--from``..``--to`` by eventTime, both ends included; None: open on that side."""
 
-    start: str | None = None  # UTC, as sinks.graph.model.utc_time spells it (sortable as text)
+    start: str | None = None  # UTC, as graph.model.utc_time spells it (sortable as text)
     end: str | None = None
 
     @classmethod

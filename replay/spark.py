@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from kafka_lineage.graph.driver import driver_for
 from kafka_lineage.replay.drift import ReplayDrift
 from kafka_lineage.replay.local import (
     ALL_TIME,
@@ -35,7 +36,6 @@ from kafka_lineage.replay.local import (
 )
 from kafka_lineage.runtime.config import ClientSettings, ProcessorSettings
 from kafka_lineage.runtime.gc_tuning import tune_gc
-from kafka_lineage.sinks.graph.sink import driver_for
 
 Counts = tuple[int, int, int]  # records, written, dead letters
 Part = tuple[Counts, list[Any]]  # a task's counts and its schema histories (ReplayDrift.kept)

@@ -25,6 +25,8 @@ from fastapi.staticfiles import StaticFiles
 from neo4j.exceptions import ServiceUnavailable, SessionExpired, TransientError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from kafka_lineage.graph.model import utc_time
+from kafka_lineage.graph.queries import MAX_DEPTH, traverse
 from kafka_lineage.runtime.config import ClientSettings, ServerSettings
 from kafka_lineage.runtime.metrics import Check, Metrics, Readiness
 from kafka_lineage.runtime.status import DEFAULT_LAG_THRESHOLD, ServiceProbe, collect_status, status_json
@@ -33,8 +35,6 @@ from kafka_lineage.server import marquez
 from kafka_lineage.server.feeds import AlertFeed, dead_letters
 from kafka_lineage.server.node_ids import BadNodeId, NodeId, parse_node_id
 from kafka_lineage.server.store import GraphStore, NotFound, QueryTimeout, schema_fields
-from kafka_lineage.sinks.graph.model import utc_time
-from kafka_lineage.sinks.graph.queries import MAX_DEPTH, traverse
 
 API_TITLE = "kafka-lineage"
 UI_DIR = Path(__file__).parent / "ui-dist"  # built from server/ui by `make install`

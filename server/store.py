@@ -16,10 +16,10 @@ from typing import Any
 from neo4j import Driver, Query, RoutingControl
 from neo4j.exceptions import ClientError
 
+from kafka_lineage.graph import partitions as partition_reads
+from kafka_lineage.graph.model import stored_key
+from kafka_lineage.graph.queries import MAX_ALIAS_LINKS, aliases_of, field_aliases_of, known
 from kafka_lineage.server.node_ids import NodeId
-from kafka_lineage.sinks.graph import partitions as partition_reads
-from kafka_lineage.sinks.graph.model import stored_key
-from kafka_lineage.sinks.graph.queries import MAX_ALIAS_LINKS, aliases_of, field_aliases_of, known
 
 _NS = "coalesce({0}.fullNamespace, {0}.namespace)"
 _NAME = "coalesce({0}.fullName, {0}.name)"
@@ -430,7 +430,7 @@ class GraphStore:
             types[(key[0], key[1])] = dict(_typed_paths(schema_fields(fields_json)))
         return types
 
-    # --- partitions (sinks/graph/partitions.py computes the states) -----------------------------------------------
+    # --- partitions (graph/partitions.py computes the states) -----------------------------------------------
     def _partitions(self, question: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
             return question(self.driver, *args, timeout=self.timeout, **kwargs)
@@ -453,7 +453,7 @@ class GraphStore:
 
     def backfill_plan(self, namespace: str, name: str, start: str, end: str, depth: int) -> dict[str, Any]:
         """``lineage backfill plan``'s answer; ``PlanError`` (a ValueError) for a bad window or undated partitions."""
-        from kafka_lineage.sinks.graph import backfill
+        from kafka_lineage.graph import backfill
 
         first, last = backfill.parse_day(start, "from"), backfill.parse_day(end, "to")
         facts = self._partitions(backfill.fetch_facts, namespace, name, depth)

@@ -28,6 +28,9 @@ from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, R
 from openlineage.client.facet_v2 import schema_dataset
 from openlineage.client.transport.kafka import KafkaConfig, KafkaTransport
 
+from kafka_lineage.graph import partitions as partition_reads
+from kafka_lineage.graph.driver import driver_for, ensure_constraints
+from kafka_lineage.graph.queries import field_lineage, impact, traverse, upstream
 from kafka_lineage.producers.client.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
 from kafka_lineage.producers.client.publisher import EventPublisher
 from kafka_lineage.replay.local import replay
@@ -37,9 +40,6 @@ from kafka_lineage.runtime.kafka_io import AckingProducer, end_offsets, prepare_
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import event_to_record
 from kafka_lineage.schemas.wire import AvroCodec
-from kafka_lineage.sinks.graph import partitions as partition_reads
-from kafka_lineage.sinks.graph.queries import field_lineage, impact, traverse, upstream
-from kafka_lineage.sinks.graph.sink import driver_for, ensure_constraints
 from kafka_lineage_devtools import bench_events, cpu_budget
 from kafka_lineage_devtools.processes import (
     ANY_FREE_PORT,

@@ -493,7 +493,7 @@ def summarize(times: Sequence[float], sizes: Sequence[int]) -> dict[str, Any]:
 
 
 def _completed_in_neo4j(settings: Any, run_ids: list[str]) -> int:
-    from kafka_lineage.sinks.graph.sink import driver_for
+    from kafka_lineage.graph.driver import driver_for
     with driver_for(settings) as driver:
         records, _, _ = driver.execute_query(
             "MATCH (r:Run) WHERE r.runId IN $ids AND r.state = 'COMPLETE' RETURN count(r) AS n", ids=run_ids)
@@ -643,9 +643,9 @@ def run_lineage_peer(count: int, servers: dict[str, str], output: Path, rounds: 
     realistic events (fixed ``seed``, this run's own namespaces) are written into Neo4j by the graph sink's own
     statements and posted to Marquez one per request; then ``GET /api/v1/lineage`` at depth 10 over the query nodes,
     servers in turn, ``rounds`` times after a warm-up round. Answers of our servers are compared whole (JSON)."""
+    from kafka_lineage.graph.driver import driver_for, ensure_constraints, write_events
     from kafka_lineage.processors.normalize import normalize_event
     from kafka_lineage.runtime.config import ClientSettings
-    from kafka_lineage.sinks.graph.sink import driver_for, ensure_constraints, write_events
 
     classpath = setup_marquez(None)
     tag = uuid.uuid4().hex[:6]

@@ -11,12 +11,12 @@ import sys
 import uuid
 from typing import Any
 
+from kafka_lineage.graph.driver import driver_for, graph_fingerprint
 from kafka_lineage.producers.client.publisher import EventPublisher
 from kafka_lineage.replay.bulk.importer import bulk_replay
 from kafka_lineage.replay.local import replay, wipe
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import prepare_pipeline
-from kafka_lineage.sinks.graph.sink import driver_for, graph_fingerprint
 from kafka_lineage_devtools.bench_events import run_pairs
 from kafka_lineage_devtools.stack.config import StackSettings
 from kafka_lineage_devtools.stack.services import SERVICES_BY_NAME

@@ -30,13 +30,13 @@ from typing import Any
 import requests
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
+from kafka_lineage.graph import model as current_model
+from kafka_lineage.graph.driver import driver_for, ensure_constraints
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import AckingProducer, prepare_pipeline
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import FacetCache, event_to_record, record_to_event
 from kafka_lineage.schemas.wire import AvroCodec
-from kafka_lineage.sinks.graph import model as current_model
-from kafka_lineage.sinks.graph.sink import driver_for, ensure_constraints
 from kafka_lineage_devtools.bench_events import run_pairs
 from kafka_lineage_devtools.cpu_budget import process_cpu_seconds
 from kafka_lineage_devtools.processes import pipeline_env, sink_process
@@ -56,7 +56,7 @@ def _baseline_path(checkout: Path) -> Path:
 
 def _load_model(checkout: Path) -> ModuleType:
     """The checkout's graph model module (pure: it imports only ``kafka_lineage.schemas``), beside this one."""
-    spec = importlib.util.spec_from_file_location("baseline_graph_model", checkout / "sinks/graph/model.py")
+    spec = importlib.util.spec_from_file_location("baseline_graph_model", checkout / "graph/model.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up

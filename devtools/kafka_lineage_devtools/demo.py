@@ -26,14 +26,14 @@ from openlineage.client import OpenLineageClient
 
 from kafka_lineage.app import render
 from kafka_lineage.app.formats import format_alert
+from kafka_lineage.graph.driver import driver_for
+from kafka_lineage.graph.partitions import UnknownDataset, dataset_partitions
+from kafka_lineage.graph.queries import as_rows, traverse
 from kafka_lineage.producers.client.hooks import load_task, sql_task
 from kafka_lineage.producers.client.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
 from kafka_lineage.producers.service.connect_watcher import watch
 from kafka_lineage.runtime.config import ClientSettings, ServerSettings
 from kafka_lineage.runtime.tail import tail
-from kafka_lineage.sinks.graph.partitions import UnknownDataset, dataset_partitions
-from kafka_lineage.sinks.graph.queries import as_rows, traverse
-from kafka_lineage.sinks.graph.sink import driver_for
 from kafka_lineage_devtools import engines
 from kafka_lineage_devtools.engines import EngineScenario
 from kafka_lineage_devtools.processes import (

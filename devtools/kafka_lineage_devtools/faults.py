@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kafka_lineage.graph.driver import driver_for
 from kafka_lineage.producers.client.publisher import EventPublisher, PublishError
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import prepare_pipeline
 from kafka_lineage.runtime.tail import tail
-from kafka_lineage.sinks.graph.sink import driver_for
 from kafka_lineage_devtools.checker import GRAPH_QUERIES, CheckReport, check, query_parameters
 from kafka_lineage_devtools.processes import (
     ChildExited,

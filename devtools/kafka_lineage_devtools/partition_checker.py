@@ -1,7 +1,7 @@
 """Compare the partitions the pipeline built with a partition workload's truth, through the product's own reads.
 
-``read_partitions`` lists every dataset's partitions with ``sinks.graph.partitions.dataset_partitions`` and
-``read_ready`` asks ``sinks.graph.partitions.ready`` for every (dataset, day) — what `lineage partitions` and
+``read_partitions`` lists every dataset's partitions with ``graph.partitions.dataset_partitions`` and
+``read_ready`` asks ``graph.partitions.ready`` for every (dataset, day) — what `lineage partitions` and
 `lineage ready` answer. ``check_partitions`` (pure) lists every difference: a partition missing, extra, or with
 another state / version count / latest version's run, rowCount, bytes, failed assertions / upstream
 partitions read / landed flag; a ``ready`` answer or its missing list
@@ -31,12 +31,12 @@ from typing import Any
 from neo4j import Driver
 from neo4j.exceptions import ServiceUnavailable, TransientError
 
+from kafka_lineage.graph.backfill import fetch_facts, parse_day, plan
+from kafka_lineage.graph.driver import driver_for
+from kafka_lineage.graph.partitions import UnknownDataset, dataset_partitions, ready
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import prepare_pipeline
 from kafka_lineage.runtime.status import collect_status, default_groups
-from kafka_lineage.sinks.graph.backfill import fetch_facts, parse_day, plan
-from kafka_lineage.sinks.graph.partitions import UnknownDataset, dataset_partitions, ready
-from kafka_lineage.sinks.graph.sink import driver_for
 from kafka_lineage_devtools.faults import _Component, _publish, stop_components
 from kafka_lineage_devtools.partition_workload import (
     BACKFILL_FACET,

@@ -69,9 +69,9 @@ from datetime import UTC, datetime, timedelta, timezone
 from hashlib import sha256
 from typing import Any, NamedTuple
 
+from kafka_lineage.graph.model import fingerprint, utc_time
 from kafka_lineage.processors.normalize import canonical_identity
 from kafka_lineage.schemas.schema_diff import schema_version
-from kafka_lineage.sinks.graph.model import fingerprint, utc_time
 
 __all__ = [
     "KINDS",

@@ -22,6 +22,8 @@ from urllib.parse import urlsplit
 
 from neo4j.exceptions import Neo4jError, ServiceUnavailable
 
+from kafka_lineage.graph.driver import driver_for, ensure_constraints
+from kafka_lineage.graph.model import graph_batch
 from kafka_lineage.replay.bulk.tables import import_tables, write_csv
 from kafka_lineage.replay.local import (
     ALL_TIME,
@@ -34,8 +36,6 @@ from kafka_lineage.replay.local import (
     wipe,
 )
 from kafka_lineage.runtime.config import ClientSettings, ProcessorSettings
-from kafka_lineage.sinks.graph.model import graph_batch
-from kafka_lineage.sinks.graph.sink import driver_for, ensure_constraints
 
 EXIT_UNAVAILABLE = 3  # `lineage replay --bulk` when the database is not local or its tools are missing
 _LOCAL_HOSTS = frozenset(("localhost", "127.0.0.1", "::1"))

@@ -44,6 +44,9 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from neo4j import Driver
 from neo4j.exceptions import ClientError, DriverError, Neo4jError
 
+from kafka_lineage.graph.driver import driver_for
+from kafka_lineage.graph.model import utc_time
+from kafka_lineage.graph.queries import Reached, ReachedField, TraversalTimeout, column_impact, impact
 from kafka_lineage.runtime.config import ALERT_CRASH_POINTS, AlertSettings, ClientSettings
 from kafka_lineage.runtime.crash_points import CrashPoints, parse_crash_points
 from kafka_lineage.runtime.kafka_io import commit_offsets, prepare_pipeline
@@ -56,9 +59,6 @@ from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, WireFormatError
 from kafka_lineage.sinks.consumer import SinkMember, batch_offsets, consume_loop, throttled
-from kafka_lineage.sinks.graph.model import utc_time
-from kafka_lineage.sinks.graph.queries import Reached, ReachedField, TraversalTimeout, column_impact, impact
-from kafka_lineage.sinks.graph.sink import driver_for
 
 log = logging.getLogger(__name__)
 STAGE = "alert-sink"

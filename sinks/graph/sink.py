@@ -1,6 +1,6 @@
 """Neo4j graph sink (``lineage sink``): normalized events → the lineage graph, one transaction per batch.
 
-The graph statements are ``graph_model``'s fixed, parameterized ``UNWIND … MERGE`` statements, idempotent and order
+The graph statements are ``graph.model``'s fixed, parameterized ``UNWIND … MERGE`` statements, idempotent and order
 independent, so the sink is at-least-once without harm: offsets are committed only after the Neo4j transaction
 committed, and a batch repeated after a crash changes nothing. Neo4j unavailable → back off and retry the same batch
 (nothing is skipped). A record that can never be written — it does not decode, or the database rejects its
@@ -26,9 +26,11 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from neo4j import Driver, GraphDatabase
 from neo4j.exceptions import DriverError, Neo4jError
 
+from kafka_lineage.graph.driver import driver_for, ensure_constraints, write_events, write_statements
+from kafka_lineage.graph.model import graph_batch, statements
+from kafka_lineage.graph.neo4j_errors import is_record_fault
 from kafka_lineage.runtime.config import ClientSettings, SinkSettings
 from kafka_lineage.runtime.kafka_io import AckingProducer, commit_offsets, prepare_pipeline
 from kafka_lineage.runtime.logs import problem
@@ -39,58 +41,9 @@ from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.openlineage import FacetCache, record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, RegistryUnavailable, WireFormatError
 from kafka_lineage.sinks.consumer import LAG_SECONDS, SinkMember, batch_offsets, consume_batch, throttled
-from kafka_lineage.sinks.graph.model import (
-    BACKFILL,
-    CONSTRAINTS,
-    FINGERPRINT_QUERIES,
-    PARTITION_FINGERPRINT_QUERIES,
-    fingerprint,
-    graph_batch,
-    statements,
-)
-from kafka_lineage.sinks.graph.neo4j_errors import is_record_fault
 
 log = logging.getLogger(__name__)
 STAGE = "graph-sink"
-
-
-def driver_for(clients: ClientSettings, **options: Any) -> Driver:
-    """The pipeline's Neo4j driver; ``options``: further driver settings (timeouts)."""
-    # Notifications off: the server otherwise warns about every label a query names before the graph has one.
-    return GraphDatabase.driver(clients.neo4j_uri, auth=(clients.neo4j_user, clients.neo4j_password),
-                                notifications_min_severity="OFF", **options)
-
-
-def ensure_constraints(driver: Driver) -> None:
-    with driver.session() as session:
-        for statement in CONSTRAINTS + BACKFILL:
-            session.run(statement).consume()
-
-
-def graph_fingerprint(driver: Driver) -> str:
-    """Canonical hash of every node and relationship with its identity (``lineage graph fingerprint``)."""
-    with driver.session() as session:
-        rows = {name: [record.data() for record in session.run(query)]
-                for name, query in {**FINGERPRINT_QUERIES, **PARTITION_FINGERPRINT_QUERIES}.items()}
-    return fingerprint(rows)
-
-
-def write_events(driver: Driver, events: list[dict[str, Any]]) -> None:
-    """All statements of one batch in one write transaction (retried by the driver on transient errors)."""
-    write_statements(driver, statements(graph_batch(events)))
-
-
-def write_statements(driver: Driver, work: list[tuple[str, dict[str, Any]]]) -> None:
-    """Run prepared ``graph_model.statements`` in one write transaction (a thread may do this while the caller
-    prepares the next batch: the driver waits on the socket without holding the GIL)."""
-
-    def transaction(tx: Any) -> None:
-        for query, parameters in work:
-            if parameters.get("rows") != []:  # a statement whose rows all went with another (schema fields)
-                tx.run(query, parameters).consume()
-
-    with driver.session() as session:
-        session.execute_write(transaction)
 
 
 @dataclass(slots=True)

@@ -38,6 +38,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from openlineage.client import OpenLineageClient
 
+from kafka_lineage.graph.driver import driver_for, write_events
+from kafka_lineage.graph.model import stored_key
+from kafka_lineage.graph.queries import Reached, ReachedField, field_lineage, upstream
 from kafka_lineage.producers.client.hooks import lineage_task, sql_task
 from kafka_lineage.producers.client.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
 from kafka_lineage.producers.client.publisher import EventPublisher
@@ -47,9 +50,6 @@ from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.openlineage import InvalidEvent, event_to_record, record_to_event
 from kafka_lineage.schemas.wire import AvroCodec
-from kafka_lineage.sinks.graph.model import stored_key
-from kafka_lineage.sinks.graph.queries import Reached, ReachedField, field_lineage, upstream
-from kafka_lineage.sinks.graph.sink import driver_for, write_events
 from kafka_lineage_devtools.processes import (
     ChildProcess,
     collector_process,

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from openlineage.client import OpenLineageClient
 
+from kafka_lineage.graph.driver import driver_for
+from kafka_lineage.graph.queries import impact
 from kafka_lineage.producers.client.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
 from kafka_lineage.runtime.config import ClientSettings
-from kafka_lineage.sinks.graph.queries import impact
-from kafka_lineage.sinks.graph.sink import driver_for
 from kafka_lineage_devtools import engines
 from kafka_lineage_devtools.engines import EngineScenario
 from kafka_lineage_devtools.processes import (

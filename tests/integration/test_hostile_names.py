@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
+from kafka_lineage.graph.driver import driver_for
 from kafka_lineage.producers.client.publisher import EventPublisher
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import event_to_record
 from kafka_lineage.schemas.wire import AvroCodec
-from kafka_lineage.sinks.graph.sink import driver_for
 from kafka_lineage_devtools.processes import alert_sink_process, pipeline_env, processor_process, sink_process
 from tests.openlineage_samples import PRODUCER
 

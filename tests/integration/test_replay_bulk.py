@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from neo4j import Driver
 
+from kafka_lineage.graph.driver import driver_for, graph_fingerprint
+from kafka_lineage.graph.model import CONSTRAINTS, fingerprint
 from kafka_lineage.producers.client.publisher import EventPublisher
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import prepare_pipeline
-from kafka_lineage.sinks.graph.model import CONSTRAINTS, fingerprint
-from kafka_lineage.sinks.graph.sink import driver_for, graph_fingerprint
 from kafka_lineage_devtools.bench_events import run_pairs
 from kafka_lineage_devtools.stack.config import StackSettings
 from kafka_lineage_devtools.stack.services import SERVICES_BY_NAME

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-LAYERS = ["schemas", "runtime", "stage", "replay", "server", "app", "devtools"]
+LAYERS = ["schemas", "runtime", "graph", "stage", "replay", "server", "app", "devtools"]
 STAGES = {"producers", "processors", "sinks"}
 
 

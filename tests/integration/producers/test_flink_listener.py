@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from kafka_lineage.graph.driver import driver_for
 from kafka_lineage.runtime.config import ClientSettings
-from kafka_lineage.sinks.graph.sink import driver_for
 from kafka_lineage_devtools.flink_cluster import flink_session_cluster
 from kafka_lineage_devtools.processes import (
     child_process,

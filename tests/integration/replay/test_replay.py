@@ -12,11 +12,11 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from kafka_lineage.graph.driver import driver_for, graph_fingerprint
 from kafka_lineage.producers.client.publisher import EventPublisher
 from kafka_lineage.replay.local import missing_history
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import prepare_pipeline
-from kafka_lineage.sinks.graph.sink import driver_for, graph_fingerprint
 from tests.integration.conftest import lineage
 from tests.openlineage_samples import PRODUCER
 

@@ -11,8 +11,8 @@ from urllib.parse import quote
 import pytest
 import requests
 
+from kafka_lineage.graph.driver import driver_for, ensure_constraints, write_events
 from kafka_lineage.runtime.config import ClientSettings
-from kafka_lineage.sinks.graph.sink import driver_for, ensure_constraints, write_events
 from kafka_lineage_devtools.processes import ChildProcess, server_process
 
 pytestmark = pytest.mark.integration

@@ -16,14 +16,14 @@ import requests
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
+from kafka_lineage.graph.driver import driver_for, ensure_constraints, write_events
+from kafka_lineage.graph.queries import Reached
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import prepare_pipeline
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.wire import AvroCodec
 from kafka_lineage.sinks.alerts.sink import build_alert
-from kafka_lineage.sinks.graph.queries import Reached
-from kafka_lineage.sinks.graph.sink import driver_for, ensure_constraints, write_events
 from kafka_lineage_devtools.processes import server_process
 
 pytestmark = pytest.mark.integration

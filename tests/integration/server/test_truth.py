@@ -12,9 +12,9 @@ from urllib.parse import quote
 import pytest
 import requests
 
+from kafka_lineage.graph.driver import driver_for, ensure_constraints, write_events
 from kafka_lineage.processors.normalize import normalize_event
 from kafka_lineage.runtime.config import ClientSettings
-from kafka_lineage.sinks.graph.sink import driver_for, ensure_constraints, write_events
 from kafka_lineage_devtools.processes import ChildProcess, server_process
 from kafka_lineage_devtools.workload import Delivery, GroundTruth, generate, iter_batches
 

@@ -17,10 +17,10 @@ from urllib.parse import quote
 import pytest
 import requests
 
+from kafka_lineage.graph.driver import driver_for
 from kafka_lineage.producers.client.publisher import EventPublisher
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.schemas.partitions import BACKFILL_SCHEMA_URL as BACKFILL_URL
-from kafka_lineage.sinks.graph.sink import driver_for
 from kafka_lineage_devtools.processes import pipeline_env, processor_process, server_process, sink_process
 from tests.integration.conftest import lineage
 from tests.integration.sinks.test_graph_sink import _settings, _wait_for

@@ -14,12 +14,12 @@ import requests
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
+from kafka_lineage.graph.driver import driver_for, graph_fingerprint
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import prepare_pipeline
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import event_to_record
 from kafka_lineage.schemas.wire import AvroCodec
-from kafka_lineage.sinks.graph.sink import driver_for, graph_fingerprint
 from kafka_lineage_devtools.processes import lineage_process, sink_process
 from kafka_lineage_devtools.stack.manager import Stack
 from tests.integration.conftest import consume_all, lineage

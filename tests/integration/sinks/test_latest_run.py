@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 from neo4j import Driver
 
+from kafka_lineage.graph.driver import driver_for, ensure_constraints, write_events
 from kafka_lineage.runtime.config import ClientSettings
-from kafka_lineage.sinks.graph.sink import driver_for, ensure_constraints, write_events
 
 pytestmark = pytest.mark.integration
 

@@ -16,9 +16,9 @@ from urllib.parse import quote
 import pytest
 import requests
 
+from kafka_lineage.graph.driver import driver_for, graph_fingerprint
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import prepare_pipeline
-from kafka_lineage.sinks.graph.sink import driver_for, graph_fingerprint
 from kafka_lineage_devtools.processes import server_process, sink_process
 from tests.integration.conftest import lineage
 from tests.integration.sinks.test_graph_sink import _publish, _settings, _wait_for

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 from neo4j import Driver
 
-from kafka_lineage.runtime.config import ClientSettings
-from kafka_lineage.sinks.graph.queries import (
+from kafka_lineage.graph.driver import driver_for, write_events
+from kafka_lineage.graph.queries import (
     Reached,
     ReachedField,
     TraversalTimeout,
@@ -23,7 +23,7 @@ from kafka_lineage.sinks.graph.queries import (
     impact,
     traverse,
 )
-from kafka_lineage.sinks.graph.sink import driver_for, write_events
+from kafka_lineage.runtime.config import ClientSettings
 from tests.integration.conftest import lineage
 
 pytestmark = pytest.mark.integration

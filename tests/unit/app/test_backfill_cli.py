@@ -12,10 +12,10 @@ import pytest
 from neo4j.exceptions import ServiceUnavailable
 
 from kafka_lineage.app import cli
+from kafka_lineage.graph import backfill, driver, queries
+from kafka_lineage.graph.backfill import BackfillFacts, RunFacts
+from kafka_lineage.graph.partitions import UnknownDataset
 from kafka_lineage.schemas.openlineage import validate_event
-from kafka_lineage.sinks.graph import backfill, queries, sink
-from kafka_lineage.sinks.graph.backfill import BackfillFacts, RunFacts
-from kafka_lineage.sinks.graph.partitions import UnknownDataset
 
 NS = "s3://lake"
 
@@ -35,7 +35,7 @@ def _facts(keys: tuple[str, ...] = ("date=2025-12-01", "date=2025-12-02")) -> Ba
 
 @pytest.fixture(autouse=True)
 def no_neo4j(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sink, "driver_for", _driver)
+    monkeypatch.setattr(driver, "driver_for", _driver)
     monkeypatch.setattr(queries, "closest_datasets", lambda *_a, **_k: [(NS, "raw")])
 
 

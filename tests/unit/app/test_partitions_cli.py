@@ -12,8 +12,8 @@ import pytest
 from neo4j.exceptions import ServiceUnavailable
 
 from kafka_lineage.app import cli
-from kafka_lineage.sinks.graph import partitions, queries, sink
-from kafka_lineage.sinks.graph.partitions import PartitionFacts, RunPartitions, UnknownDataset, Version
+from kafka_lineage.graph import driver, partitions, queries
+from kafka_lineage.graph.partitions import PartitionFacts, RunPartitions, UnknownDataset, Version
 
 
 @contextlib.contextmanager
@@ -23,7 +23,7 @@ def _driver(*_args: Any, **_kwargs: Any) -> Iterator[object]:
 
 @pytest.fixture(autouse=True)
 def no_neo4j(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sink, "driver_for", _driver)
+    monkeypatch.setattr(driver, "driver_for", _driver)
     monkeypatch.setattr(queries, "closest_datasets", lambda *_a, **_k: [("s3://lake", "events")])
 
 

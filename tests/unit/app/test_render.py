@@ -5,7 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from kafka_lineage.app.render import to_dot, to_html, to_svg
-from kafka_lineage.sinks.graph.queries import Reached, Traversal
+from kafka_lineage.graph.queries import Reached, Traversal
 
 HOSTILE = '<script>alert("x")</script> & "quotes"'
 GRAPH = Traversal(

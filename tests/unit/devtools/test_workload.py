@@ -10,6 +10,7 @@ from functools import cache
 
 import pytest
 
+from kafka_lineage.graph.model import FINGERPRINT_QUERIES, fingerprint, graph_batch
 from kafka_lineage.processors.core import Incoming, ProcessorCore
 from kafka_lineage.processors.normalize import normalize_event, parse_aliases
 from kafka_lineage.schemas.avro_schemas import schema_text
@@ -18,7 +19,6 @@ from kafka_lineage.schemas.schema_diff import schema_version
 from kafka_lineage.schemas.wire import AvroCodec
 from kafka_lineage.sinks.alerts.sink import build_alert
 from kafka_lineage.sinks.alerts.sink import change_id as sink_change_id
-from kafka_lineage.sinks.graph.model import FINGERPRINT_QUERIES, fingerprint, graph_batch
 from kafka_lineage_devtools.checker import check, format_report, rows_from_graph_batch
 from kafka_lineage_devtools.workload import KINDS, Delivery, GroundTruth, Workload, alert_id, generate, iter_batches
 

@@ -6,11 +6,11 @@ import copy
 import random
 import uuid
 
+from kafka_lineage.graph.model import graph_batch
 from kafka_lineage.processors.core import Incoming, ProcessorCore
 from kafka_lineage.schemas.avro_schemas import schema_text
 from kafka_lineage.schemas.openlineage import event_to_record, partition_key, record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, SchemaNotFound
-from kafka_lineage.sinks.graph.model import graph_batch
 from tests.openlineage_samples import PRODUCER
 
 

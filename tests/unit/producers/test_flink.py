@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from kafka_lineage.graph.model import graph_batch
 from kafka_lineage.processors.normalize import normalize_event
 from kafka_lineage.producers.client import flink as helper
 from kafka_lineage.producers.service import flink_lineage as core
 from kafka_lineage.schemas.openlineage import event_to_record, record_to_event, validate_event
-from kafka_lineage.sinks.graph.model import graph_batch
 
 DATA = Path(__file__).parents[2] / "data" / "flink"
 KAFKA = "kafka://127.0.0.1:9092"

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from kafka_lineage.graph.model import STATEMENTS, GraphBatch, graph_batch, stored_key
 from kafka_lineage.replay.bulk.tables import (
     KNOWN_KINDS,
     CsvFiles,
@@ -19,7 +20,6 @@ from kafka_lineage.replay.bulk.tables import (
     import_tables,
     write_csv,
 )
-from kafka_lineage.sinks.graph.model import STATEMENTS, GraphBatch, graph_batch, stored_key
 from tests.unit.replay.bulk_events import AWKWARD, LONG_NAME, rich_events
 
 NS = "bulk-unit"

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from kafka_lineage.graph.model import field_paths, graph_batch
 from kafka_lineage.schemas import limits
 from kafka_lineage.schemas.limits import LimitExceeded, check_limits
 from kafka_lineage.schemas.openlineage import (
@@ -19,7 +20,6 @@ from kafka_lineage.schemas.openlineage import (
     validate_event,
 )
 from kafka_lineage.schemas.schema_diff import diff_schemas, schema_version
-from kafka_lineage.sinks.graph.model import field_paths, graph_batch
 from tests.bad_inputs import event, nested, schema_facet, wide_schema
 
 

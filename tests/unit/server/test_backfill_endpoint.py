@@ -7,10 +7,10 @@ from urllib.parse import quote
 
 from fastapi.testclient import TestClient
 
+from kafka_lineage.graph.backfill import BackfillFacts, RunFacts, parse_day, plan
 from kafka_lineage.runtime.config import ServerSettings
 from kafka_lineage.server.api import create_app
 from kafka_lineage.server.store import NotFound
-from kafka_lineage.sinks.graph.backfill import BackfillFacts, RunFacts, parse_day, plan
 
 NS, NAME = "s3://lake", "raw/events"
 

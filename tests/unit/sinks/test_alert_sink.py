@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 import fastavro
 import pytest
 
+from kafka_lineage.graph.queries import Reached, ReachedField
 from kafka_lineage.schemas.avro_schemas import schema_text
 from kafka_lineage.schemas.wire import AvroCodec
 from kafka_lineage.sinks.alerts.sink import (
@@ -22,7 +23,6 @@ from kafka_lineage.sinks.alerts.sink import (
     column_rows,
     wait_until,
 )
-from kafka_lineage.sinks.graph.queries import Reached, ReachedField
 
 CHANGE = {"namespace": "s3://lake", "name": "orders", "previousVersion": "a" * 64, "newVersion": "b" * 64,
           "previousSchema": '[{"name":"id","type":"bigint"}]', "newSchema": '[{"name":"id","type":"string"}]',

@@ -15,10 +15,10 @@ import jsonschema_rs
 import pytest
 
 from kafka_lineage import schemas as schemas_package
+from kafka_lineage.graph.backfill import BackfillFacts, PlanError, RunFacts, partition_date, plan
+from kafka_lineage.graph.model import graph_batch
+from kafka_lineage.graph.partitions import PartitionStatus, partition_status
 from kafka_lineage.schemas.partitions import BACKFILL_SCHEMA_URL, partition_facet
-from kafka_lineage.sinks.graph.backfill import BackfillFacts, PlanError, RunFacts, partition_date, plan
-from kafka_lineage.sinks.graph.model import graph_batch
-from kafka_lineage.sinks.graph.partitions import PartitionStatus, partition_status
 from tests.unit.sinks.test_partitions import facts, marker_event, run_event
 
 NS = "s3://lake"

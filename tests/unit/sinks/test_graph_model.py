@@ -12,8 +12,7 @@ from datetime import datetime
 import pytest
 from openlineage.client.event_v2 import RunState
 
-from kafka_lineage.schemas.schema_diff import schema_fields, schema_version
-from kafka_lineage.sinks.graph.model import (
+from kafka_lineage.graph.model import (
     CONSTRAINTS,
     FINGERPRINT_QUERIES,
     KEY_MAX_BYTES,
@@ -30,6 +29,7 @@ from kafka_lineage.sinks.graph.model import (
     transformation_text,
     utc_time,
 )
+from kafka_lineage.schemas.schema_diff import schema_fields, schema_version
 from tests.openlineage_samples import dataset_event, full_run_event, job_event
 
 RUN, PARENT, FAILED = ("11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222",

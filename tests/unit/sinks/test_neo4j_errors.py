@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from neo4j.exceptions import Neo4jError, ServiceUnavailable, SessionExpired
 
-from kafka_lineage.sinks.graph.neo4j_errors import is_record_fault
+from kafka_lineage.graph.neo4j_errors import is_record_fault
 
 
 def _server_error(code: str) -> Neo4jError:

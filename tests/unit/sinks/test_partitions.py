@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from kafka_lineage.sinks.graph.model import (
+from kafka_lineage.graph.model import (
     CONSTRAINTS,
     PARTITION_FINGERPRINT_QUERIES,
     STATEMENTS,
@@ -17,7 +17,7 @@ from kafka_lineage.sinks.graph.model import (
     graph_batch,
     statements,
 )
-from kafka_lineage.sinks.graph.partitions import (
+from kafka_lineage.graph.partitions import (
     Check,
     PartitionFacts,
     Version,

@@ -35,15 +35,15 @@ from typing import Any
 
 from neo4j import Driver, Query, RoutingControl
 
+from kafka_lineage.graph.model import stored_key
+from kafka_lineage.graph.partitions import UnknownDataset
 from kafka_lineage.schemas.partitions import FACET_KEY, parse_key_text, partition_facet
-from kafka_lineage.sinks.graph.model import stored_key
-from kafka_lineage.sinks.graph.partitions import UnknownDataset
 
 __all__ = ["BackfillFacts", "PlanError", "RunFacts", "fetch_facts", "partition_date", "plan", "plan_id",
            "stale_events"]
 
 MAX_DEPTH = 50  # the cap impact has (queries.MAX_DEPTH)
-PRODUCER = "https://github.com/kafka-lineage/kafka-lineage/tree/main/sinks/graph/backfill.py"
+PRODUCER = "https://github.com/kafka-lineage/kafka-lineage/tree/main/graph/backfill.py"
 DATASET_EVENT_URL = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/DatasetEvent"
 MAX_RUNS_PER_JOB = 2000  # latest runs read per job (by start)
 

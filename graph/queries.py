@@ -28,7 +28,7 @@ from typing import Any
 from neo4j import READ_ACCESS, Driver, Query, Session
 from neo4j.exceptions import ClientError
 
-from kafka_lineage.sinks.graph.model import stored_key
+from kafka_lineage.graph.model import stored_key
 
 MAX_DEPTH = 50
 # A walk's time budget unless the caller sets one: each level's query carries what is left of it as its server-side

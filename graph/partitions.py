@@ -44,8 +44,8 @@ from typing import Any
 
 from neo4j import Driver, Query, RoutingControl
 
+from kafka_lineage.graph.model import stored_key
 from kafka_lineage.schemas.partitions import parse_key_text, partition_key_text
-from kafka_lineage.sinks.graph.model import stored_key
 
 __all__ = [
     "STATES",

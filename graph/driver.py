@@ -1,0 +1,58 @@
+"""The graph's Neo4j shell: the pipeline's driver, the constraints, the statements' write transaction, the
+fingerprint. Everything that reads or writes the graph gets its driver here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from neo4j import Driver, GraphDatabase
+
+from kafka_lineage.graph.model import (
+    BACKFILL,
+    CONSTRAINTS,
+    FINGERPRINT_QUERIES,
+    PARTITION_FINGERPRINT_QUERIES,
+    fingerprint,
+    graph_batch,
+    statements,
+)
+from kafka_lineage.runtime.config import ClientSettings
+
+
+def driver_for(clients: ClientSettings, **options: Any) -> Driver:
+    """The pipeline's Neo4j driver; ``options``: further driver settings (timeouts)."""
+    # Notifications off: the server otherwise warns about every label a query names before the graph has one.
+    return GraphDatabase.driver(clients.neo4j_uri, auth=(clients.neo4j_user, clients.neo4j_password),
+                                notifications_min_severity="OFF", **options)
+
+
+def ensure_constraints(driver: Driver) -> None:
+    with driver.session() as session:
+        for statement in CONSTRAINTS + BACKFILL:
+            session.run(statement).consume()
+
+
+def graph_fingerprint(driver: Driver) -> str:
+    """Canonical hash of every node and relationship with its identity (``lineage graph fingerprint``)."""
+    with driver.session() as session:
+        rows = {name: [record.data() for record in session.run(query)]
+                for name, query in {**FINGERPRINT_QUERIES, **PARTITION_FINGERPRINT_QUERIES}.items()}
+    return fingerprint(rows)
+
+
+def write_events(driver: Driver, events: list[dict[str, Any]]) -> None:
+    """All statements of one batch in one write transaction (retried by the driver on transient errors)."""
+    write_statements(driver, statements(graph_batch(events)))
+
+
+def write_statements(driver: Driver, work: list[tuple[str, dict[str, Any]]]) -> None:
+    """Run prepared ``graph.model.statements`` in one write transaction (a thread may do this while the caller
+    prepares the next batch: the driver waits on the socket without holding the GIL)."""
+
+    def transaction(tx: Any) -> None:
+        for query, parameters in work:
+            if parameters.get("rows") != []:  # a statement whose rows all went with another (schema fields)
+                tx.run(query, parameters).consume()
+
+    with driver.session() as session:
+        session.execute_write(transaction)
