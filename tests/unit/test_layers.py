@@ -77,7 +77,8 @@ def _violation(importer: str, imported: str) -> str | None:
         return f"{importer} ({layer}) imports {imported} ({target_layer}), a layer above it"
     if layer == "stage" and target_layer == "stage" and room.split(".")[0] != target_room.split(".")[0]:
         return f"{importer} ({room}) imports {imported} ({target_room}): stages never import each other"
-    if room == "producers.client" and target_layer == "stage" and target_room != "producers.client":
+    if room == "producers.client" and (target_layer == "graph" or
+                                       (target_layer == "stage" and target_room != "producers.client")):
         return f"{importer} runs inside users' jobs and imports {imported}: the emitter may use the contract " \
                f"and the runtime only"
     return None
@@ -104,6 +105,8 @@ def test_every_import_points_down() -> None:
     ("kafka_lineage.producers.client.publisher", "kafka_lineage.producers.service.collector"),
     ("kafka_lineage.sinks.alerts.sink", "kafka_lineage.replay.local"),
     ("kafka_lineage.app.cli", "kafka_lineage_devtools.commands"),
+    ("kafka_lineage.graph.queries", "kafka_lineage.sinks.graph.sink"),
+    ("kafka_lineage.producers.client.publisher", "kafka_lineage.graph.driver"),
 ])
 def test_upward_imports_are_caught(importer: str, imported: str) -> None:
     """The rule itself can fail: the two upward imports issue 18 found, and others like them."""
