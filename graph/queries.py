@@ -13,7 +13,7 @@ stops once it has more than ``limit``, keeps the nearest ``limit`` in the order 
 timeout; ``traverse`` answers what it found before the budget ran out, flagged, while the functions that answer a
 bare list raise ``TraversalTimeout``, since a partial list would pass for the whole answer).
 
-Nodes are looked up by their stored keys (``graph_model.stored_key``: a name over 2 KB is keyed by its hash) and
+Nodes are looked up by their stored keys (``graph.model.stored_key``: a name over 2 KB is keyed by its hash) and
 answered with their whole names (``coalesce(n.fullName, n.name)``), so a very long name is found and shown as sent.
 """
 

@@ -49,14 +49,18 @@ def _baseline_path(checkout: Path) -> Path:
     subpackages, as pyproject's package-dir maps them; the editable install's finder comes after the path)."""
     root = Path(tempfile.mkdtemp(prefix="bench-baseline-"))
     (root / "kafka_lineage").mkdir()
-    for folder in ("schemas", "runtime", "producers", "processors", "sinks", "replay", "server", "app"):
-        (root / "kafka_lineage" / folder).symlink_to(checkout.resolve() / folder)
+    for folder in ("schemas", "runtime", "graph", "producers", "processors", "sinks", "replay", "server", "app"):
+        if (checkout / folder).is_dir():  # older checkouts have the graph model in sinks/graph/
+            (root / "kafka_lineage" / folder).symlink_to(checkout.resolve() / folder)
     return root
 
 
 def _load_model(checkout: Path) -> ModuleType:
     """The checkout's graph model module (pure: it imports only ``kafka_lineage.schemas``), beside this one."""
-    spec = importlib.util.spec_from_file_location("baseline_graph_model", checkout / "graph/model.py")
+    path = checkout / "graph/model.py"
+    if not path.exists():  # a checkout from before graph/ had a package of its own
+        path = checkout / "sinks/graph/model.py"
+    spec = importlib.util.spec_from_file_location("baseline_graph_model", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up

@@ -38,7 +38,7 @@ use a new tag (or seed) for a fresh run.
 
 The truth (``GroundTruth``) is derived from the model — what each job read and wrote, each run's outcome — not
 from the events, so comparing it with the graph the pipeline built checks the pipeline. Its rows have the shape
-of ``sinks.graph_model.FINGERPRINT_QUERIES`` results (``KINDS``): node identities, relationship end identities,
+of ``graph.model.FINGERPRINT_QUERIES`` results (``KINDS``): node identities, relationship end identities,
 ``Run.state``, ``WROTE.rowCount``/``bytes``, ``DERIVES_FROM.transformation``, ``SAME_AS.type`` and the lineage
 edges' first/last seen event times. Rules it encodes:
 
@@ -107,7 +107,7 @@ class KindSpec:
         return self.identity + self.values
 
 
-# Mirrors sinks.graph_model.FINGERPRINT_QUERIES: one entry per query, the columns in its RETURN order.
+# Mirrors graph.model.FINGERPRINT_QUERIES: one entry per query, the columns in its RETURN order.
 KINDS: dict[str, KindSpec] = {
     "Job": KindSpec(("namespace", "name")),
     "Run": KindSpec(("runId",), ("state",)),
@@ -170,7 +170,7 @@ class GroundTruth:
         return [dict(zip(columns, row, strict=True)) for row in ordered]
 
     def fingerprint(self) -> str:
-        """``sinks.graph_model.fingerprint`` of the expected graph: equal to the live one's if it holds only this."""
+        """``graph.model.fingerprint`` of the expected graph: equal to the live one's if it holds only this."""
         return fingerprint({kind: self.rows(kind) for kind in KINDS})
 
     def counts(self) -> dict[str, int]:

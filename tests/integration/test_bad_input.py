@@ -1171,7 +1171,7 @@ def test_a_stopped_processor_commits_nothing_it_did_not_process(pipeline: Pipeli
 @pytest.mark.parametrize("surface", ["emitter", "collector", "topic"])
 def test_hostile_name_reaches_the_graph_intact(pipeline: Pipeline, surface: str, kind: str) -> None:
     """A valid event whose job and output dataset carry a hostile name: in Neo4j exactly as sent, found by that
-    name. (A name over ~2 KB is keyed by its hash, ``graph_model.stored_key``, and kept whole in ``fullName``: Neo4j
+    name. (A name over ~2 KB is keyed by its hash, ``graph.model.stored_key``, and kept whole in ``fullName``: Neo4j
     indexes no key over ~8 KB, so 10,000 characters were dead-lettered as neo4j-rejected before.)"""
     name, namespace = HOSTILE_NAMES[kind], f"{NS}.hostile.{surface}"
     if surface == "collector":
