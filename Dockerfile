@@ -3,10 +3,14 @@ FROM python:3.11-slim
 RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-headless && rm -rf /var/lib/apt/lists/*
 WORKDIR /opt/kafka-lineage
 COPY pyproject.toml README.md ./
-COPY app ./app
+COPY schemas ./schemas
+COPY runtime ./runtime
+COPY graph ./graph
 COPY producers ./producers
 COPY processors ./processors
 COPY sinks ./sinks
-COPY schemas ./schemas
+COPY replay ./replay
+COPY server ./server
+COPY app ./app
 RUN pip install --no-cache-dir .
 ENTRYPOINT []

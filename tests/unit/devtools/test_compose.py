@@ -129,3 +129,11 @@ def test_no_secret_has_a_default(compose: dict) -> None:
         assert f"${{{variable}:-" not in text and f"${{{variable}-" not in text, variable
         assert f"${{{variable}:?" in text, variable
     assert "lineage-dev" not in text
+
+
+def test_the_pipeline_image_copies_every_package_it_installs() -> None:
+    import tomllib
+
+    folders = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"].values())
+    copied = {line.split()[1] for line in (REPO / "Dockerfile").read_text().splitlines() if line.startswith("COPY ")}
+    assert folders <= copied, f"the image would install without {sorted(folders - copied)}"
