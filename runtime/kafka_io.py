@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -16,6 +17,7 @@ from kafka_lineage.runtime.config import ClientSettings, TopicSettings
 from kafka_lineage.runtime.retry import Backoff, Stopped
 
 # The largest record (key + value + framing, uncompressed) any pipeline producer sends: the one record-size limit.
+log = logging.getLogger(__name__)
 RECORD_MAX_BYTES = 8 * 1024 * 1024
 PRODUCER_DEFAULTS = {
     "acks": "all",
@@ -81,8 +83,31 @@ def topic_config(topics: TopicSettings, raw: bool) -> dict[str, str]:
     return config
 
 
+# Errors of a cluster that does not answer now (restarting, unreachable for a while) rather than refusing
+_UNREACHABLE = frozenset((KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
+                          KafkaError._RESOLVE))
+# How long a component starting while Kafka does not answer waits for it before it gives up, naming the cause
+KAFKA_WAIT_SECONDS = 300.0
+
+
+def listed_topics(admin: AdminClient, wait_seconds: float = KAFKA_WAIT_SECONDS) -> set[str]:
+    """The cluster's topic names; a cluster that does not answer (a broker restarting) is asked again with backoff
+    for ``wait_seconds``: a worker starting over during a broker restart, or a sink restarted then, waits for Kafka
+    instead of exiting."""
+    deadline, backoff = time.monotonic() + wait_seconds, Backoff(cap=10.0)
+    while True:
+        try:
+            return set(admin.list_topics(timeout=10).topics)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.code() not in _UNREACHABLE or time.monotonic() + backoff.delay > deadline:
+                raise
+            log.warning("Kafka does not answer (%s); asking again in %.1fs", error.str(), backoff.delay)
+            backoff.wait()
+
+
 def missing_topics(config: Mapping[str, object], topics: Sequence[str]) -> list[str]:
-    existing = AdminClient(dict(config)).list_topics(timeout=10).topics
+    existing = listed_topics(AdminClient(dict(config)))
     return [topic for topic in topics if topic not in existing]
 
 
@@ -91,7 +116,7 @@ def ensure_topic(bootstrap: str | Mapping[str, object], topic: str, partitions: 
     """Create ``topic`` unless it exists. ``bootstrap``: servers, or a whole client config (security settings
     included); ``replication_factor`` -1: the broker's ``default.replication.factor``."""
     admin = AdminClient(dict(bootstrap) if isinstance(bootstrap, Mapping) else {"bootstrap.servers": bootstrap})
-    if topic in admin.list_topics(timeout=10).topics:
+    if topic in listed_topics(admin):
         return
     futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor,
                                             config=dict(config or {}))])

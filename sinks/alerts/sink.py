@@ -54,7 +54,13 @@ from kafka_lineage.runtime.logs import problem
 from kafka_lineage.runtime.metrics import Metrics
 from kafka_lineage.runtime.retry import Backoff, Stopped
 from kafka_lineage.runtime.tail import tail
-from kafka_lineage.runtime.transactions import TransactionAborted, TransactionalProducer, unchecked_by_the_group
+from kafka_lineage.runtime.transactions import (
+    TransactionAborted,
+    TransactionalProducer,
+    TransactionFatal,
+    fenced,
+    unchecked_by_the_group,
+)
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, WireFormatError
@@ -497,18 +503,25 @@ class AlertSink:
             self._bounded(transact, PUBLISH_SECONDS, "the transaction's publish", stoppable=False)
         except Unanswered as exc:
             abandoned.set()
-            self._replace_producer()
+            self._replace_producer(f"a transactional call hung for {PUBLISH_SECONDS:g}s")
+            raise TransactionAborted(f"{exc}; its producer was replaced") from exc
+        except TransactionFatal as exc:
+            if fenced(exc):  # another process has this id: this one is the zombie, and must stop
+                raise
+            # a call that timed out past its retries (a broker restart outlasting them): not the batch's fault
+            self._replace_producer(str(exc))
             raise TransactionAborted(f"{exc}; its producer was replaced") from exc
         self.published += len(alerts)
         self.metrics.events_out(STAGE, len(alerts))
 
-    def _replace_producer(self) -> None:
-        """A new producer with the same transactional id in place of one stuck in a call. Its init fences the stuck
-        one and returns once that one's transaction is settled: aborted, or, if its commit was already decided,
-        completed. The committed offsets and drift topic read after it are then final, so the alert ids are read
-        again from the topic: a batch read again must not alert twice for a transaction that did commit."""
-        problem(log, f"a transactional call of {self.transactional_id} hung for {PUBLISH_SECONDS:g}s; a new "
-                "producer with the same id fences it", "nothing to do if the next batch goes through", stage=STAGE)
+    def _replace_producer(self, reason: str) -> None:
+        """A new producer with the same transactional id in place of one stuck in a call, or left unusable by one
+        that timed out past its retries. Its init fences the old one and returns once that one's transaction is
+        settled: aborted, or, if its commit was already decided, completed. The committed offsets and drift topic
+        read after it are then final, so the alert ids are read again from the topic: a batch read again must not
+        alert twice for a transaction that did commit."""
+        problem(log, f"the transactional producer {self.transactional_id} cannot go on ({reason}); a new producer "
+                "with the same id fences it", "nothing to do if the next batch goes through", stage=STAGE)
         self.producer = self.new_producer()  # the stuck one is left to its thread, never closed under it
         self.replaced += 1
         self._seed_recent()

@@ -271,3 +271,28 @@ def test_a_stop_does_not_cut_a_publish_short(monkeypatch) -> None:
     threading.Timer(0.5, producer.release.set).start()
     alerts._publish([(b"k", b"v")], {("normalized", 0): 10})
     assert producer.calls[-1] == "commit" and alerts.published == 1
+
+
+def test_a_publish_whose_call_timed_out_past_its_retries_replaces_the_producer_a_fenced_one_stops(monkeypatch) -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    from kafka_lineage.runtime.transactions import TransactionAborted, TransactionFatal
+
+    def failing(code: int) -> _Producer:
+        producer = _Producer(hang=False)
+
+        def send_offsets(offsets: dict, membership: bytes) -> None:
+            raise TransactionFatal("transaction alerts.abc: timed out") from KafkaException(KafkaError(code))
+
+        producer.send_offsets = send_offsets  # type: ignore[method-assign]
+        return producer
+
+    fresh = _Producer(hang=False)
+    alerts, seeded = _publishing_sink(monkeypatch, [failing(KafkaError._TIMED_OUT), fresh])
+    with pytest.raises(TransactionAborted, match="replaced"):
+        alerts._publish([(b"k", b"v")], {("normalized", 0): 10})
+    assert alerts.producer is fresh and alerts.replaced == 1 and seeded == [True]
+    alerts, _ = _publishing_sink(monkeypatch, [failing(KafkaError._FENCED), _Producer(hang=False)])
+    with pytest.raises(TransactionFatal):  # another process has the id: this one stops
+        alerts._publish([(b"k", b"v")], {("normalized", 0): 10})
+    assert alerts.replaced == 0
