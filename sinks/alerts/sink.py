@@ -479,7 +479,7 @@ class AlertSink:
 
     def _publish(self, alerts: list[tuple[bytes, bytes]], offsets: dict[tuple[str, int], int]) -> None:
         """The alerts and the batch's offsets in one transaction. TransactionAborted: none of it is visible;
-        TransactionFatal (fenced, misconfigured) ends the sink, the batch uncommitted."""
+        TransactionFatal (fenced by another process with the id) ends the sink, the batch uncommitted."""
         if self.stop.is_set():
             raise Stopped
         membership = self.member.consumer.consumer_group_metadata()
