@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
+from typing import TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
@@ -18,6 +19,7 @@ from kafka_lineage.runtime.retry import Backoff, Stopped
 
 # The largest record (key + value + framing, uncompressed) any pipeline producer sends: the one record-size limit.
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 RECORD_MAX_BYTES = 8 * 1024 * 1024
 PRODUCER_DEFAULTS = {
     "acks": "all",
@@ -91,13 +93,18 @@ KAFKA_WAIT_SECONDS = 300.0
 
 
 def listed_topics(admin: AdminClient, wait_seconds: float = KAFKA_WAIT_SECONDS) -> set[str]:
-    """The cluster's topic names; a cluster that does not answer (a broker restarting) is asked again with backoff
-    for ``wait_seconds``: a worker starting over during a broker restart, or a sink restarted then, waits for Kafka
-    instead of exiting."""
+    """The cluster's topic names, asked again while the cluster does not answer (``while_unreachable``)."""
+    return while_unreachable(lambda: set(admin.list_topics(timeout=10).topics), wait_seconds)
+
+
+def while_unreachable(ask: Callable[[], T], wait_seconds: float = KAFKA_WAIT_SECONDS) -> T:
+    """``ask()``, asked again with backoff for ``wait_seconds`` while the cluster does not answer (a broker
+    restarting): a worker starting over during a broker restart, or a sink restarted then, waits for Kafka instead
+    of exiting. Any other error is raised at once."""
     deadline, backoff = time.monotonic() + wait_seconds, Backoff(cap=10.0)
     while True:
         try:
-            return set(admin.list_topics(timeout=10).topics)
+            return ask()
         except KafkaException as exc:
             error = exc.args[0]
             if error.code() not in _UNREACHABLE or time.monotonic() + backoff.delay > deadline:
@@ -134,10 +141,14 @@ def replication_factor(clients: ClientSettings) -> int:
     if clients.topics.replication_factor > 0:
         return clients.topics.replication_factor
     admin = AdminClient(clients.kafka_config())
-    broker = next(iter(admin.list_topics(timeout=10).brokers))
-    resource = ConfigResource(ConfigResource.Type.BROKER, str(broker))
-    configs = admin.describe_configs([resource])[resource].result(timeout=10)
-    return int(configs["default.replication.factor"].value)
+
+    def ask() -> int:
+        broker = next(iter(admin.list_topics(timeout=10).brokers))
+        resource = ConfigResource(ConfigResource.Type.BROKER, str(broker))
+        configs = admin.describe_configs([resource])[resource].result(timeout=10)
+        return int(configs["default.replication.factor"].value)
+
+    return while_unreachable(ask)
 
 
 def reading_consumer(clients: ClientSettings, purpose: str) -> Consumer:
