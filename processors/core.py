@@ -53,7 +53,7 @@ from kafka_lineage.schemas.openlineage import (
     validate_event,
 )
 from kafka_lineage.schemas.partitions import DEFAULT_PATTERNS, PathPatterns
-from kafka_lineage.schemas.schema_diff import drift_between, schema_fields, schema_version
+from kafka_lineage.schemas.schema_diff import drift_between, written_schemas
 from kafka_lineage.schemas.schema_history import DEFAULT_HISTORY_LIMIT, SchemaHistory
 from kafka_lineage.schemas.wire import AvroCodec, FrozenRecord, WireFormatError
 
@@ -395,19 +395,11 @@ class ProcessorCore:
         """Schema changes on the event's output datasets, by event time whatever the arrival order (issue 34): each
         dataset's state is its schema history (``schemas/schema_history``); it changes only with a version or a
         late observation, so an in-order run writing the newest version costs nothing."""
-        datasets = list(event.get("outputs") or [])
-        if isinstance(event.get("dataset"), dict):
-            datasets.append(event["dataset"])
         findings = []
         event_time = event.get("eventTime")
-        for dataset in datasets:
-            fields = schema_fields(dataset) if isinstance(dataset, dict) else None
-            if not fields:
-                continue
+        for dataset, fields, version in written_schemas(event, self.facets):
             namespace, name = dataset.get("namespace"), dataset.get("name")
             key = f"{namespace}/{name}"
-            version = self.facets.derived(dataset["facets"]["schema"], "schema-version",
-                                          lambda schema: schema_version(schema["fields"]))
             head = self._schema_entry(key)
             head = head if isinstance(head, dict) else None
             if head is not None and "history" in head and head.get("version") == version \

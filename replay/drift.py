@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from kafka_lineage.schemas.schema_diff import DriftFinding, drift_between, schema_fields, schema_version
+from kafka_lineage.schemas.openlineage import FacetCache
+from kafka_lineage.schemas.schema_diff import DriftFinding, drift_between, written_schemas
 from kafka_lineage.schemas.schema_history import DEFAULT_HISTORY_LIMIT, SchemaHistory
 
 
@@ -22,17 +23,14 @@ class ReplayDrift:
         self.histories: dict[tuple[str, str], SchemaHistory] = {}
         self.fields: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {}  # dataset → version → its fields
 
-    def observe(self, events: Iterable[dict[str, Any]]) -> None:
+    def observe(self, events: Iterable[dict[str, Any]], facets: FacetCache | None = None) -> None:
+        """Each schema the events write; ``facets``: the replay core's cache, so a version is computed once per
+        facet object, as the processor does."""
         for event in events:
             event_time = event.get("eventTime")
-            datasets = list(event.get("outputs") or [])
-            if isinstance(event.get("dataset"), dict):
-                datasets.append(event["dataset"])
-            for dataset in datasets:
-                fields = schema_fields(dataset) if isinstance(dataset, dict) else None
-                if fields:
-                    self._observe((str(dataset.get("namespace")), str(dataset.get("name"))),
-                                  event_time if isinstance(event_time, str) else "", schema_version(fields), fields)
+            for dataset, fields, version in written_schemas(event, facets):
+                self._observe((str(dataset.get("namespace")), str(dataset.get("name"))),
+                              event_time if isinstance(event_time, str) else "", version, fields)
 
     def kept(self) -> list[tuple[str, str, list[list[str]], dict[str, list[dict[str, Any]]]]]:
         """(namespace, name, history entries, version → fields) per dataset: what ``absorb`` takes (a Spark task's

@@ -200,7 +200,8 @@ def normalized_ranges(clients: ClientSettings, begins: dict[int, int], ends: dic
         for batch in _batches(consumer, clients.events_topic, begins, ends, batch_size):
             report.scanned += len(batch)
             events, output = core.normalize(batch)
-            drift.observe(events)  # every record read: a change's versions may lie either side of the window
+            # every record read: a change's versions may lie either side of the window
+            drift.observe(events, core.facets)
             if not window.whole:
                 events = [event for event in events if window.holds(event)]
             report.records += len(events) + len(output.dead_letters)

@@ -23,10 +23,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+
+from kafka_lineage.schemas.openlineage import FacetCache
 
 __all__ = [
     "DriftFinding",
@@ -36,6 +38,7 @@ __all__ = [
     "overall_severity",
     "schema_fields",
     "schema_version",
+    "written_schemas",
 ]
 
 BREAKING, COMPATIBLE, UNKNOWN = "BREAKING", "COMPATIBLE", "UNKNOWN"
@@ -258,6 +261,23 @@ def schema_version(fields: Sequence[dict[str, Any]] | None) -> str:
     """Hex SHA-256 of the schema as ``diff_schemas`` sees it: order, descriptions and type spellings left out."""
     canonical = json.dumps(_canonical(fields or []), separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def written_schemas(event: dict[str, Any], facets: FacetCache | None = None
+                    ) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]], str]]:
+    """(dataset, fields, version) of each dataset the event writes (its outputs, or a dataset event's dataset) with a
+    schema; the version is computed once per facet object ``facets`` caches (every run of a job repeats it)."""
+    datasets = list(event.get("outputs") or [])
+    if isinstance(event.get("dataset"), dict):
+        datasets.append(event["dataset"])
+    for dataset in datasets:
+        fields = schema_fields(dataset) if isinstance(dataset, dict) else None
+        if not fields:
+            continue
+        schema = dataset["facets"]["schema"]
+        version = facets.derived(schema, "schema-version", lambda s: schema_version(s["fields"])) \
+            if facets is not None else schema_version(fields)
+        yield dataset, fields, version
 
 
 def _diff(old: Any, new: Any, prefix: str, out: list[FieldChange]) -> None:
