@@ -359,19 +359,20 @@ class ServerSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServerSettings:
+        default = cls()  # each default is written once, on its field
         values = merged_environment(env)
         origins = tuple(o.strip() for o in values.get("LINEAGE_SERVER_CORS_ORIGINS", "").split(",") if o.strip())
         settings = cls(
-            host=values.get("LINEAGE_SERVER_HOST", "127.0.0.1"),
-            port=port_setting(values, "LINEAGE_SERVER_PORT", 5050),
-            token=values.get("LINEAGE_SERVER_TOKEN", ""),
+            host=values.get("LINEAGE_SERVER_HOST", default.host),
+            port=port_setting(values, "LINEAGE_SERVER_PORT", default.port),
+            token=values.get("LINEAGE_SERVER_TOKEN", default.token),
             cors_origins=origins,
             tls_cert=_existing_file(values, "LINEAGE_SERVER_TLS_CERT"),
             tls_key=_existing_file(values, "LINEAGE_SERVER_TLS_KEY"),
-            max_depth=_count(values, "LINEAGE_SERVER_MAX_DEPTH", 20),
-            max_nodes=_count(values, "LINEAGE_SERVER_MAX_NODES", 2000),
-            max_results=_count(values, "LINEAGE_SERVER_MAX_RESULTS", 1000),
-            query_timeout=_positive(values, "LINEAGE_SERVER_QUERY_TIMEOUT", 10.0),
+            max_depth=_count(values, "LINEAGE_SERVER_MAX_DEPTH", default.max_depth),
+            max_nodes=_count(values, "LINEAGE_SERVER_MAX_NODES", default.max_nodes),
+            max_results=_count(values, "LINEAGE_SERVER_MAX_RESULTS", default.max_results),
+            query_timeout=_positive(values, "LINEAGE_SERVER_QUERY_TIMEOUT", default.query_timeout),
         )
         if bool(settings.tls_cert) != bool(settings.tls_key):
             raise ConfigError("LINEAGE_SERVER_TLS_CERT and LINEAGE_SERVER_TLS_KEY: set both (HTTPS) or neither")
@@ -410,21 +411,22 @@ class CollectorSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> CollectorSettings:
+        default = cls()  # each default is written once, on its field
         values = merged_environment(env)
         return cls(
-            host=values.get("LINEAGE_COLLECTOR_HOST", "127.0.0.1"),
-            port=port_setting(values, "LINEAGE_COLLECTOR_PORT", 5000),
-            token=values.get("LINEAGE_COLLECTOR_TOKEN", ""),
-            max_body_bytes=_count(values, "LINEAGE_COLLECTOR_MAX_BYTES", 16 * 1024 * 1024),
-            ack_timeout=_positive(values, "LINEAGE_COLLECTOR_ACK_TIMEOUT", 30.0),
-            max_events=_count(values, "LINEAGE_COLLECTOR_MAX_EVENTS", 10_000),
-            max_concurrent=_count(values, "LINEAGE_COLLECTOR_MAX_CONCURRENT", 16),
-            read_timeout=_positive(values, "LINEAGE_COLLECTOR_READ_TIMEOUT", 30.0),
-            queue_bytes=_count(values, "LINEAGE_COLLECTOR_QUEUE_BYTES", 256 * 1024 * 1024),
+            host=values.get("LINEAGE_COLLECTOR_HOST", default.host),
+            port=port_setting(values, "LINEAGE_COLLECTOR_PORT", default.port),
+            token=values.get("LINEAGE_COLLECTOR_TOKEN", default.token),
+            max_body_bytes=_count(values, "LINEAGE_COLLECTOR_MAX_BYTES", default.max_body_bytes),
+            ack_timeout=_positive(values, "LINEAGE_COLLECTOR_ACK_TIMEOUT", default.ack_timeout),
+            max_events=_count(values, "LINEAGE_COLLECTOR_MAX_EVENTS", default.max_events),
+            max_concurrent=_count(values, "LINEAGE_COLLECTOR_MAX_CONCURRENT", default.max_concurrent),
+            read_timeout=_positive(values, "LINEAGE_COLLECTOR_READ_TIMEOUT", default.read_timeout),
+            queue_bytes=_count(values, "LINEAGE_COLLECTOR_QUEUE_BYTES", default.queue_bytes),
             tls_cert=_existing_file(values, "LINEAGE_COLLECTOR_TLS_CERT"),
             tls_key=_existing_file(values, "LINEAGE_COLLECTOR_TLS_KEY"),
-            linger_ms=cls._linger(values, "LINEAGE_COLLECTOR_LINGER_MS", 1.0),
-            access_log=_flag(values, "LINEAGE_COLLECTOR_ACCESS_LOG", False),
+            linger_ms=cls._linger(values, "LINEAGE_COLLECTOR_LINGER_MS", default.linger_ms),
+            access_log=_flag(values, "LINEAGE_COLLECTOR_ACCESS_LOG", default.access_log),
             processes=cls._processes(values, "LINEAGE_COLLECTOR_PROCESSES"),
         )._checked()
 
@@ -490,32 +492,34 @@ class ProcessorSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ProcessorSettings:
+        default = cls()  # each default is written once, on its field
         values = merged_environment(env)
-        level = values.get("LINEAGE_LOG_LEVEL", "info").lower()
+        level = values.get("LINEAGE_LOG_LEVEL", default.log_level).lower()
         if level not in LOG_LEVEL_NAMES:
             raise ConfigError(f"LINEAGE_LOG_LEVEL: one of {', '.join(LOG_LEVEL_NAMES)}; got {level!r}")
         return cls(
-            group_id=values.get("LINEAGE_PROCESSOR_GROUP", "lineage-processor"),
-            partitions=_count(values, "LINEAGE_PARTITIONS", 6),
-            window_seconds=_positive(values, "LINEAGE_REORDER_WINDOW", 2.0),
-            dedupe_ttl_seconds=_positive(values, "LINEAGE_DEDUPE_TTL", 86_400.0),
-            max_event_time_ahead_seconds=_positive(values, "LINEAGE_MAX_EVENT_TIME_AHEAD", 3600.0),
-            aliases=values.get("LINEAGE_NAMESPACE_ALIASES", ""),
+            group_id=values.get("LINEAGE_PROCESSOR_GROUP", default.group_id),
+            partitions=_count(values, "LINEAGE_PARTITIONS", default.partitions),
+            window_seconds=_positive(values, "LINEAGE_REORDER_WINDOW", default.window_seconds),
+            dedupe_ttl_seconds=_positive(values, "LINEAGE_DEDUPE_TTL", default.dedupe_ttl_seconds),
+            max_event_time_ahead_seconds=_positive(values, "LINEAGE_MAX_EVENT_TIME_AHEAD",
+                                                   default.max_event_time_ahead_seconds),
+            aliases=values.get("LINEAGE_NAMESPACE_ALIASES", default.aliases),
             partition_patterns=_partition_patterns(values),
-            batch_size=_count(values, "LINEAGE_PROCESSOR_BATCH", 1000),
-            batch_seconds=_positive(values, "LINEAGE_PROCESSOR_BATCH_SECONDS", 0.05),
+            batch_size=_count(values, "LINEAGE_PROCESSOR_BATCH", default.batch_size),
+            batch_seconds=_positive(values, "LINEAGE_PROCESSOR_BATCH_SECONDS", default.batch_seconds),
             data_dir=path_setting(values, "LINEAGE_PROCESSOR_DATA_DIR", state_dir(values) / "processor"),
             log_level=level,
-            report_seconds=_positive(values, "LINEAGE_REPORT_SECONDS", 30.0),
-            transactional_id=values.get("LINEAGE_PROCESSOR_TRANSACTIONAL_ID", ""),
+            report_seconds=_positive(values, "LINEAGE_REPORT_SECONDS", default.report_seconds),
+            transactional_id=values.get("LINEAGE_PROCESSOR_TRANSACTIONAL_ID", default.transactional_id),
             transaction_timeout_ms=_transaction_timeout(values),
             crash_points=_crash_points(values, "LINEAGE_PROCESSOR_CRASH_POINTS", PROCESSOR_CRASH_POINTS),
-            schema_history_limit=_schema_history_limit(values),
+            schema_history_limit=_schema_history_limit(values, default.schema_history_limit),
         )
 
 
-def _schema_history_limit(values: Mapping[str, str]) -> int:
-    limit = _count(values, "LINEAGE_SCHEMA_HISTORY", 64)
+def _schema_history_limit(values: Mapping[str, str], default: int) -> int:
+    limit = _count(values, "LINEAGE_SCHEMA_HISTORY", default)
     if not 2 <= limit <= 4096:  # a change needs two observations; every one is kept in the dataset's state record
         raise ConfigError(f"LINEAGE_SCHEMA_HISTORY: observations of a dataset's schema kept, 2..4096; got {limit}")
     return limit
@@ -566,6 +570,7 @@ class OperationsSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OperationsSettings:
+        default = cls()  # each default is written once, on its field
         values = merged_environment(env)
         log_format = values.get("LINEAGE_LOG_FORMAT", "text").lower()
         if log_format not in ("text", "json"):
@@ -574,11 +579,12 @@ class OperationsSettings:
         if log_level and log_level not in LOG_LEVEL_NAMES:
             raise ConfigError(f"LINEAGE_LOG_LEVEL: one of {', '.join(LOG_LEVEL_NAMES)}; got {log_level!r}")
         return cls(
-            metrics_host=values.get("LINEAGE_METRICS_HOST", "127.0.0.1"),
-            processor_metrics_port=_listen_port(values, "LINEAGE_PROCESSOR_METRICS_PORT", 9101),
-            sink_metrics_port=_listen_port(values, "LINEAGE_SINK_METRICS_PORT", 9102),
-            alert_metrics_port=_listen_port(values, "LINEAGE_ALERT_METRICS_PORT", 9103),
-            bridge_metrics_port=_listen_port(values, "LINEAGE_BRIDGE_METRICS_PORT", 9104),
+            metrics_host=values.get("LINEAGE_METRICS_HOST", default.metrics_host),
+            processor_metrics_port=_listen_port(values, "LINEAGE_PROCESSOR_METRICS_PORT",
+                                                default.processor_metrics_port),
+            sink_metrics_port=_listen_port(values, "LINEAGE_SINK_METRICS_PORT", default.sink_metrics_port),
+            alert_metrics_port=_listen_port(values, "LINEAGE_ALERT_METRICS_PORT", default.alert_metrics_port),
+            bridge_metrics_port=_listen_port(values, "LINEAGE_BRIDGE_METRICS_PORT", default.bridge_metrics_port),
             log_format=log_format,
             log_level=log_level,
         )
@@ -601,13 +607,14 @@ class SinkSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SinkSettings:
+        default = cls()  # each default is written once, on its field
         values = merged_environment(env)
         return cls(
-            group_id=values.get("LINEAGE_SINK_GROUP", "lineage-graph-sink"),
-            partitions=_count(values, "LINEAGE_PARTITIONS", 6),
-            batch_size=_count(values, "LINEAGE_SINK_BATCH", 2000),
-            poll_seconds=_positive(values, "LINEAGE_SINK_POLL_SECONDS", 0.5),
-            report_seconds=_positive(values, "LINEAGE_REPORT_SECONDS", 30.0),
+            group_id=values.get("LINEAGE_SINK_GROUP", default.group_id),
+            partitions=_count(values, "LINEAGE_PARTITIONS", default.partitions),
+            batch_size=_count(values, "LINEAGE_SINK_BATCH", default.batch_size),
+            poll_seconds=_positive(values, "LINEAGE_SINK_POLL_SECONDS", default.poll_seconds),
+            report_seconds=_positive(values, "LINEAGE_REPORT_SECONDS", default.report_seconds),
         )
 
 
@@ -628,17 +635,18 @@ class AlertSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> AlertSettings:
+        default = cls()  # each default is written once, on its field
         values = merged_environment(env)
         return cls(
-            group_id=values.get("LINEAGE_ALERT_GROUP", "lineage-alert-sink"),
-            partitions=_count(values, "LINEAGE_PARTITIONS", 6),
-            depth=_count(values, "LINEAGE_IMPACT_DEPTH", 5),
-            max_impacted=_count(values, "LINEAGE_IMPACT_MAX", 200),
-            poll_seconds=_positive(values, "LINEAGE_SINK_POLL_SECONDS", 0.5),
-            graph_group_id=values.get("LINEAGE_SINK_GROUP", "lineage-graph-sink"),
-            graph_wait_seconds=_positive(values, "LINEAGE_ALERT_GRAPH_WAIT", 30.0),
-            query_timeout=_positive(values, "LINEAGE_ALERT_QUERY_TIMEOUT", 15.0),
-            report_seconds=_positive(values, "LINEAGE_REPORT_SECONDS", 30.0),
+            group_id=values.get("LINEAGE_ALERT_GROUP", default.group_id),
+            partitions=_count(values, "LINEAGE_PARTITIONS", default.partitions),
+            depth=_count(values, "LINEAGE_IMPACT_DEPTH", default.depth),
+            max_impacted=_count(values, "LINEAGE_IMPACT_MAX", default.max_impacted),
+            poll_seconds=_positive(values, "LINEAGE_SINK_POLL_SECONDS", default.poll_seconds),
+            graph_group_id=values.get("LINEAGE_SINK_GROUP", default.graph_group_id),
+            graph_wait_seconds=_positive(values, "LINEAGE_ALERT_GRAPH_WAIT", default.graph_wait_seconds),
+            query_timeout=_positive(values, "LINEAGE_ALERT_QUERY_TIMEOUT", default.query_timeout),
+            report_seconds=_positive(values, "LINEAGE_REPORT_SECONDS", default.report_seconds),
             crash_points=_crash_points(values, "LINEAGE_ALERT_CRASH_POINTS", ALERT_CRASH_POINTS),
         )
 
