@@ -516,7 +516,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from kafka_lineage.app.status import format_status
+    from kafka_lineage.app.status_text import format_status
     from kafka_lineage.runtime import status
 
     report = status.collect_status(_services_probe(), ClientSettings.from_env(), status.default_groups(),
@@ -534,7 +534,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
 
 def cmd_emit(args: argparse.Namespace) -> int:
-    from kafka_lineage.producers.service.backfill import backfill, open_source, progress_printer
+    from kafka_lineage.producers.service.emit import emit_lines, open_source, progress_printer
 
     try:
         source = open_source(args.file)
@@ -543,7 +543,7 @@ def cmd_emit(args: argparse.Namespace) -> int:
     publisher = EventPublisher.from_settings(ClientSettings.from_env(), args.topic)
     started = time.monotonic()
     with source:
-        report = backfill(source, publisher, progress_printer())
+        report = emit_lines(source, publisher, progress_printer())
     publisher.close()
     for problem in report.problems[:50]:
         print(f"  {shown(problem)}", file=sys.stderr)

@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from kafka_lineage.producers.client.publisher import EventPublisher, PublishError
-from kafka_lineage.producers.service.backfill import Refusal, encode_or_refuse, message_max_bytes, strict_json
+from kafka_lineage.producers.service.intake import Refusal, encode_or_refuse, message_max_bytes, strict_json
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import AckingProducer
 from kafka_lineage.runtime.metrics import Metrics

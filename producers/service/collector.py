@@ -35,7 +35,8 @@ from confluent_kafka import KafkaException
 
 from kafka_lineage.producers.client.publisher import EventPublisher, PublishError
 from kafka_lineage.producers.service import collector_workers
-from kafka_lineage.producers.service.backfill import (
+from kafka_lineage.producers.service.facet_memo import FacetMemo
+from kafka_lineage.producers.service.intake import (
     STRICT_DECODER,
     NotJSON,
     Refusal,
@@ -43,7 +44,6 @@ from kafka_lineage.producers.service.backfill import (
     message_max_bytes,
     strict_json,
 )
-from kafka_lineage.producers.service.facet_memo import FacetMemo
 from kafka_lineage.runtime.config import CollectorSettings
 from kafka_lineage.runtime.metrics import Metrics, Readiness, aiohttp_handlers
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kafka_lineage.app.status import format_status
+from kafka_lineage.app.status_text import format_status
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.status import PipelineStatus, ServiceState, collect_status, exit_code, status_json
 from kafka_lineage_devtools.commands import local_stack_probe

@@ -11,15 +11,10 @@ from pathlib import Path
 import jsonschema_rs
 import pytest
 
-from kafka_lineage.producers.service import backfill as backfill_module
-from kafka_lineage.producers.service.backfill import (
-    backfill,
-    message_max_bytes,
-    open_source,
-    oversize,
-    parse_lines,
-)
+from kafka_lineage.producers.service import emit as emit_module
 from kafka_lineage.producers.service.collector import Rejection, batch_answer, bearer_token_ok, decode_body
+from kafka_lineage.producers.service.emit import emit_lines, open_source, parse_lines
+from kafka_lineage.producers.service.intake import message_max_bytes, oversize
 from kafka_lineage.schemas.openlineage import InvalidEvent
 
 LIMIT = 1024 * 1024
@@ -149,7 +144,7 @@ def test_backfill_publishes_the_lines_before_a_truncated_gzip_file(tmp_path: Pat
     path.write_bytes(gzip.compress(good + b"x" * 100_000, compresslevel=1)[:-2000])
     publisher = FakePublisher()
     with open_source(str(path)) as source:
-        report = backfill(source, publisher)  # type: ignore[arg-type]
+        report = emit_lines(source, publisher)  # type: ignore[arg-type]
     # gzip loses what it decompressed in the read that hit the end: the lines it did return are published
     assert 1000 < report.published == len(publisher.sent) and not report.ok
     assert report.failure is not None and f"after line {report.published}:" in report.failure
@@ -160,16 +155,16 @@ def test_backfill_reports_a_plain_file_named_gz(tmp_path: Path) -> None:
     path = tmp_path / "plain.ndjson.gz"
     path.write_bytes(b'{"n": 1}\n')
     with open_source(str(path)) as source:
-        report = backfill(source, FakePublisher())  # type: ignore[arg-type]
+        report = emit_lines(source, FakePublisher())  # type: ignore[arg-type]
     assert report.published == 0 and report.failure is not None and "Not a gzipped file" in report.failure
 
 
 def test_backfill_reports_bad_lines_by_number_and_publishes_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(backfill_module, "message_max_bytes", lambda: 1_000_000)
+    monkeypatch.setattr(emit_module, "message_max_bytes", lambda: 1_000_000)
     lines = [b'{"n": 1}\n', b'{"bad": "\xff"}\n', b"42\n", json.dumps({"big": "x" * 1_100_000}).encode() + b"\n",
              b'{"n": 2}\n']
     publisher = FakePublisher()
-    report = backfill(lines, publisher)  # type: ignore[arg-type]
+    report = emit_lines(lines, publisher)  # type: ignore[arg-type]
     assert report.published == 2 and report.failure is None
     assert [problem.split(":")[0] for problem in report.problems] == ["line 2", "line 3", "line 4"]
     assert "UTF-8" in report.problems[0] and "above the limit" in report.problems[2]

@@ -11,8 +11,8 @@ import json
 import pytest
 
 from kafka_lineage.producers.client.publisher import PublishError
-from kafka_lineage.producers.service.backfill import backfill
 from kafka_lineage.producers.service.collector import Collector, Rejection, batch_answer
+from kafka_lineage.producers.service.emit import emit_lines
 from kafka_lineage.runtime.config import CollectorSettings
 from tests.unit.producers.test_collector_pure import FakePublisher
 
@@ -31,7 +31,7 @@ class FailingPublisher(FakePublisher):
 def test_emit_reports_the_failing_line_and_publishes_the_others() -> None:
     lines = [b'{"n": 1}\n', b'{"boom": 1}\n', b'{"n": 2}\n', b'{"down": 1}\n', b'{"n": 3}\n']
     publisher = FailingPublisher()
-    report = backfill(lines, publisher)  # type: ignore[arg-type]
+    report = emit_lines(lines, publisher)  # type: ignore[arg-type]
     assert report.published == 3 and [json.loads(v)["n"] for v in publisher.sent] == [1, 2, 3]
     assert report.problems[0].startswith("line 2: cannot be encoded (AttributeError:")
     assert report.problems[1].startswith("line 4: not published: schema registry unavailable")

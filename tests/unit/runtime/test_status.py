@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_lineage.app.status import format_lag, format_status
+from kafka_lineage.app.status_text import format_lag, format_status
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.status import (
     STAGE_TOPICS,
