@@ -41,6 +41,7 @@ from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import event_to_record
 from kafka_lineage.schemas.wire import AvroCodec
 from kafka_lineage_devtools import bench_events, cpu_budget
+from kafka_lineage_devtools.bench_setup import bench_topic
 from kafka_lineage_devtools.processes import (
     ANY_FREE_PORT,
     TAIL_LINES,
@@ -82,17 +83,6 @@ def sample_events(count: int) -> list[RunEvent]:
             outputs=[OutputDataset(namespace="s3://lake", name=f"mart/t_{i % 50}", facets={"schema": schema})],
         ))
     return events
-
-
-def bench_topic(settings: ClientSettings) -> str:
-    """A topic of its own with the event schema registered, so benchmarks never mix into real lineage."""
-    topic = "lineage.bench.events"
-    ensure_topic(settings.kafka_bootstrap_servers, topic, partitions=3)
-    client = SchemaRegistryClient(settings.registry_config())
-    reports = registry.register(client, {topic: "openlineage_event"})
-    if not all(report.ok for report in reports):
-        raise RuntimeError(f"cannot register the bench topic's schema: {reports}")
-    return topic
 
 
 def _measure_transport(transport: Any, events: list[RunEvent], close: Any) -> dict[str, float]:

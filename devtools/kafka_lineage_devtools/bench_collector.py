@@ -25,6 +25,7 @@ import aiohttp
 
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage_devtools.bench_events import run_pairs
+from kafka_lineage_devtools.bench_setup import bench_topic
 from kafka_lineage_devtools.cpu_budget import cpu_seconds as tree_cpu_seconds
 from kafka_lineage_devtools.cpu_budget import process_cpu_seconds as cpu_seconds  # noqa: F401 (its unit test)
 from kafka_lineage_devtools.processes import collector_process
@@ -113,7 +114,6 @@ def bench_collector_single(count: int, clients: int = 8, shape: str = "realistic
     and the client's ceiling. ``env``: the collector's environment over ours (settings, or another tree's
     PYTHONPATH to compare with older code); ``topic``: the events topic (default: the bench topic)."""
     if topic is None:
-        from kafka_lineage_devtools.bench import bench_topic  # the bench module is heavy: only when needed
 
         topic = bench_topic(ClientSettings.from_env())
     events = run_pairs(count, shape)
@@ -141,7 +141,6 @@ def bench_collector_compare(count: int, old: Path, rounds: int = 3, clients: int
     events of the same jobs first (a few thousand: a platform whose jobs have run before, the collector's caches in
     their steady state; the default 50 only warms connections and the registry lookup). Per run:
     events/s, p50/p99, collector and client CPU µs per request and the load average; then the medians and new/old."""
-    from kafka_lineage_devtools.bench import bench_topic
     from kafka_lineage_devtools.bench_sink import _baseline_path
 
     topic = bench_topic(ClientSettings.from_env())
