@@ -1,4 +1,4 @@
-"""Backfill plans (issue 22, "time-window repair"): what must re-run, in which order, after a dataset's partitions in a
+"""Backfill plans ("time-window repair"): what must re-run, in which order, after a dataset's partitions in a
 date window were wrong.
 
 ``fetch_facts`` reads what a plan needs in a bounded number of queries (one per job level, at most ``depth``, then

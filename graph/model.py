@@ -42,7 +42,7 @@ the whole output depends on: join keys, filters, grouping) becomes ``(Dataset)-[
 transformation's ``masking`` flag is kept in the transformation text (``DIRECT/HASH(masked)``). Input datasets'
 ``dataQualityAssertions`` go on the ``READ`` edge (``READ.assertions``, JSON list) beside the metrics.
 
-Partitions (issue 22): a ``kafkaLineage_partition`` facet (``schemas/partitions.py``) never makes a dataset; it gives
+Partitions: a ``kafkaLineage_partition`` facet (``schemas/partitions.py``) never makes a dataset; it gives
 ``(Dataset)-[:HAS_PARTITION]->(Partition {namespace, name, key})`` (``key``: ``date=2025-12-24/region=eu``, in the
 order sent). In an output's ``outputFacets``, the run's own version: ``(Partition)-[:HAS_VERSION]->(PartitionVersion
 {namespace, name, key, runId})`` and ``(Run)-[:WROTE_PARTITION]->(PartitionVersion)`` carrying that output's
@@ -1035,7 +1035,7 @@ FINGERPRINT_QUERIES: dict[str, str] = {
                   "d.name AS name, s.namespace AS schemaNamespace, s.name AS schemaName, s.hash AS hash",
 }
 
-# Partitions (issue 22): identities, the facts their states are computed from (the writing run's state is Run.state
+# Partitions: identities, the facts their states are computed from (the writing run's state is Run.state
 # above; marker reports, the required marker, failed/passed assertions), rows and bytes written, and read times (STALE
 # compares them). Kept apart from FINGERPRINT_QUERIES, whose kinds the workload's ground truth mirrors, and hashed
 # only when they have rows: a graph without partitions keeps the fingerprint it had.
@@ -1053,7 +1053,7 @@ PARTITION_FINGERPRINT_QUERIES: dict[str, str] = {
                        "v.namespace AS namespace, v.name AS name, v.key AS key, v.runId AS versionRunId, "
                        "e.rowCount AS rowCount, e.bytes AS bytes, e.markers AS markers, e.failed AS failed, "
                        "e.passed AS passed, e.firstSeen AS firstSeen, e.lastSeen AS lastSeen",
-    # backfill runs (issue 22): only runs that sent the kafkaLineage_backfill facet, so other graphs hash as before
+    # backfill runs: only runs that sent the kafkaLineage_backfill facet, so other graphs hash as before
     "BackfillRun": "MATCH (r:Run) WHERE r.backfillPlanId IS NOT NULL RETURN r.runId AS runId, "
                    "r.backfillPlanId AS planId, r.backfillFrom AS windowFrom, r.backfillTo AS windowTo",
     "READ_PARTITION": "MATCH (r:Run)-[e:READ_PARTITION]->(p:Partition) RETURN r.runId AS runId, "

@@ -1,4 +1,4 @@
-"""Partition states and readiness (issue 22): what a scheduler asks before it starts a downstream task.
+"""Partition states and readiness: what a scheduler asks before it starts a downstream task.
 
 The sink stores facts only (``graph.model``): ``(Dataset)-[:HAS_PARTITION]->(Partition {namespace, name, key})``,
 one ``(Partition)-[:HAS_VERSION]->(PartitionVersion {…, runId})`` per writing run with
@@ -28,7 +28,7 @@ event or a repeat can only give the state the whole set of events gives (pure fu
   partition was marked stale (``lineage backfill plan --mark-stale``: a ``stale`` request in its facet) at a time
   later than its latest version's start. A version whose writer started after the mark clears it, so the answer
   does not depend on whether the mark or the rewrite arrived first.
-- **Backfill versions** (issue 22): a run that sent the ``kafkaLineage_backfill`` run facet writes backfill versions.
+- **Backfill versions**: a run that sent the ``kafkaLineage_backfill`` run facet writes backfill versions.
   The current (latest) version is the latest by writer start among all versions, a live version winning a tie at the
   same start: a backfill that started before a live rewrite of the partition never replaces it, whatever order the
   events arrive in; one that started after it is current (``version_order``).

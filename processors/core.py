@@ -65,7 +65,7 @@ MAX_HELD_PER_RUN = 500
 MAX_HELD_CHARS = 512 * 1024
 # An in-order observation of a dataset's newest schema version is recorded in its history (one state write) only
 # when it is this much event time after the last one recorded: a late version that lands inside a stretch of one
-# version is placed exactly where the stretch has a recorded observation at least this often (issue 34), and a
+# version is placed exactly where the stretch has a recorded observation at least this often, and a
 # dataset written every minute costs one write an hour, not one an event.
 SCHEMA_SEEN_EVERY_SECONDS = 3600.0
 # A finding carries the previous and the new schema as JSON up to this size; wider ones are left empty there (the
@@ -392,7 +392,7 @@ class ProcessorCore:
         out.schema_writes.append((dataset, key, value))
 
     def _drift(self, event: dict[str, Any], out: Output) -> list[Any]:
-        """Schema changes on the event's output datasets, by event time whatever the arrival order (issue 34): each
+        """Schema changes on the event's output datasets, by event time whatever the arrival order: each
         dataset's state is its schema history (``schemas/schema_history``); it changes only with a version or a
         late observation, so an in-order run writing the newest version costs nothing."""
         findings = []

@@ -6,7 +6,7 @@ identifiers and the ``columnLineage`` facet's references (``fields.*.inputFields
 
 1. canonical form via ``schemas.naming.canonical_dataset`` (the hooks' own naming, so both stages agree);
 2. the alias map: canonical namespace → the namespace the user wants (several broker lists → ``kafka://prod``);
-3. partitions (``schemas.partitions``, issue 22): a name under a storage namespace that ends in partition segments
+3. partitions (``schemas.partitions``): a name under a storage namespace that ends in partition segments
    (``events/date=2025-12-24/region=eu``, date directories, the configured patterns) becomes its table root; a
    partition is never a dataset of its own.
 

@@ -10,7 +10,7 @@ wide the table (its field count is bounded at validation).
 
 Heads written before this layout (``{"fields": [...], "eventTime": ...}``) are still read.
 
-With the event-time history of issue 34 (``schemas/schema_history``), the head keeps the dataset's history
+With the event-time history (``schemas/schema_history``), the head keeps the dataset's history
 (``history``: [eventTime, version] oldest first, ``revealed``, ``truncated``) and the newest version and time, and
 every version in the history has its fields in a *version entry* of its own (``version_entries``: inline, or
 chunked as above), written before the head and deleted after it once the version leaves the history.

@@ -1,4 +1,4 @@
-"""The schema changes a replay finds: the processor's rule (issue 34), by event time whatever order it reads in.
+"""The schema changes a replay finds: the processor's rule, by event time whatever order it reads in.
 
 A replay reads the topic once, in partition order, with no state of the processor's; so each output dataset's schema
 observations go into a ``SchemaHistory`` bounded as the processor's (``LINEAGE_SCHEMA_HISTORY``), and at the end the

@@ -1,4 +1,4 @@
-"""A dataset's schema versions in event-time order, whatever order the observations arrive in (issue 34). Pure.
+"""A dataset's schema versions in event-time order, whatever order the observations arrive in. Pure.
 
 Drift is a property of the event-time history of a dataset's schema, not of arrival order: a run of day 2 that
 arrives before day 1's still means the schema changed from day 1's version to day 2's, on day 2. ``SchemaHistory``

@@ -6,7 +6,7 @@ committed, and a batch repeated after a crash changes nothing. Neo4j unavailable
 (nothing is skipped). A record that can never be written — it does not decode, or the database rejects its
 statements — goes to the DLQ with the reason; the rest of its batch is written.
 
-Pipelined (issue 23): while batch N's transaction runs in a writer thread, the main thread polls batch N+1, decodes
+Pipelined: while batch N's transaction runs in a writer thread, the main thread polls batch N+1, decodes
 it and builds its statements; it then waits for N, stores N's offsets and commits them, and hands N+1 to the writer.
 At most one batch is in flight and one prepared (two batches of memory); the consumer stores offsets only for
 written batches (``enable.auto.offset.store`` off), so a commit never covers a batch still in flight, and a

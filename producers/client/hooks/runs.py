@@ -6,7 +6,7 @@ facet with the stack trace) when the block raises — the exception is re-raised
 raises is logged and skipped. Naming errors in arguments the author passes are still raised at once (they are bugs
 in the call, and would otherwise silently lose lineage).
 
-Partitions (issue 22): a path ending in partition directories (``s3://lake/events/date=2025-12-24/``) is named by
+Partitions: a path ending in partition directories (``s3://lake/events/date=2025-12-24/``) is named by
 its table root, and the partition travels as the ``kafkaLineage_partition`` facet in the dataset's
 ``inputFacets``/``outputFacets`` (source ``path``); a ``partition=`` argument (mapping or ``date=…/region=…``) wins
 (source ``hook``). One run may read or write several partitions of one table: each is its own entry.
