@@ -558,10 +558,11 @@ def cmd_emit(args: argparse.Namespace) -> int:
 
 
 def cmd_connect(args: argparse.Namespace) -> int:
-    from kafka_lineage.producers.service.connect_watcher import watch
+    from kafka_lineage.producers.service.connect_watcher import WatchSettings, watch
 
+    heartbeat = WatchSettings.from_env(os.environ).heartbeat if args.heartbeat < 0 else args.heartbeat or None
     emitted = watch(ClientSettings.from_env(), args.url, interval=args.interval, once=args.once,
-                    job_namespace=args.job_namespace, heartbeat=None if args.heartbeat == 0 else args.heartbeat)
+                    job_namespace=args.job_namespace, heartbeat=heartbeat)
     print(f"{emitted} OpenLineage events emitted")
     return 0
 

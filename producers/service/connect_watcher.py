@@ -13,10 +13,9 @@ is reported as deleted because the worker was unreachable.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -33,14 +32,21 @@ CONNECTORS_PATH = "/connectors?expand=status&expand=info"
 DEFAULT_HEARTBEAT = 60.0
 
 
-def heartbeat_from_env(env: Mapping[str, str] | None = None) -> float | None:
-    """``LINEAGE_CONNECT_HEARTBEAT`` seconds (default 60); 0 or less: no heartbeats."""
-    raw = (os.environ if env is None else env).get("LINEAGE_CONNECT_HEARTBEAT", "")
-    try:
-        seconds = float(raw) if raw.strip() else DEFAULT_HEARTBEAT
-    except ValueError:
-        raise ValueError(f"LINEAGE_CONNECT_HEARTBEAT: expected seconds, got {raw!r}") from None
-    return seconds if seconds > 0 else None
+@dataclass(frozen=True)
+class WatchSettings:
+    """``lineage connect watch``'s own setting: seconds between RUNNING heartbeats of an open run (None: none)."""
+
+    heartbeat: float | None = DEFAULT_HEARTBEAT
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> WatchSettings:
+        """``LINEAGE_CONNECT_HEARTBEAT`` seconds (default 60); 0 or less: no heartbeats."""
+        raw = env.get("LINEAGE_CONNECT_HEARTBEAT", "")
+        try:
+            seconds = float(raw) if raw.strip() else DEFAULT_HEARTBEAT
+        except ValueError:
+            raise ValueError(f"LINEAGE_CONNECT_HEARTBEAT: expected seconds, got {raw!r}") from None
+        return cls(seconds if seconds > 0 else None)
 
 
 class SubjectReader:
@@ -177,15 +183,13 @@ def _default_client(clients: ClientSettings) -> tuple[Emitter, Any]:
 
 def watch(clients: ClientSettings, connect_url: str | None = None, *, interval: float = 10.0, once: bool = False,
           client: Emitter | None = None, job_namespace: str | None = None,
-          stop_event: threading.Event | None = None, heartbeat: float | None = -1.0) -> int:
+          stop_event: threading.Event | None = None, heartbeat: float | None = DEFAULT_HEARTBEAT) -> int:
     """Watch a Connect cluster (default ``clients.connect_url``); returns how many events were emitted.
 
     Without ``client`` the events go to the pipeline's events topic through the Kafka Avro transport, which is
     flushed before returning. ``once`` polls a single time (cron, tests); otherwise until ``stop_event`` or Ctrl-C.
-    ``heartbeat``: seconds between RUNNING heartbeats of an open run (None: none; default from the environment).
+    ``heartbeat``: seconds between RUNNING heartbeats of an open run (None: none).
     """
-    if heartbeat is not None and heartbeat < 0:
-        heartbeat = heartbeat_from_env()
     transport = None
     if client is None:
         client, transport = _default_client(clients)

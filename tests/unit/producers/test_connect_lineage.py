@@ -438,3 +438,13 @@ def test_deleted_while_unassigned_aborts_deleted_while_running_completes() -> No
     cut_off, _ = step(memory, {"file-in": source("UNASSIGNED")}, CTX, NOW)
     assert kinds(step(cut_off, {}, CTX, NOW)[1]) == ["ABORT"]
     assert kinds(step(memory, {}, CTX, NOW)[1]) == ["COMPLETE"]
+
+
+def test_the_watcher_s_heartbeat_setting_is_read_from_the_given_environment() -> None:
+    from kafka_lineage.producers.service.connect_watcher import WatchSettings
+
+    assert WatchSettings.from_env({}).heartbeat == 60.0
+    assert WatchSettings.from_env({"LINEAGE_CONNECT_HEARTBEAT": "5"}).heartbeat == 5.0
+    assert WatchSettings.from_env({"LINEAGE_CONNECT_HEARTBEAT": "0"}).heartbeat is None
+    with pytest.raises(ValueError, match="LINEAGE_CONNECT_HEARTBEAT"):
+        WatchSettings.from_env({"LINEAGE_CONNECT_HEARTBEAT": "soon"})
