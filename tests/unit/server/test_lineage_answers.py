@@ -7,7 +7,7 @@ import pytest
 from starlette.responses import JSONResponse
 
 from kafka_lineage.server import store
-from kafka_lineage.server.api import GraphJSON
+from kafka_lineage.server.http import GraphJSON
 from kafka_lineage.server.node_ids import NodeId
 
 

@@ -1,0 +1,183 @@
+"""The pipeline's own questions under ``/api/v2``: search of every kind, impact, schema history, runs, partitions and
+backfill plans, a run's detail."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query
+from fastapi.responses import JSONResponse
+
+from kafka_lineage.graph.queries import traverse
+from kafka_lineage.schemas.schema_diff import diff_schemas, overall_severity
+from kafka_lineage.server.http import (
+    AsOf,
+    Depth,
+    Limit,
+    PartitionKey,
+    PartitionState,
+    Routes,
+    SearchText,
+    decode_quality,
+    parse_as_of,
+    segment,
+)
+from kafka_lineage.server.node_ids import NodeId
+from kafka_lineage.server.store import NotFound, schema_fields
+
+
+def lineage_routes(routes: Routes) -> APIRouter:
+    store, settings, api = routes.store, routes.settings, routes.api
+    capped, depth_cap, feed = routes.capped, routes.depth_cap, routes.feed
+    router = APIRouter()
+
+    @router.get("/api/v2/search", dependencies=api, tags=["Lineage"])
+    def search_all(q: SearchText, kinds: str = "dataset,job,field", limit: Limit = 10,
+                   namespace: str | None = None) -> dict[str, Any]:
+        """Datasets, jobs and columns (``kinds``, comma-separated) whose name contains ``q``, as ``/api/v1/search``
+        matches, by name, each with its Marquez ``nodeId`` (``datasetField:…`` for a column)."""
+        asked = {kind.strip().lower() for kind in kinds.split(",") if kind.strip()}
+        if not asked or not asked <= {"dataset", "job", "field"}:
+            raise HTTPException(400, f"kinds: a comma-separated list of dataset, job, field; got {kinds!r}")
+        rows = store.search(q, asked, capped(limit, settings.max_results), namespace)
+        return {"results": [{"kind": kind.lower(), "namespace": ns, "name": name, "field": field, "updatedAt": time,
+                             "nodeId": str(NodeId("datasetField" if kind == "FIELD" else kind.lower(), ns, name,
+                                                  field))}
+                            for kind, ns, name, field, time in rows]}
+
+    # --- the pipeline's own ------------------------------------------------------------------------------------
+    @router.get("/api/v2/datasets/{namespace}/{dataset}/impact", dependencies=api, tags=["Lineage"])
+    def impact(namespace: str, dataset: str, depth: Depth = 5, direction: str = "down",
+               column: str | None = None, asOf: AsOf = None) -> JSONResponse:
+        """Downstream (``direction=down``) or upstream jobs and datasets of a dataset, nearest first, each with the
+        path from the dataset, the run that last touched it (a job's latest run; for a dataset, the latest run of a
+        job writing it), whether a completed run wrote it, and whether the answer was cut short."""
+        if direction not in ("down", "up"):
+            raise HTTPException(400, f"direction: down or up, got {direction!r}")
+        ns, name, as_of = segment(namespace), segment(dataset), parse_as_of(asOf)
+        asked = depth
+        depth = depth_cap(depth)
+        if column is not None:
+            graph = store.column_graph(ns, name, column, depth, (direction,), settings.max_nodes, as_of)
+            start = graph.starts[0]
+            columns = sorted((n for element, n in graph.nodes.items() if element != start),
+                             key=lambda n: (n.namespace, n.name, n.field or ""))
+            return JSONResponse({
+                "dataset": {"namespace": ns, "name": name}, "column": column, "direction": direction,
+                "depth": depth, "truncated": graph.stopped is not None or asked > depth,
+                "stoppedBy": graph.stopped or ("depth" if asked > depth else None),
+                "nodes": [{"kind": "field", "namespace": n.namespace, "name": n.name, "field": n.field}
+                          for n in columns]})
+        walk = traverse(store.driver, ns, name, depth, direction, settings.max_nodes, settings.query_timeout, as_of)
+        if not walk.found:
+            raise NotFound(f"dataset {ns} {name} is not in the graph")
+        last_runs = store.last_runs([(n.kind, n.namespace, n.name) for n in walk.nodes], as_of)
+        return JSONResponse({
+            "dataset": {"namespace": ns, "name": name}, "direction": direction, "depth": depth, "asOf": as_of,
+            "truncated": walk.truncated or asked > depth, "stoppedBy": walk.stopped or ("depth" if asked > depth
+                                                                                          else None),
+            "nodes": [{"kind": n.kind, "namespace": n.namespace, "name": n.name, "depth": n.depth,
+                       "path": [list(step) for step in walk.path(n.kind, n.namespace, n.name)],
+                       "lastRun": last_runs.get((n.kind, n.namespace, n.name)),
+                       **({"written": ("dataset", n.namespace, n.name) not in walk.unwritten}
+                          if n.kind == "dataset" else {})} for n in walk.nodes],
+            "edges": [[list(a), list(b)] for a, b in walk.edges],
+        })
+
+    @router.get("/api/v2/datasets/{namespace}/{dataset}/schema", dependencies=api, tags=["Datasets"])
+    def schema_history(namespace: str, dataset: str, limit: Limit = 100) -> dict[str, Any]:
+        """The dataset's schema versions, oldest first, each with the changes from the one before and their
+        severity, and the latest drift alerts about it."""
+        ns, name = segment(namespace), segment(dataset)
+        current = store.dataset(ns, name)[2]
+        versions = store.versions(ns, name, capped(limit, settings.max_results), 0)[::-1]
+        history, previous = [], None
+        for version in versions:
+            fields = schema_fields(version["fields"])
+            changes = diff_schemas(previous, fields) if previous is not None else []
+            history.append({"version": version["version"], "firstSeen": version["firstSeen"], "fields": fields,
+                            "current": version["version"] == current,
+                            "changes": [change.as_record() for change in changes],
+                            "severity": overall_severity(changes) if changes else None})
+            previous = fields
+        alerts = feed.recent(capped(limit, settings.max_results), (ns, name)) if feed is not None else []
+        return {"dataset": {"namespace": ns, "name": name}, "currentVersion": current, "versions": history,
+                "alerts": alerts}
+
+    @router.get("/api/v2/datasets/{namespace}/{dataset}/runs", dependencies=api, tags=["Datasets"])
+    def dataset_runs(namespace: str, dataset: str, limit: Limit = 100) -> dict[str, Any]:
+        """Row counts and bytes of the latest runs that wrote the dataset, and the data-quality metrics and
+        assertions (each with ``success``) of the runs that read it, newest first."""
+        runs = store.dataset_runs(segment(namespace), segment(dataset), capped(limit, settings.max_results))
+        for item in runs["quality"]:
+            decode_quality(item)
+        return runs
+
+    @router.get("/api/v2/datasets/{namespace}/{dataset}/partitions", dependencies=api, tags=["Partitions"])
+    def partitions(namespace: str, dataset: str, key: PartitionKey = None, state: PartitionState = None,
+                   versions: bool = False, limit: Limit = 1000) -> JSONResponse:
+        """The dataset's partitions by key (those holding every ``name=value`` pair of ``key``; in ``state``), each
+        with its state (RUNNING, SUCCESS, FAILED, STALE; null when no run wrote it), the reason, version count, the
+        latest version (writing run and job, times, rows, bytes, marker, assertions, data-quality metrics) and the
+        upstream partitions that version's run read; ``versions=true`` adds every version (the runs that wrote it)."""
+        ns, name = segment(namespace), segment(dataset)
+        try:
+            found = store.partitions(ns, name, key, state, capped(limit, settings.max_results))
+        except ValueError as exc:
+            raise HTTPException(400, f"key: {exc}") from None
+        return JSONResponse({"dataset": {"namespace": ns, "name": name},
+                             "partitions": [status.as_dict(versions) for status in found]})
+
+    @router.get("/api/v2/datasets/{namespace}/{dataset}/partitions/ready", dependencies=api, tags=["Partitions"])
+    def partition_ready(namespace: str, dataset: str, key: Annotated[str, Query(
+            min_length=1, max_length=40_000, description="the partition, e.g. date=2025-12-24; pairs a partition "
+                                                         "holds name all such partitions")]) -> JSONResponse:
+        """What `lineage ready` answers, always 200 for a known dataset: ``{"ready": bool, "missing": [{"role":
+        "partition"|"upstream", "namespace", "name", "key", "state", "reason"}]}``. Ready when the partition's
+        latest version is SUCCESS and not STALE and so is every upstream partition it was built from. 400: a
+        malformed key; 404: an unknown dataset."""
+        ns, name = segment(namespace), segment(dataset)
+        try:
+            ok, missing = store.ready(ns, name, key)
+        except ValueError as exc:
+            raise HTTPException(400, f"key: {exc}") from None
+        return JSONResponse({"dataset": {"namespace": ns, "name": name}, "key": key, "ready": ok, "missing": missing})
+
+    @router.get("/api/v2/datasets/{namespace}/{dataset}/backfill-plan", dependencies=api, tags=["Partitions"])
+    def backfill_plan(namespace: str, dataset: str,
+                      start: Annotated[str, Query(alias="from", description="first day, e.g. 2025-12-01")],
+                      end: Annotated[str, Query(alias="to", description="last day (inclusive), e.g. 2025-12-07")],
+                      depth: Depth = 10) -> JSONResponse:
+        """What `lineage backfill plan --json` answers: the downstream work items (job, partition key: the output
+        partitions it rebuilds, the inputs it reads, its last known run) deriving from the dataset's partitions dated
+        in [from, to], in stages that can run in parallel, each after every stage it depends on; ``cycles`` names
+        job cycles met, ``truncated`` a depth cut. 400: a malformed day or a dataset without dated partitions; 404:
+        an unknown dataset."""
+        ns, name = segment(namespace), segment(dataset)
+        capped_depth = depth_cap(depth)
+        try:
+            body = store.backfill_plan(ns, name, start, end, capped_depth)
+        except ValueError as exc:
+            raise HTTPException(400, str(exc)) from None
+        if depth > capped_depth:
+            body["truncated"] = True
+        return JSONResponse(body)
+
+    @router.get("/api/v2/runs/{run_id}/partitions", dependencies=api, tags=["Runs"])
+    def run_partitions(run_id: str) -> JSONResponse:
+        """The partitions a run wrote (its version of each, with that version's state) and read (their state)."""
+        found = store.run_partitions(segment(run_id))
+        return JSONResponse({"runId": segment(run_id), "state": found.state,
+                             "job": {"namespace": found.job[0], "name": found.job[1]} if found.job else None,
+                             "wrote": found.wrote, "read": found.read})
+
+    @router.get("/api/v2/runs/{run_id}", dependencies=api, tags=["Runs"])
+    def run_detail(run_id: str) -> dict[str, Any]:
+        """A run: state and times, error, statistics, data quality (metrics, assertions) per input, its job,
+        parent and child runs."""
+        detail = store.run(segment(run_id))
+        for item in detail["inputs"]:
+            decode_quality(item)
+        return detail
+
+    return router

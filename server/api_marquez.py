@@ -1,0 +1,105 @@
+"""Marquez-compatible reads under ``/api/v1``: namespaces, datasets, jobs, runs, lineage, column lineage, search."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException
+from fastapi.responses import JSONResponse
+
+from kafka_lineage.server import marquez
+from kafka_lineage.server.http import (
+    AsOf,
+    Depth,
+    Limit,
+    Offset,
+    Routes,
+    SearchText,
+    parse_as_of,
+    segment,
+)
+from kafka_lineage.server.node_ids import parse_node_id
+from kafka_lineage.server.store import NotFound
+
+
+def marquez_routes(routes: Routes) -> APIRouter:
+    store, settings, api = routes.store, routes.settings, routes.api
+    capped, depth_cap, flagged = routes.capped, routes.depth_cap, routes.flagged
+    router = APIRouter()
+
+    @router.get("/api/v1/namespaces", dependencies=api, tags=["Marquez"])
+    def namespaces(limit: Limit = 100) -> dict[str, Any]:
+        rows = store.namespaces(capped(limit, settings.max_results))
+        return {"namespaces": [marquez.namespace(row) for row in rows]}
+
+    @router.get("/api/v1/namespaces/{namespace}", dependencies=api, tags=["Marquez"])
+    def one_namespace(namespace: str) -> dict[str, Any]:
+        name = segment(namespace)
+        for row in store.namespaces(settings.max_results * 100):
+            if row[0] == name:
+                return marquez.namespace(row)
+        raise NotFound(f"namespace {name} is not in the graph")
+
+    @router.get("/api/v1/namespaces/{namespace}/datasets", dependencies=api, tags=["Marquez"])
+    def datasets(namespace: str, limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
+        rows, total = store.datasets(segment(namespace), capped(limit, settings.max_results), offset)
+        return {"datasets": [marquez.dataset(row) for row in rows], "totalCount": total}
+
+    @router.get("/api/v1/namespaces/{namespace}/datasets/{dataset}", dependencies=api, tags=["Marquez"])
+    def one_dataset(namespace: str, dataset: str) -> dict[str, Any]:
+        return marquez.dataset(store.dataset(segment(namespace), segment(dataset)))
+
+    @router.get("/api/v1/namespaces/{namespace}/datasets/{dataset}/versions", dependencies=api, tags=["Marquez"])
+    def dataset_versions(namespace: str, dataset: str, limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
+        ns, name = segment(namespace), segment(dataset)
+        versions = store.versions(ns, name, capped(limit, settings.max_results), offset)
+        return {"versions": [marquez.dataset_version(ns, name, v) for v in versions], "totalCount": len(versions)}
+
+    @router.get("/api/v1/namespaces/{namespace}/jobs", dependencies=api, tags=["Marquez"])
+    def jobs(namespace: str, limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
+        rows, total = store.jobs(segment(namespace), capped(limit, settings.max_results), offset)
+        return {"jobs": [marquez.job(row) for row in rows], "totalCount": total}
+
+    @router.get("/api/v1/namespaces/{namespace}/jobs/{job}", dependencies=api, tags=["Marquez"])
+    def one_job(namespace: str, job: str) -> dict[str, Any]:
+        return marquez.job(store.job(segment(namespace), segment(job)))
+
+    @router.get("/api/v1/namespaces/{namespace}/jobs/{job}/runs", dependencies=api, tags=["Marquez"])
+    def job_runs(namespace: str, job: str, limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
+        runs = store.runs(segment(namespace), segment(job), capped(limit, settings.max_results), offset)
+        return {"runs": [marquez.run(r) for r in runs], "totalCount": len(runs)}
+
+    @router.get("/api/v1/lineage", dependencies=api, tags=["Marquez"])
+    def lineage(nodeId: str, depth: Depth = 20, asOf: AsOf = None) -> JSONResponse:
+        node = parse_node_id(nodeId, ("dataset", "job"))
+        capped_depth = depth_cap(depth)
+        as_of = parse_as_of(asOf)
+        graph = store.neighbourhood(node.kind, node.namespace, node.name, capped_depth, settings.max_nodes, as_of)
+        return flagged(marquez.lineage_graph(graph, graph.latest_runs(), graph.schemas()),
+                       graph.stopped is not None or depth > capped_depth)
+
+    @router.get("/api/v1/column-lineage", dependencies=api, tags=["Marquez"])
+    def column_lineage(nodeId: str, depth: Depth = 20, withDownstream: bool = False,
+                       asOf: AsOf = None) -> JSONResponse:
+        node = parse_node_id(nodeId, ("dataset", "datasetField"))
+        capped_depth = depth_cap(depth)
+        graph = store.column_graph(node.namespace, node.name, node.field, capped_depth,
+                                   ("up", "down") if withDownstream else ("up",), settings.max_nodes, parse_as_of(asOf))
+        types = store.field_types({(n.namespace, n.name) for n in graph.nodes.values()})
+        return flagged(marquez.column_lineage_graph(graph, types),
+                       graph.stopped is not None or depth > capped_depth)
+
+    @router.get("/api/v1/search", dependencies=api, tags=["Marquez"])
+    def search(q: SearchText, filter: str | None = None, limit: Limit = 10,
+               namespace: str | None = None) -> dict[str, Any]:
+        """Marquez's search: datasets and jobs whose name contains ``q`` (case-insensitive; ``%`` any run of
+        characters, ``_`` one), by name. ``totalCount`` is the number of results, as in Marquez."""
+        kinds = {"dataset", "job"}
+        if filter is not None:
+            if filter.lower() not in kinds:
+                raise HTTPException(400, f"filter: dataset or job, got {filter!r}")
+            kinds = {filter.lower()}
+        rows = store.search(q, kinds, capped(limit, settings.max_results), namespace)
+        return {"totalCount": len(rows), "results": [marquez.search_result(row) for row in rows]}
+
+    return router
