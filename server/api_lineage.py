@@ -8,8 +8,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import JSONResponse
 
-from kafka_lineage.graph.queries import traverse
-from kafka_lineage.schemas.schema_diff import diff_schemas, overall_severity
 from kafka_lineage.server.http import (
     AsOf,
     Depth,
@@ -23,7 +21,7 @@ from kafka_lineage.server.http import (
     segment,
 )
 from kafka_lineage.server.node_ids import NodeId
-from kafka_lineage.server.store import NotFound, schema_fields
+from kafka_lineage.server.store import NotFound
 
 
 def lineage_routes(routes: Routes) -> APIRouter:
@@ -68,7 +66,7 @@ def lineage_routes(routes: Routes) -> APIRouter:
                 "stoppedBy": graph.stopped or ("depth" if asked > depth else None),
                 "nodes": [{"kind": "field", "namespace": n.namespace, "name": n.name, "field": n.field}
                           for n in columns]})
-        walk = traverse(store.driver, ns, name, depth, direction, settings.max_nodes, settings.query_timeout, as_of)
+        walk = store.walk(ns, name, depth, direction, settings.max_nodes, as_of)
         if not walk.found:
             raise NotFound(f"dataset {ns} {name} is not in the graph")
         last_runs = store.last_runs([(n.kind, n.namespace, n.name) for n in walk.nodes], as_of)
@@ -89,17 +87,7 @@ def lineage_routes(routes: Routes) -> APIRouter:
         """The dataset's schema versions, oldest first, each with the changes from the one before and their
         severity, and the latest drift alerts about it."""
         ns, name = segment(namespace), segment(dataset)
-        current = store.dataset(ns, name)[2]
-        versions = store.versions(ns, name, capped(limit, settings.max_results), 0)[::-1]
-        history, previous = [], None
-        for version in versions:
-            fields = schema_fields(version["fields"])
-            changes = diff_schemas(previous, fields) if previous is not None else []
-            history.append({"version": version["version"], "firstSeen": version["firstSeen"], "fields": fields,
-                            "current": version["version"] == current,
-                            "changes": [change.as_record() for change in changes],
-                            "severity": overall_severity(changes) if changes else None})
-            previous = fields
+        current, history = store.schema_history(ns, name, capped(limit, settings.max_results))
         alerts = feed.recent(capped(limit, settings.max_results), (ns, name)) if feed is not None else []
         return {"dataset": {"namespace": ns, "name": name}, "currentVersion": current, "versions": history,
                 "alerts": alerts}

@@ -18,7 +18,8 @@ from neo4j.exceptions import ClientError
 
 from kafka_lineage.graph import partitions as partition_reads
 from kafka_lineage.graph.model import stored_key
-from kafka_lineage.graph.queries import MAX_ALIAS_LINKS, aliases_of, field_aliases_of, known
+from kafka_lineage.graph.queries import MAX_ALIAS_LINKS, Traversal, aliases_of, field_aliases_of, known, traverse
+from kafka_lineage.schemas.schema_diff import diff_schemas, overall_severity
 from kafka_lineage.server.node_ids import NodeId
 
 _NS = "coalesce({0}.fullNamespace, {0}.namespace)"
@@ -364,6 +365,26 @@ class GraphStore:
         if not found:
             raise NotFound(f"dataset {namespace} {name} is not in the graph")
         return versions
+
+    def schema_history(self, namespace: str, name: str, limit: int) -> tuple[str, list[dict[str, Any]]]:
+        """The dataset's current version and its versions, oldest first, each with the changes from the one before
+        (``schema_diff``, as the drift alerts classify them) and their overall severity."""
+        current = self.dataset(namespace, name)[2]
+        history, previous = [], None
+        for version in self.versions(namespace, name, limit, 0)[::-1]:
+            fields = schema_fields(version["fields"])
+            changes = diff_schemas(previous, fields) if previous is not None else []
+            history.append({"version": version["version"], "firstSeen": version["firstSeen"], "fields": fields,
+                            "current": version["version"] == current,
+                            "changes": [change.as_record() for change in changes],
+                            "severity": overall_severity(changes) if changes else None})
+            previous = fields
+        return current, history
+
+    def walk(self, namespace: str, name: str, depth: int, direction: str, limit: int, as_of: str | None) -> Traversal:
+        """Jobs and datasets up or downstream of a dataset, nearest first, within ``limit`` nodes and the store's
+        time bound (``graph.queries.traverse``)."""
+        return traverse(self.driver, namespace, name, depth, direction, limit, self.timeout, as_of)
 
     def dataset_runs(self, namespace: str, name: str, limit: int) -> dict[str, list[dict[str, Any]]]:
         """The latest runs that wrote the dataset and the data quality its readers measured, newest first."""
