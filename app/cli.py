@@ -18,21 +18,16 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kafka_lineage.processors.settings import ProcessorSettings
 from kafka_lineage.producers.client.publisher import EventPublisher, PublishError
-from kafka_lineage.runtime.config import (
-    AlertSettings,
-    ClientSettings,
-    CollectorSettings,
-    ConfigError,
-    OperationsSettings,
-    ProcessorSettings,
-    ServerSettings,
-    SinkSettings,
-    port_number,
-)
+from kafka_lineage.producers.service.settings import CollectorSettings
+from kafka_lineage.runtime.config import ClientSettings, ConfigError, OperationsSettings, port_number
 from kafka_lineage.runtime.gc_tuning import tune_gc
 from kafka_lineage.runtime.logs import bootstrap_logging
 from kafka_lineage.runtime.terminal import shown
+from kafka_lineage.server.settings import ServerSettings
+from kafka_lineage.sinks.alerts.settings import AlertSettings
+from kafka_lineage.sinks.graph.settings import SinkSettings
 
 if TYPE_CHECKING:
     from kafka_lineage.runtime.metrics import Metrics
@@ -509,17 +504,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.port is not None:
         port_number("--port", args.port)
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
-    from kafka_lineage.runtime.status import default_groups
+    from kafka_lineage.app.stage_groups import default_groups
 
     serve(dataclasses.replace(settings, **overrides), ClientSettings.from_env(), default_groups(), _services_probe())
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from kafka_lineage.app.stage_groups import default_groups
     from kafka_lineage.app.status_text import format_status
     from kafka_lineage.runtime import status
 
-    report = status.collect_status(_services_probe(), ClientSettings.from_env(), status.default_groups(),
+    report = status.collect_status(_services_probe(), ClientSettings.from_env(), default_groups(),
                                    lag_threshold=args.lag_threshold)
     print(json.dumps(status.status_json(report), indent=2, default=str) if args.json else format_status(report))
     return status.exit_code(report)

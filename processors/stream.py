@@ -42,13 +42,9 @@ from kafka_lineage.processors.core import STAGE, Incoming, Output, ProcessorCore
 from kafka_lineage.processors.faust_transport import App, broker_credentials, broker_url
 from kafka_lineage.processors.normalize import parse_aliases
 from kafka_lineage.processors.offsets import Gap, OffsetLedger, RecordsSkipped, membership_problem
+from kafka_lineage.processors.settings import PROCESSOR_CRASH_POINTS, ProcessorSettings
 from kafka_lineage.processors.state_writer import ChangelogWriter
-from kafka_lineage.runtime.config import (
-    PROCESSOR_CRASH_POINTS,
-    ClientSettings,
-    OperationsSettings,
-    ProcessorSettings,
-)
+from kafka_lineage.runtime.config import ClientSettings, OperationsSettings
 from kafka_lineage.runtime.crash_points import CrashPoints, parse_crash_points
 from kafka_lineage.runtime.kafka_io import (
     RECORD_MAX_BYTES,

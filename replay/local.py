@@ -33,9 +33,10 @@ from kafka_lineage.graph.driver import driver_for, ensure_constraints, write_sta
 from kafka_lineage.graph.model import graph_batch, statements, utc_time
 from kafka_lineage.processors.core import Incoming, Output, ProcessorCore
 from kafka_lineage.processors.normalize import parse_aliases
+from kafka_lineage.processors.settings import ProcessorSettings
 from kafka_lineage.replay.drift import ReplayDrift
 from kafka_lineage.replay.repair import Produced, RepairReport, forget_runs, settle
-from kafka_lineage.runtime.config import ClientSettings, ProcessorSettings
+from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import end_offsets, reading_consumer
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.partitions import parse_patterns

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from kafka_lineage.graph.driver import driver_for
+from kafka_lineage.processors.settings import ProcessorSettings
 from kafka_lineage.replay.drift import ReplayDrift
 from kafka_lineage.replay.local import (
     ALL_TIME,
@@ -34,7 +35,7 @@ from kafka_lineage.replay.local import (
     prepare_replay,
     replay_ranges,
 )
-from kafka_lineage.runtime.config import ClientSettings, ProcessorSettings
+from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.gc_tuning import tune_gc
 
 Counts = tuple[int, int, int]  # records, written, dead letters

@@ -15,7 +15,6 @@ from pathlib import Path
 import yaml
 
 from kafka_lineage.runtime.crash_points import parse_crash_points
-from kafka_lineage.schemas.partitions import parse_patterns
 
 REGISTRY_TIMEOUT_SECONDS = 10
 LOG_LEVEL_NAMES = ("crit", "error", "warn", "info", "debug")  # LINEAGE_LOG_LEVEL's values (Faust's names)
@@ -130,7 +129,8 @@ class TopicSettings:
             min_insync_replicas=_count_or_minus_one(values, "LINEAGE_TOPIC_MIN_INSYNC_REPLICAS", None),
             events_retention_ms=_count_or_minus_one(values, "LINEAGE_EVENTS_RETENTION_MS", -1),
             retention_ms=_count_or_minus_one(values, "LINEAGE_TOPIC_RETENTION_MS", None),
-            create=_flag(values, "LINEAGE_CREATE_TOPICS", all(_loopback(server) for server in bootstrap.split(","))),
+            create=flag_setting(values, "LINEAGE_CREATE_TOPICS",
+                                all(_loopback(server) for server in bootstrap.split(","))),
         )
 
 
@@ -139,7 +139,7 @@ def _loopback(server: str) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
-def _flag(values: Mapping[str, str], key: str, default: bool) -> bool:
+def flag_setting(values: Mapping[str, str], key: str, default: bool) -> bool:
     raw = values.get(key, "").strip().lower()
     if not raw:
         return default
@@ -157,7 +157,7 @@ def _count_or_minus_one(values: Mapping[str, str], key: str, default: int | None
         return default
     if raw == "-1":
         return -1
-    return _count(values, key, 1)
+    return count_setting(values, key, 1)
 
 
 @dataclass(frozen=True)
@@ -209,7 +209,7 @@ class ClientSettings:
             kafka_security=_kafka_security(values),
             kafka_debug=values.get("LINEAGE_KAFKA_DEBUG", "").strip(),
             registry_auth=_registry_auth(values),
-            registry_ca_location=_existing_file(values, "SCHEMA_REGISTRY_CA_LOCATION"),
+            registry_ca_location=existing_file_setting(values, "SCHEMA_REGISTRY_CA_LOCATION"),
             events_topic=values.get("LINEAGE_EVENTS_TOPIC", cls.events_topic),
             normalized_topic=values.get("LINEAGE_NORMALIZED_TOPIC", cls.normalized_topic),
             drift_topic=values.get("LINEAGE_DRIFT_TOPIC", cls.drift_topic),
@@ -253,7 +253,7 @@ _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
-def _existing_file(values: Mapping[str, str], key: str) -> str:
+def existing_file_setting(values: Mapping[str, str], key: str) -> str:
     raw = values.get(key, "")
     if raw and not Path(raw).expanduser().is_file():
         raise ConfigError(f"{key}: no such file: {raw}")
@@ -281,7 +281,7 @@ def _kafka_security(values: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     for key, setting in (("KAFKA_SSL_CA_LOCATION", "ssl.ca.location"),
                          ("KAFKA_SSL_CERTIFICATE_LOCATION", "ssl.certificate.location"),
                          ("KAFKA_SSL_KEY_LOCATION", "ssl.key.location")):
-        if path := _existing_file(values, key):
+        if path := existing_file_setting(values, key):
             if not protocol.endswith("SSL"):
                 raise ConfigError(f"{key}: set, but KAFKA_SECURITY_PROTOCOL={protocol} uses no TLS")
             settings[setting] = path
@@ -306,7 +306,7 @@ def _registry_auth(values: Mapping[str, str]) -> str:
     return raw
 
 
-def _finite(values: Mapping[str, str], key: str, default: float) -> float:
+def finite_setting(values: Mapping[str, str], key: str, default: float) -> float:
     """A number setting, or ``default`` when unset; "nan", "inf" and words are refused."""
     raw = values.get(key)
     if raw is None or raw == "":
@@ -320,14 +320,14 @@ def _finite(values: Mapping[str, str], key: str, default: float) -> float:
     return value
 
 
-def _positive(values: Mapping[str, str], key: str, default: float) -> float:
-    value = _finite(values, key, default)
+def positive_setting(values: Mapping[str, str], key: str, default: float) -> float:
+    value = finite_setting(values, key, default)
     if value <= 0:
         raise ConfigError(f"{key}: must be positive, got {values[key]!r}")
     return value
 
 
-def _count(values: Mapping[str, str], key: str, default: int) -> int:
+def count_setting(values: Mapping[str, str], key: str, default: int) -> int:
     """A positive integer setting (partitions, batch sizes, byte limits): "0.5", "nan" or "1e3" are refused rather
     than truncated by int() or failing later."""
     raw = values.get(key)
@@ -342,194 +342,7 @@ def _count(values: Mapping[str, str], key: str, default: int) -> int:
     return value
 
 
-@dataclass(frozen=True)
-class ServerSettings:
-    """The lineage server (`lineage serve`): the HTTP API and web UI over the graph. Reads only."""
-
-    host: str = "127.0.0.1"
-    port: int = 5050
-    token: str = ""  # bearer token every /api request must carry (empty: none asked)
-    cors_origins: tuple[str, ...] = ()  # origins allowed to call the API from a browser (empty: CORS off)
-    tls_cert: str = ""
-    tls_key: str = ""
-    max_depth: int = 20  # lineage depth asked beyond this is capped (and the answer says so)
-    max_nodes: int = 2000  # nodes per lineage answer; more is cut to the nearest, flagged truncated
-    max_results: int = 1000  # rows per list answer (limit above this is capped)
-    query_timeout: float = 10.0  # seconds a question may keep Neo4j busy
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> ServerSettings:
-        default = cls()  # each default is written once, on its field
-        values = merged_environment(env)
-        origins = tuple(o.strip() for o in values.get("LINEAGE_SERVER_CORS_ORIGINS", "").split(",") if o.strip())
-        settings = cls(
-            host=values.get("LINEAGE_SERVER_HOST", default.host),
-            port=port_setting(values, "LINEAGE_SERVER_PORT", default.port),
-            token=values.get("LINEAGE_SERVER_TOKEN", default.token),
-            cors_origins=origins,
-            tls_cert=_existing_file(values, "LINEAGE_SERVER_TLS_CERT"),
-            tls_key=_existing_file(values, "LINEAGE_SERVER_TLS_KEY"),
-            max_depth=_count(values, "LINEAGE_SERVER_MAX_DEPTH", default.max_depth),
-            max_nodes=_count(values, "LINEAGE_SERVER_MAX_NODES", default.max_nodes),
-            max_results=_count(values, "LINEAGE_SERVER_MAX_RESULTS", default.max_results),
-            query_timeout=_positive(values, "LINEAGE_SERVER_QUERY_TIMEOUT", default.query_timeout),
-        )
-        if bool(settings.tls_cert) != bool(settings.tls_key):
-            raise ConfigError("LINEAGE_SERVER_TLS_CERT and LINEAGE_SERVER_TLS_KEY: set both (HTTPS) or neither")
-        return settings
-
-
-MAX_COLLECTOR_PROCESSES = 64  # each holds a producer's connections and threads: more is a typo, not a plan
-
-
-@dataclass(frozen=True)
-class CollectorSettings:
-    """The OpenLineage HTTP collector. Port 5000 is where OpenLineage clients look for Marquez by default."""
-
-    host: str = "127.0.0.1"
-    port: int = 5000
-    token: str = ""
-    max_body_bytes: int = 16 * 1024 * 1024
-    ack_timeout: float = 30.0
-    max_events: int = 10_000  # per request: more is 413 before any event is validated
-    max_concurrent: int = 16  # requests being read, validated or published at once; more are 503 + Retry-After
-    read_timeout: float = 30.0  # to receive a request's whole body (a slow or stalled upload is 408)
-    queue_bytes: int = 256 * 1024 * 1024  # librdkafka's local queue: beyond it requests are 503 at once
-    tls_cert: str = ""  # PEM certificate (chain) and key: with both, the collector serves HTTPS only
-    tls_key: str = ""
-    # librdkafka's linger.ms for the collector's records. The pipeline's 20 ms is paid in full by every request of
-    # one event (its answer waits for the acknowledgement); records of concurrent requests are still batched while
-    # a produce request is in flight, so a short linger costs little batching.
-    linger_ms: float = 1.0
-    # aiohttp's line per request (at INFO): ~15% of the collector's CPU on one-event requests. Refused requests are
-    # logged as warnings either way, and the metrics count the accepted ones.
-    access_log: bool = False
-    # Worker processes sharing the port (SO_REUSEPORT) under one supervisor: one event loop answers at most
-    # ~1,500-2,000 one-event requests/s. 1 by default: each worker holds its own producer, registry client and
-    # caches, and a container's CPU quota is not what the machine's core count says; "auto" is one per usable core.
-    processes: int = 1
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> CollectorSettings:
-        default = cls()  # each default is written once, on its field
-        values = merged_environment(env)
-        return cls(
-            host=values.get("LINEAGE_COLLECTOR_HOST", default.host),
-            port=port_setting(values, "LINEAGE_COLLECTOR_PORT", default.port),
-            token=values.get("LINEAGE_COLLECTOR_TOKEN", default.token),
-            max_body_bytes=_count(values, "LINEAGE_COLLECTOR_MAX_BYTES", default.max_body_bytes),
-            ack_timeout=_positive(values, "LINEAGE_COLLECTOR_ACK_TIMEOUT", default.ack_timeout),
-            max_events=_count(values, "LINEAGE_COLLECTOR_MAX_EVENTS", default.max_events),
-            max_concurrent=_count(values, "LINEAGE_COLLECTOR_MAX_CONCURRENT", default.max_concurrent),
-            read_timeout=_positive(values, "LINEAGE_COLLECTOR_READ_TIMEOUT", default.read_timeout),
-            queue_bytes=_count(values, "LINEAGE_COLLECTOR_QUEUE_BYTES", default.queue_bytes),
-            tls_cert=_existing_file(values, "LINEAGE_COLLECTOR_TLS_CERT"),
-            tls_key=_existing_file(values, "LINEAGE_COLLECTOR_TLS_KEY"),
-            linger_ms=cls._linger(values, "LINEAGE_COLLECTOR_LINGER_MS", default.linger_ms),
-            access_log=_flag(values, "LINEAGE_COLLECTOR_ACCESS_LOG", default.access_log),
-            processes=cls._processes(values, "LINEAGE_COLLECTOR_PROCESSES"),
-        )._checked()
-
-    def _checked(self) -> CollectorSettings:
-        if bool(self.tls_cert) != bool(self.tls_key):
-            raise ConfigError("LINEAGE_COLLECTOR_TLS_CERT and LINEAGE_COLLECTOR_TLS_KEY: set both (HTTPS) or neither")
-        return self
-
-    def producer_config(self) -> dict[str, str]:
-        """The collector's librdkafka settings: a bounded queue, and records of a request that was already answered
-        503 (no acknowledgement within ``ack_timeout``) expire soon after it instead of holding the queue for five
-        minutes."""
-        return {"queue.buffering.max.kbytes": str(max(1, self.queue_bytes // 1024)),
-                "message.timeout.ms": str(int(self.ack_timeout * 1000) + 5000),
-                "linger.ms": f"{self.linger_ms:g}"}
-
-    @staticmethod
-    def _processes(values: Mapping[str, str], key: str) -> int:
-        """A number of worker processes, 1 to MAX_COLLECTOR_PROCESSES, or "auto": the cores this process may run on
-        (its CPU affinity, within the same bound)."""
-        if values.get(key, "").strip().lower() == "auto":
-            return max(1, min(MAX_COLLECTOR_PROCESSES, len(os.sched_getaffinity(0))))
-        value = _count(values, key, 1)
-        if value > MAX_COLLECTOR_PROCESSES:
-            raise ConfigError(f"{key}: at most {MAX_COLLECTOR_PROCESSES} processes, got {values[key]!r}")
-        return value
-
-    @staticmethod
-    def _linger(values: Mapping[str, str], key: str, default: float) -> float:
-        """A producer linger in milliseconds: 0 (send at once) up to librdkafka's 900,000."""
-        value = _finite(values, key, default)
-        if not 0 <= value <= 900_000:
-            raise ConfigError(f"{key}: must be between 0 and 900000 ms, got {values[key]!r}")
-        return value
-
-
-@dataclass(frozen=True)
-class ProcessorSettings:
-    """The stream processor (``lineage processor``); several workers with one group id share the partitions."""
-
-    group_id: str = "lineage-processor"
-    partitions: int = 6
-    window_seconds: float = 2.0
-    dedupe_ttl_seconds: float = 86_400.0
-    max_event_time_ahead_seconds: float = 3600.0
-    aliases: str = ""
-    # Where partition keys are read from dataset paths (schemas.partitions.parse_patterns: `default` = `hive;date`,
-    # `none`, or `;`-separated templates such as `<date:\d{8}>`); checked by the processor when it starts.
-    partition_patterns: str = "default"
-    batch_size: int = 1000
-    batch_seconds: float = 0.05
-    data_dir: Path = Path(".lineage/processor")
-    log_level: str = "info"
-    report_seconds: float = 30.0
-    # Each worker's Kafka transactions (outputs, state and input offsets commit together). Unset, a worker takes the
-    # lowest free slot of its host and data directory (processors/stream.worker_slot_id), so a restarted worker gets
-    # its predecessor's id and aborts what it left open at once; set it where that does not hold (a pod name).
-    transactional_id: str = ""
-    transaction_timeout_ms: int = 30_000
-    crash_points: str = ""  # fault campaigns only: see runtime/crash_points.py
-    # Observations (event time, version) of a dataset's schema kept to place late versions (schemas/schema_history)
-    schema_history_limit: int = 64
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> ProcessorSettings:
-        default = cls()  # each default is written once, on its field
-        values = merged_environment(env)
-        level = values.get("LINEAGE_LOG_LEVEL", default.log_level).lower()
-        if level not in LOG_LEVEL_NAMES:
-            raise ConfigError(f"LINEAGE_LOG_LEVEL: one of {', '.join(LOG_LEVEL_NAMES)}; got {level!r}")
-        return cls(
-            group_id=values.get("LINEAGE_PROCESSOR_GROUP", default.group_id),
-            partitions=_count(values, "LINEAGE_PARTITIONS", default.partitions),
-            window_seconds=_positive(values, "LINEAGE_REORDER_WINDOW", default.window_seconds),
-            dedupe_ttl_seconds=_positive(values, "LINEAGE_DEDUPE_TTL", default.dedupe_ttl_seconds),
-            max_event_time_ahead_seconds=_positive(values, "LINEAGE_MAX_EVENT_TIME_AHEAD",
-                                                   default.max_event_time_ahead_seconds),
-            aliases=values.get("LINEAGE_NAMESPACE_ALIASES", default.aliases),
-            partition_patterns=_partition_patterns(values),
-            batch_size=_count(values, "LINEAGE_PROCESSOR_BATCH", default.batch_size),
-            batch_seconds=_positive(values, "LINEAGE_PROCESSOR_BATCH_SECONDS", default.batch_seconds),
-            data_dir=path_setting(values, "LINEAGE_PROCESSOR_DATA_DIR", state_dir(values) / "processor"),
-            log_level=level,
-            report_seconds=_positive(values, "LINEAGE_REPORT_SECONDS", default.report_seconds),
-            transactional_id=values.get("LINEAGE_PROCESSOR_TRANSACTIONAL_ID", default.transactional_id),
-            transaction_timeout_ms=_transaction_timeout(values),
-            crash_points=_crash_points(values, "LINEAGE_PROCESSOR_CRASH_POINTS", PROCESSOR_CRASH_POINTS),
-            schema_history_limit=_schema_history_limit(values, default.schema_history_limit),
-        )
-
-
-def _schema_history_limit(values: Mapping[str, str], default: int) -> int:
-    limit = _count(values, "LINEAGE_SCHEMA_HISTORY", default)
-    if not 2 <= limit <= 4096:  # a change needs two observations; every one is kept in the dataset's state record
-        raise ConfigError(f"LINEAGE_SCHEMA_HISTORY: observations of a dataset's schema kept, 2..4096; got {limit}")
-    return limit
-
-
-# Where a processor worker can be made to die on purpose, in the order a batch's transaction passes them.
-PROCESSOR_CRASH_POINTS = ("outputs-sent", "state-sent", "before-commit", "after-commit")
-
-
-def _crash_points(values: Mapping[str, str], key: str, known: tuple[str, ...]) -> str:
+def crash_points_setting(values: Mapping[str, str], key: str, known: tuple[str, ...]) -> str:
     text = values.get(key, "")
     try:
         parse_crash_points(text, known)
@@ -538,22 +351,12 @@ def _crash_points(values: Mapping[str, str], key: str, known: tuple[str, ...]) -
     return text
 
 
-def _transaction_timeout(values: Mapping[str, str]) -> int:
+def transaction_timeout_setting(values: Mapping[str, str]) -> int:
     key = "LINEAGE_PROCESSOR_TRANSACTION_TIMEOUT_MS"
-    value = _count(values, key, 30_000)
+    value = count_setting(values, key, 30_000)
     if not 1_000 <= value <= 900_000:  # the broker's transaction.max.timeout.ms is 15 minutes by default
         raise ConfigError(f"{key}: must be between 1000 and 900000 ms, got {value}")
     return value
-
-
-def _partition_patterns(values: Mapping[str, str]) -> str:
-    """``LINEAGE_PARTITION_PATTERNS`` as given, refused at start (not per event) when it does not parse."""
-    text = values.get("LINEAGE_PARTITION_PATTERNS", "").strip() or "default"
-    try:
-        parse_patterns(text)
-    except ValueError as exc:
-        raise ConfigError(f"LINEAGE_PARTITION_PATTERNS: {exc}") from None
-    return text
 
 
 @dataclass(frozen=True)
@@ -595,61 +398,3 @@ def _listen_port(values: Mapping[str, str], key: str, default: int) -> int:
     return 0 if values.get(key) == "0" else port_setting(values, key, default)
 
 
-@dataclass(frozen=True)
-class SinkSettings:
-    """The Neo4j graph sink (``lineage sink``)."""
-
-    group_id: str = "lineage-graph-sink"
-    partitions: int = 6
-    batch_size: int = 2000
-    poll_seconds: float = 0.5
-    report_seconds: float = 30.0
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> SinkSettings:
-        default = cls()  # each default is written once, on its field
-        values = merged_environment(env)
-        return cls(
-            group_id=values.get("LINEAGE_SINK_GROUP", default.group_id),
-            partitions=_count(values, "LINEAGE_PARTITIONS", default.partitions),
-            batch_size=_count(values, "LINEAGE_SINK_BATCH", default.batch_size),
-            poll_seconds=_positive(values, "LINEAGE_SINK_POLL_SECONDS", default.poll_seconds),
-            report_seconds=_positive(values, "LINEAGE_REPORT_SECONDS", default.report_seconds),
-        )
-
-
-@dataclass(frozen=True)
-class AlertSettings:
-    """The schema-drift alert sink (``lineage alerts run``)."""
-
-    group_id: str = "lineage-alert-sink"
-    partitions: int = 6
-    depth: int = 5
-    max_impacted: int = 200
-    poll_seconds: float = 0.5
-    graph_group_id: str = "lineage-graph-sink"  # the graph sink's group: impact waits for its committed offsets
-    graph_wait_seconds: float = 30.0  # at most this long per batch; then the alert says impactComplete=false
-    query_timeout: float = 15.0  # an impact query's transaction timeout, and (plus a margin) its client-side bound
-    report_seconds: float = 30.0
-    crash_points: str = ""  # tests and fault campaigns only: see runtime/crash_points.py and ALERT_CRASH_POINTS
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> AlertSettings:
-        default = cls()  # each default is written once, on its field
-        values = merged_environment(env)
-        return cls(
-            group_id=values.get("LINEAGE_ALERT_GROUP", default.group_id),
-            partitions=_count(values, "LINEAGE_PARTITIONS", default.partitions),
-            depth=_count(values, "LINEAGE_IMPACT_DEPTH", default.depth),
-            max_impacted=_count(values, "LINEAGE_IMPACT_MAX", default.max_impacted),
-            poll_seconds=_positive(values, "LINEAGE_SINK_POLL_SECONDS", default.poll_seconds),
-            graph_group_id=values.get("LINEAGE_SINK_GROUP", default.graph_group_id),
-            graph_wait_seconds=_positive(values, "LINEAGE_ALERT_GRAPH_WAIT", default.graph_wait_seconds),
-            query_timeout=_positive(values, "LINEAGE_ALERT_QUERY_TIMEOUT", default.query_timeout),
-            report_seconds=_positive(values, "LINEAGE_REPORT_SECONDS", default.report_seconds),
-            crash_points=_crash_points(values, "LINEAGE_ALERT_CRASH_POINTS", ALERT_CRASH_POINTS),
-        )
-
-
-# Where the alert sink can be made to die on purpose: its batch's alerts and offsets sent, the transaction open.
-ALERT_CRASH_POINTS = ("before-commit",)

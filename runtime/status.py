@@ -43,7 +43,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from kafka_lineage.runtime.config import AlertSettings, ClientSettings, ProcessorSettings, SinkSettings
+from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.metrics import lag_from
 
 PROBE_TIMEOUT_SECONDS = 5.0
@@ -63,15 +63,6 @@ STAGE_TOPICS: dict[str, str] = {
     "graph-sink": "normalized_topic",
     "alert-sink": "normalized_topic",
 }
-
-
-def default_groups(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Stage -> consumer group id as the pipeline's own settings name them (LINEAGE_*_GROUP or the defaults)."""
-    return {
-        "processor": ProcessorSettings.from_env(env).group_id,
-        "graph-sink": SinkSettings.from_env(env).group_id,
-        "alert-sink": AlertSettings.from_env(env).group_id,
-    }
 
 
 def stage_topic(stage: str, clients: ClientSettings) -> str:

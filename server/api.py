@@ -18,7 +18,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from neo4j.exceptions import ServiceUnavailable, SessionExpired, TransientError
 
-from kafka_lineage.runtime.config import ClientSettings, ServerSettings
+from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.metrics import Check, Metrics, Readiness
 from kafka_lineage.runtime.status import ServiceProbe
 from kafka_lineage.server.api_lineage import lineage_routes
@@ -34,6 +34,7 @@ from kafka_lineage.server.http import (
     error_answer,
 )
 from kafka_lineage.server.node_ids import BadNodeId
+from kafka_lineage.server.settings import ServerSettings
 from kafka_lineage.server.store import GraphStore, NotFound, QueryTimeout
 
 

@@ -19,10 +19,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kafka_lineage.graph.model import utc_time
 from kafka_lineage.graph.queries import MAX_DEPTH
-from kafka_lineage.runtime.config import ClientSettings, ServerSettings
+from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.metrics import Metrics, Readiness
 from kafka_lineage.runtime.status import ServiceProbe
 from kafka_lineage.server.feeds import AlertFeed
+from kafka_lineage.server.settings import ServerSettings
 from kafka_lineage.server.store import GraphStore
 
 API_TITLE = "kafka-lineage"

@@ -59,8 +59,9 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 from kafka_lineage.processors import faust_transport
 from kafka_lineage.processors.faust_transport import App, broker_credentials, broker_url
 from kafka_lineage.processors.offsets import OffsetLedger
+from kafka_lineage.processors.settings import ProcessorSettings
 from kafka_lineage.processors.state_writer import ChangelogWriter
-from kafka_lineage.runtime.config import ClientSettings, ProcessorSettings
+from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import PRODUCER_DEFAULTS, ensure_topic, replication_factor
 from kafka_lineage.runtime.transactions import (
     TransactionAborted,

@@ -21,7 +21,8 @@ import faust
 import mode
 
 from kafka_lineage.processors.faust_transport import App, broker_credentials, broker_url
-from kafka_lineage.runtime.config import ClientSettings, ProcessorSettings
+from kafka_lineage.processors.settings import ProcessorSettings
+from kafka_lineage.runtime.config import ClientSettings
 
 
 def main(argv: list[str]) -> int:

@@ -32,8 +32,9 @@ from kafka_lineage.graph.queries import as_rows, traverse
 from kafka_lineage.producers.client.hooks import load_task, sql_task
 from kafka_lineage.producers.client.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
 from kafka_lineage.producers.service.connect_watcher import watch
-from kafka_lineage.runtime.config import ClientSettings, ServerSettings
+from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.tail import tail
+from kafka_lineage.server.settings import ServerSettings
 from kafka_lineage_devtools import engines
 from kafka_lineage_devtools.engines import EngineScenario
 from kafka_lineage_devtools.processes import (

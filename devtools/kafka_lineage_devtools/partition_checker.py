@@ -31,12 +31,13 @@ from typing import Any
 from neo4j import Driver
 from neo4j.exceptions import ServiceUnavailable, TransientError
 
+from kafka_lineage.app.stage_groups import default_groups
 from kafka_lineage.graph.backfill import fetch_facts, parse_day, plan
 from kafka_lineage.graph.driver import driver_for
 from kafka_lineage.graph.partitions import UnknownDataset, dataset_partitions, ready
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import prepare_pipeline
-from kafka_lineage.runtime.status import collect_status, default_groups
+from kafka_lineage.runtime.status import collect_status
 from kafka_lineage_devtools.faults import _Component, _publish, stop_components
 from kafka_lineage_devtools.partition_workload import (
     BACKFILL_FACET,

@@ -44,7 +44,7 @@ from kafka_lineage.producers.service.intake import (
     message_max_bytes,
     strict_json,
 )
-from kafka_lineage.runtime.config import CollectorSettings
+from kafka_lineage.producers.service.settings import CollectorSettings
 from kafka_lineage.runtime.metrics import Metrics, Readiness, aiohttp_handlers
 
 log = logging.getLogger(__name__)

@@ -24,6 +24,7 @@ from neo4j.exceptions import Neo4jError, ServiceUnavailable
 
 from kafka_lineage.graph.driver import driver_for, ensure_constraints
 from kafka_lineage.graph.model import graph_batch
+from kafka_lineage.processors.settings import ProcessorSettings
 from kafka_lineage.replay.bulk.tables import import_tables, write_csv
 from kafka_lineage.replay.local import (
     ALL_TIME,
@@ -35,7 +36,7 @@ from kafka_lineage.replay.local import (
     refuse_partial_history,
     wipe,
 )
-from kafka_lineage.runtime.config import ClientSettings, ProcessorSettings
+from kafka_lineage.runtime.config import ClientSettings
 
 EXIT_UNAVAILABLE = 3  # `lineage replay --bulk` when the database is not local or its tools are missing
 _LOCAL_HOSTS = frozenset(("localhost", "127.0.0.1", "::1"))

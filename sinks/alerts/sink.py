@@ -47,7 +47,7 @@ from neo4j.exceptions import ClientError, DriverError, Neo4jError
 from kafka_lineage.graph.driver import driver_for
 from kafka_lineage.graph.model import utc_time
 from kafka_lineage.graph.queries import Reached, ReachedField, TraversalTimeout, column_impact, impact
-from kafka_lineage.runtime.config import ALERT_CRASH_POINTS, AlertSettings, ClientSettings
+from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.crash_points import CrashPoints, parse_crash_points
 from kafka_lineage.runtime.kafka_io import commit_offsets, prepare_pipeline
 from kafka_lineage.runtime.logs import problem
@@ -64,6 +64,7 @@ from kafka_lineage.runtime.transactions import (
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, WireFormatError
+from kafka_lineage.sinks.alerts.settings import ALERT_CRASH_POINTS, AlertSettings
 from kafka_lineage.sinks.consumer import SinkMember, batch_offsets, consume_loop, throttled
 
 log = logging.getLogger(__name__)

@@ -31,7 +31,7 @@ from neo4j.exceptions import DriverError, Neo4jError
 from kafka_lineage.graph.driver import driver_for, ensure_constraints, write_events, write_statements
 from kafka_lineage.graph.model import graph_batch, statements
 from kafka_lineage.graph.neo4j_errors import is_record_fault
-from kafka_lineage.runtime.config import ClientSettings, SinkSettings
+from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import AckingProducer, commit_offsets, prepare_pipeline
 from kafka_lineage.runtime.logs import problem
 from kafka_lineage.runtime.metrics import Metrics
@@ -41,6 +41,7 @@ from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.openlineage import FacetCache, record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, RegistryUnavailable, WireFormatError
 from kafka_lineage.sinks.consumer import LAG_SECONDS, SinkMember, batch_offsets, consume_batch, throttled
+from kafka_lineage.sinks.graph.settings import SinkSettings
 
 log = logging.getLogger(__name__)
 STAGE = "graph-sink"

@@ -14,9 +14,10 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
+from kafka_lineage.processors.settings import ProcessorSettings
 from kafka_lineage.producers.client.publisher import EventPublisher
 from kafka_lineage.replay.local import replay
-from kafka_lineage.runtime.config import ClientSettings, ProcessorSettings
+from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import prepare_pipeline
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import event_to_record

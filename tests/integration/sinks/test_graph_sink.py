@@ -236,9 +236,9 @@ def test_a_graph_sink_whose_consumer_stalls_rejoins_and_writes_on(clients: Clien
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
-    from kafka_lineage.runtime.config import SinkSettings
     from kafka_lineage.sinks import consumer as consumer_module
     from kafka_lineage.sinks.graph import sink as sink_module
+    from kafka_lineage.sinks.graph.settings import SinkSettings
 
     paused = threading.Event()
 

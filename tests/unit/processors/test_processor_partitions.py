@@ -9,7 +9,8 @@ import pytest
 
 from kafka_lineage.processors.core import Incoming, ProcessorCore
 from kafka_lineage.processors.normalize import NormalizeCache, normalize_event, parse_aliases
-from kafka_lineage.runtime.config import ConfigError, ProcessorSettings
+from kafka_lineage.processors.settings import ProcessorSettings
+from kafka_lineage.runtime.config import ConfigError
 from kafka_lineage.schemas.avro_schemas import schema_text
 from kafka_lineage.schemas.openlineage import (
     FacetCache,

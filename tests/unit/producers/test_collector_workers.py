@@ -8,7 +8,8 @@ import socket
 import pytest
 
 from kafka_lineage.producers.service.collector_workers import listening_sockets
-from kafka_lineage.runtime.config import MAX_COLLECTOR_PROCESSES, CollectorSettings, ConfigError
+from kafka_lineage.producers.service.settings import MAX_COLLECTOR_PROCESSES, CollectorSettings
+from kafka_lineage.runtime.config import ConfigError
 
 
 def test_one_process_by_default_auto_is_the_usable_cores_and_the_count_is_bounded() -> None:

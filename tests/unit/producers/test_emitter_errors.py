@@ -13,7 +13,7 @@ import pytest
 from kafka_lineage.producers.client.publisher import PublishError
 from kafka_lineage.producers.service.collector import Collector, Rejection, batch_answer
 from kafka_lineage.producers.service.emit import emit_lines
-from kafka_lineage.runtime.config import CollectorSettings
+from kafka_lineage.producers.service.settings import CollectorSettings
 from tests.unit.producers.test_collector_pure import FakePublisher
 
 

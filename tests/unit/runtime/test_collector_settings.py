@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_lineage.runtime.config import CollectorSettings, ConfigError
+from kafka_lineage.producers.service.settings import CollectorSettings
+from kafka_lineage.runtime.config import ConfigError
 
 
 def test_collector_producer_lingers_briefly_by_default() -> None:

@@ -2,15 +2,11 @@ from pathlib import Path
 
 import pytest
 
-from kafka_lineage.runtime.config import (
-    AlertSettings,
-    ClientSettings,
-    CollectorSettings,
-    ConfigError,
-    ProcessorSettings,
-    SinkSettings,
-    port_number,
-)
+from kafka_lineage.processors.settings import ProcessorSettings
+from kafka_lineage.producers.service.settings import CollectorSettings
+from kafka_lineage.runtime.config import ClientSettings, ConfigError, port_number
+from kafka_lineage.sinks.alerts.settings import AlertSettings
+from kafka_lineage.sinks.graph.settings import SinkSettings
 from kafka_lineage_devtools.stack.config import StackSettings
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kafka_lineage.app.stage_groups import default_groups
 from kafka_lineage.app.status_text import format_lag, format_status
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.status import (
@@ -21,7 +22,6 @@ from kafka_lineage.runtime.status import (
     TopicCount,
     collect_status,
     count_since,
-    default_groups,
     exit_code,
     hanging_transactions,
     partition_lags,

@@ -172,7 +172,8 @@ def test_each_sink_process_gets_a_transactional_id_of_its_own_named_after_its_gr
 
 
 def test_the_alert_sink_s_crash_points_are_read_from_its_setting_and_unknown_ones_refused() -> None:
-    from kafka_lineage.runtime.config import AlertSettings, ConfigError
+    from kafka_lineage.runtime.config import ConfigError
+    from kafka_lineage.sinks.alerts.settings import AlertSettings
 
     assert AlertSettings.from_env({}).crash_points == ""
     assert AlertSettings.from_env({"LINEAGE_ALERT_CRASH_POINTS": "before-commit=1.0"}).crash_points \
