@@ -35,7 +35,7 @@ from typing import Any
 
 from neo4j import Driver, Query, RoutingControl
 
-from kafka_lineage.graph.model import stored_key
+from kafka_lineage.graph.keys import stored_key
 from kafka_lineage.graph.partitions import UnknownDataset
 from kafka_lineage.schemas.partitions import FACET_KEY, parse_key_text, partition_facet
 

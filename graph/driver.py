@@ -7,15 +7,9 @@ from typing import Any
 
 from neo4j import Driver, GraphDatabase
 
-from kafka_lineage.graph.model import (
-    BACKFILL,
-    CONSTRAINTS,
-    FINGERPRINT_QUERIES,
-    PARTITION_FINGERPRINT_QUERIES,
-    fingerprint,
-    graph_batch,
-    statements,
-)
+from kafka_lineage.graph.events import graph_batch
+from kafka_lineage.graph.fingerprint import FINGERPRINT_QUERIES, PARTITION_FINGERPRINT_QUERIES, fingerprint
+from kafka_lineage.graph.statements import BACKFILL, CONSTRAINTS, statements
 from kafka_lineage.runtime.config import ClientSettings
 
 
@@ -46,7 +40,7 @@ def write_events(driver: Driver, events: list[dict[str, Any]]) -> None:
 
 
 def write_statements(driver: Driver, work: list[tuple[str, dict[str, Any]]]) -> None:
-    """Run prepared ``graph.model.statements`` in one write transaction (a thread may do this while the caller
+    """Run prepared ``graph.statements.statements`` in one write transaction (a thread may do this while the caller
     prepares the next batch: the driver waits on the socket without holding the GIL)."""
 
     def transaction(tx: Any) -> None:

@@ -1,6 +1,6 @@
 """Partition states and readiness: what a scheduler asks before it starts a downstream task.
 
-The sink stores facts only (``graph.model``): ``(Dataset)-[:HAS_PARTITION]->(Partition {namespace, name, key})``,
+The sink stores facts only (``graph.events``): ``(Dataset)-[:HAS_PARTITION]->(Partition {namespace, name, key})``,
 one ``(Partition)-[:HAS_VERSION]->(PartitionVersion {…, runId})`` per writing run with
 ``(Run)-[:WROTE_PARTITION {rowCount, bytes, assertions, failed, passed, markers, firstSeen}]->(PartitionVersion)``,
 ``(Run)-[:READ_PARTITION {firstSeen, failed, passed}]->(Partition)``, and on the partition its marker reports
@@ -44,7 +44,7 @@ from typing import Any
 
 from neo4j import Driver, Query, RoutingControl
 
-from kafka_lineage.graph.model import stored_key
+from kafka_lineage.graph.keys import stored_key
 from kafka_lineage.schemas.partitions import parse_key_text, partition_key_text
 
 __all__ = [

@@ -13,7 +13,7 @@ stops once it has more than ``limit``, keeps the nearest ``limit`` in the order 
 timeout; ``traverse`` answers what it found before the budget ran out, flagged, while the functions that answer a
 bare list raise ``TraversalTimeout``, since a partial list would pass for the whole answer).
 
-Nodes are looked up by their stored keys (``graph.model.stored_key``: a name over 2 KB is keyed by its hash) and
+Nodes are looked up by their stored keys (``graph.keys.stored_key``: a name over 2 KB is keyed by its hash) and
 answered with their whole names (``coalesce(n.fullName, n.name)``), so a very long name is found and shown as sent.
 """
 
@@ -28,7 +28,7 @@ from typing import Any
 from neo4j import READ_ACCESS, Driver, Query, Session
 from neo4j.exceptions import ClientError
 
-from kafka_lineage.graph.model import stored_key
+from kafka_lineage.graph.keys import stored_key
 
 MAX_DEPTH = 50
 # A walk's time budget unless the caller sets one: each level's query carries what is left of it as its server-side
@@ -275,7 +275,7 @@ def traverse(driver: Driver, namespace: str, name: str, depth: int = 5, directio
              timeout: float | None = DEFAULT_TIMEOUT, as_of: str | None = None) -> Traversal:
     """Jobs and datasets downstream (``down``) or upstream (``up``) of a dataset within ``depth`` jobs.
     ``timeout``: the whole walk's time budget in seconds (None = the server's own limit only). ``as_of`` (a
-    ``graph.model.utc_time``): the graph as it was then, only edges an event had carried by that time."""
+    ``graph.keys.utc_time``): the graph as it was then, only edges an event had carried by that time."""
     if direction not in _DATASET_LEVELS:
         raise ValueError(f"direction must be 'down' or 'up', got {direction!r}")
     depth = _checked_depth(depth)

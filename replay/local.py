@@ -30,7 +30,9 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from neo4j import Driver
 
 from kafka_lineage.graph.driver import driver_for, ensure_constraints, write_statements
-from kafka_lineage.graph.model import graph_batch, statements, utc_time
+from kafka_lineage.graph.events import graph_batch
+from kafka_lineage.graph.keys import utc_time
+from kafka_lineage.graph.statements import statements
 from kafka_lineage.processors.core import Incoming, Output, ProcessorCore
 from kafka_lineage.processors.normalize import parse_aliases
 from kafka_lineage.processors.settings import ProcessorSettings
@@ -64,7 +66,7 @@ class ReplayReport:
 class EventWindow:
     """``--from``..``--to`` by eventTime, both ends included; None: open on that side."""
 
-    start: str | None = None  # UTC, as graph.model.utc_time spells it (sortable as text)
+    start: str | None = None  # UTC, as graph.keys.utc_time spells it (sortable as text)
     end: str | None = None
 
     @classmethod

@@ -29,7 +29,7 @@ from typing import Any
 
 from neo4j import Driver
 
-from kafka_lineage.graph.model import ROW_IDENTITY, GraphBatch
+from kafka_lineage.graph.batch import ROW_IDENTITY, GraphBatch
 
 Key = tuple[Any, ...]
 _SEEN_IN_WINDOW = "e.firstSeen >= $from AND ($to IS NULL OR e.lastSeen <= $to)"

@@ -22,7 +22,7 @@ Why each limit is what it is:
 - ``MAX_SCHEMA_PATH_CHARS`` (4,000,000): all dotted paths of one schema facet together (the characters of its
   ``Field`` rows; a 12,000-column table with 100-character paths is 1.2 M).
 - ``MAX_NAME_CHARS`` (65,536): a job's or dataset's namespace or name (also in parent and column-lineage
-  references). Real names (S3 keys, SQL-derived job names) stay far below; names over ``graph.model``'s
+  references). Real names (S3 keys, SQL-derived job names) stay far below; names over ``graph.keys``'s
   key threshold (~2 KB) are stored by hash in Neo4j.
 - ``MAX_COLUMN_LINEAGE_FIELDS`` (25,000): output fields of one ``columnLineage`` facet (like a schema).
 - ``MAX_COLUMN_LINEAGE_INPUTS`` (100,000): input field references of one ``columnLineage`` facet, its dataset-level

@@ -18,6 +18,8 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from neo4j.exceptions import ServiceUnavailable, SessionExpired, TransientError
 
+from kafka_lineage.graph.node_ids import BadNodeId
+from kafka_lineage.graph.store import GraphStore, NotFound, QueryTimeout
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.metrics import Check, Metrics, Readiness
 from kafka_lineage.runtime.status import ServiceProbe
@@ -33,9 +35,7 @@ from kafka_lineage.server.http import (
     ServerTiming,
     error_answer,
 )
-from kafka_lineage.server.node_ids import BadNodeId
 from kafka_lineage.server.settings import ServerSettings
-from kafka_lineage.server.store import GraphStore, NotFound, QueryTimeout
 
 
 def create_app(store: GraphStore, settings: ServerSettings, metrics: Metrics | None = None,

@@ -8,6 +8,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import JSONResponse
 
+from kafka_lineage.graph.node_ids import NodeId
+from kafka_lineage.graph.store import NotFound
 from kafka_lineage.server.http import (
     AsOf,
     Depth,
@@ -20,8 +22,6 @@ from kafka_lineage.server.http import (
     parse_as_of,
     segment,
 )
-from kafka_lineage.server.node_ids import NodeId
-from kafka_lineage.server.store import NotFound
 
 
 def lineage_routes(routes: Routes) -> APIRouter:

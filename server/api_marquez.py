@@ -7,6 +7,8 @@ from typing import Any
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import JSONResponse
 
+from kafka_lineage.graph.node_ids import parse_node_id
+from kafka_lineage.graph.store import NotFound
 from kafka_lineage.server import marquez
 from kafka_lineage.server.http import (
     AsOf,
@@ -18,8 +20,6 @@ from kafka_lineage.server.http import (
     parse_as_of,
     segment,
 )
-from kafka_lineage.server.node_ids import parse_node_id
-from kafka_lineage.server.store import NotFound
 
 
 def marquez_routes(routes: Routes) -> APIRouter:

@@ -17,14 +17,14 @@ from fastapi import Depends, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kafka_lineage.graph.model import utc_time
+from kafka_lineage.graph.keys import utc_time
 from kafka_lineage.graph.queries import MAX_DEPTH
+from kafka_lineage.graph.store import GraphStore
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.metrics import Metrics, Readiness
 from kafka_lineage.runtime.status import ServiceProbe
 from kafka_lineage.server.feeds import AlertFeed
 from kafka_lineage.server.settings import ServerSettings
-from kafka_lineage.server.store import GraphStore
 
 API_TITLE = "kafka-lineage"
 UI_DIR = Path(__file__).parent / "ui-dist"  # built from server/ui by `make install`

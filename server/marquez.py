@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from kafka_lineage.server.node_ids import NodeId, dataset_id, job_id
-from kafka_lineage.server.store import Graph, facet_documents, schema_fields
+from kafka_lineage.graph.node_ids import NodeId, dataset_id, job_id
+from kafka_lineage.graph.store import Graph, facet_documents, schema_fields
 
 # OpenLineage run states → Marquez's (RunState: NEW, RUNNING, COMPLETED, FAILED, ABORTED)
 RUN_STATES = {"START": "RUNNING", "RUNNING": "RUNNING", "COMPLETE": "COMPLETED", "FAIL": "FAILED",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kafka_lineage.graph.driver import driver_for
+from kafka_lineage.graph.store import GraphStore
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.gc_tuning import tune_gc
 from kafka_lineage.runtime.metrics import Metrics
@@ -13,7 +14,6 @@ from kafka_lineage.runtime.status import ServiceProbe
 from kafka_lineage.server.api import create_app
 from kafka_lineage.server.feeds import AlertFeed
 from kafka_lineage.server.settings import ServerSettings
-from kafka_lineage.server.store import GraphStore
 
 GRACEFUL_SHUTDOWN_SECONDS = 10
 

@@ -13,7 +13,6 @@ tables they read and write are not.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -24,13 +23,14 @@ import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import requests
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
-from kafka_lineage.graph import model as current_model
+from kafka_lineage.graph import events as current_events
+from kafka_lineage.graph import statements as current_statements
 from kafka_lineage.graph.driver import driver_for, ensure_constraints
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import AckingProducer, prepare_pipeline
@@ -55,16 +55,31 @@ def _baseline_path(checkout: Path) -> Path:
     return root
 
 
-def _load_model(checkout: Path) -> ModuleType:
-    """The checkout's graph model module (pure: it imports only ``kafka_lineage.schemas``), beside this one."""
-    path = checkout / "graph/model.py"
-    if not path.exists():  # a checkout from before graph/ had a package of its own
-        path = checkout / "sinks/graph/model.py"
-    spec = importlib.util.spec_from_file_location("baseline_graph_model", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
+def _load_model(checkout: Path) -> SimpleNamespace:
+    """The checkout's graph model (pure: it imports only ``kafka_lineage.schemas`` and its own package) beside this
+    one: ``graph_batch``, ``statements`` and ``STATEMENTS``. A checkout from before the model was split along its
+    seams has it in one file (``graph/model.py``, earlier ``sinks/graph/model.py``)."""
+    for single in (checkout / "graph/model.py", checkout / "sinks/graph/model.py"):
+        if single.exists():
+            module = _load_source("baseline_graph_model", single.read_text())
+            return SimpleNamespace(graph_batch=module.graph_batch, statements=module.statements,
+                                   STATEMENTS=module.STATEMENTS)
+    # the model's modules import each other as kafka_lineage.graph.*: load them as baseline_graph.* instead
+    package = ModuleType("baseline_graph")
+    package.__path__ = []
+    sys.modules["baseline_graph"] = package
+    loaded: dict[str, ModuleType] = {}
+    for name in ("keys", "batch", "facets", "events", "statements"):  # dependency order
+        source = (checkout / "graph" / f"{name}.py").read_text().replace("kafka_lineage.graph.", "baseline_graph.")
+        loaded[name] = _load_source(f"baseline_graph.{name}", source)
+    return SimpleNamespace(graph_batch=loaded["events"].graph_batch, statements=loaded["statements"].statements,
+                           STATEMENTS=loaded["statements"].STATEMENTS)
+
+
+def _load_source(name: str, source: str) -> ModuleType:
+    module = ModuleType(name)
+    sys.modules[name] = module  # dataclasses look their module up
+    exec(compile(source, f"<{name}>", "exec"), module.__dict__)  # a checkout of this project, as a module
     return module
 
 
@@ -126,7 +141,7 @@ def _sink_rate(settings: ClientSettings, count: int, shape: str, namespace: str,
             "load_average": os.getloadavg()[0]}
 
 
-def _python_costs(model: ModuleType, events: list[dict[str, Any]], codec: AvroCodec, encoded: list[bytes],
+def _python_costs(model: Any, events: list[dict[str, Any]], codec: AvroCodec, encoded: list[bytes],
                   batch: int) -> dict[str, float]:
     """µs/event of Avro decode (bytes → record → event dict, as the sink does) and of the model (rows and
     statement parameters)."""
@@ -142,7 +157,7 @@ def _python_costs(model: ModuleType, events: list[dict[str, Any]], codec: AvroCo
     return {"decode_us_per_event": decode / len(encoded) * 1e6, "model_us_per_event": build / len(events) * 1e6}
 
 
-def _statement_times(driver: Any, model: ModuleType, batches: list[list[dict[str, Any]]]) -> dict[str, Any]:
+def _statement_times(driver: Any, model: Any, batches: list[list[dict[str, Any]]]) -> dict[str, Any]:
     """Per statement of the model: rows per batch and Neo4j's time per batch (server: available + consumed, ms) and
     the client's (ms, packing and sending the rows included); the commit (the transaction's time beside its
     statements: Neo4j applies the writes then); medians over ``batches`` (one transaction each)."""
@@ -192,7 +207,9 @@ def bench_graph_sink(settings: ClientSettings, count: int, shape: str = "realist
     extra = dict(sink_env or {})
     batch_size = int(extra.get("LINEAGE_SINK_BATCH", os.environ.get("LINEAGE_SINK_BATCH", "2000")))
     namespace = f"bench-gsink-{uuid.uuid4().hex[:6]}"
-    variants: dict[str, tuple[ModuleType, Path | None]] = {"new": (current_model, None)}
+    current = SimpleNamespace(graph_batch=current_events.graph_batch, statements=current_statements.statements,
+                              STATEMENTS=current_statements.STATEMENTS)
+    variants: dict[str, tuple[Any, Path | None]] = {"new": (current, None)}
     if baseline is not None:
         variants = {"old": (_load_model(Path(baseline)), _baseline_path(Path(baseline))), **variants}
     prefix = f"lineage.bench.gsink.{uuid.uuid4().hex[:8]}"
@@ -240,7 +257,7 @@ def bench_graph_sink(settings: ClientSettings, count: int, shape: str = "realist
 
 def current_model_write(driver: Any, events: list[dict[str, Any]]) -> None:
     """Write ``events`` with this checkout's statements, one transaction."""
-    work = current_model.statements(current_model.graph_batch(events))
+    work = current_statements.statements(current_events.graph_batch(events))
 
     def transaction(tx: Any) -> None:
         for query, parameters in work:

@@ -1,7 +1,7 @@
 """Compare what the pipeline built — graph rows and drift alerts — with a workload's ground truth. Pure.
 
 ``check(truth, graph_rows, alerts)`` reports, per element kind (the ``FINGERPRINT_QUERIES`` kinds of
-``graph.model``, plus ``alerts``):
+``graph.fingerprint``, plus ``alerts``):
 
 - missing: expected, not found;
 - extra: found, not expected;
@@ -143,7 +143,7 @@ def query_parameters(scope: Scope | GroundTruth) -> dict[str, list[str]]:
 
 # --- rows without Neo4j ----------------------------------------------------------------------------------------------
 def rows_from_graph_batch(batch: Any) -> dict[str, list[dict[str, Any]]]:
-    """A ``graph.model.GraphBatch`` as the rows ``FINGERPRINT_QUERIES`` would return once it is written."""
+    """A ``graph.batch.GraphBatch`` as the rows ``FINGERPRINT_QUERIES`` would return once it is written."""
 
     def pick(name: str, kind: str, **derived: Any) -> list[dict[str, Any]]:
         out = []

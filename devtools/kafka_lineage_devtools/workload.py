@@ -38,7 +38,7 @@ use a new tag (or seed) for a fresh run.
 
 The truth (``GroundTruth``) is derived from the model — what each job read and wrote, each run's outcome — not
 from the events, so comparing it with the graph the pipeline built checks the pipeline. Its rows have the shape
-of ``graph.model.FINGERPRINT_QUERIES`` results (``KINDS``): node identities, relationship end identities,
+of ``graph.fingerprint.FINGERPRINT_QUERIES`` results (``KINDS``): node identities, relationship end identities,
 ``Run.state``, ``WROTE.rowCount``/``bytes``, ``DERIVES_FROM.transformation``, ``SAME_AS.type`` and the lineage
 edges' first/last seen event times. Rules it encodes:
 
@@ -69,7 +69,8 @@ from datetime import UTC, datetime, timedelta, timezone
 from hashlib import sha256
 from typing import Any, NamedTuple
 
-from kafka_lineage.graph.model import fingerprint, utc_time
+from kafka_lineage.graph.fingerprint import fingerprint
+from kafka_lineage.graph.keys import utc_time
 from kafka_lineage.processors.normalize import canonical_identity
 from kafka_lineage.schemas.schema_diff import schema_version
 
@@ -107,7 +108,7 @@ class KindSpec:
         return self.identity + self.values
 
 
-# Mirrors graph.model.FINGERPRINT_QUERIES: one entry per query, the columns in its RETURN order.
+# Mirrors graph.fingerprint.FINGERPRINT_QUERIES: one entry per query, the columns in its RETURN order.
 KINDS: dict[str, KindSpec] = {
     "Job": KindSpec(("namespace", "name")),
     "Run": KindSpec(("runId",), ("state",)),
@@ -170,7 +171,7 @@ class GroundTruth:
         return [dict(zip(columns, row, strict=True)) for row in ordered]
 
     def fingerprint(self) -> str:
-        """``graph.model.fingerprint`` of the expected graph: equal to the live one's if it holds only this."""
+        """``graph.fingerprint.fingerprint`` of the expected graph: equal to the live one's if it holds only this."""
         return fingerprint({kind: self.rows(kind) for kind in KINDS})
 
     def counts(self) -> dict[str, int]:
@@ -549,7 +550,7 @@ class _Builder:
         return str(uuid.UUID(int=self.ids.getrandbits(128), version=4))
 
     def seen_time(self, ms: int) -> str | None:
-        """An event time as the graph keeps it (``graph.model.utc_time``)."""
+        """An event time as the graph keeps it (``graph.keys.utc_time``)."""
         return utc_time((self.base + timedelta(milliseconds=ms)).isoformat())
 
     def time(self, ms: int) -> str:

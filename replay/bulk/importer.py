@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from neo4j.exceptions import Neo4jError, ServiceUnavailable
 
 from kafka_lineage.graph.driver import driver_for, ensure_constraints
-from kafka_lineage.graph.model import graph_batch
+from kafka_lineage.graph.events import graph_batch
 from kafka_lineage.processors.settings import ProcessorSettings
 from kafka_lineage.replay.bulk.tables import import_tables, write_csv
 from kafka_lineage.replay.local import (

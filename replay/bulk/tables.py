@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kafka_lineage.graph.model import MAX_UNION, GraphBatch
+from kafka_lineage.graph.batch import MAX_UNION, GraphBatch
 
 Row = Mapping[str, Any]
 Getter = Callable[[Row], Any]

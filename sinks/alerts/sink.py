@@ -45,7 +45,7 @@ from neo4j import Driver
 from neo4j.exceptions import ClientError, DriverError, Neo4jError
 
 from kafka_lineage.graph.driver import driver_for
-from kafka_lineage.graph.model import utc_time
+from kafka_lineage.graph.keys import utc_time
 from kafka_lineage.graph.queries import Reached, ReachedField, TraversalTimeout, column_impact, impact
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.crash_points import CrashPoints, parse_crash_points

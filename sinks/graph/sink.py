@@ -1,7 +1,7 @@
 """Neo4j graph sink (``lineage sink``): normalized events → the lineage graph, one transaction per batch.
 
-The graph statements are ``graph.model``'s fixed, parameterized ``UNWIND … MERGE`` statements, idempotent and order
-independent, so the sink is at-least-once without harm: offsets are committed only after the Neo4j transaction
+The graph statements (``graph.statements``) are fixed, parameterized ``UNWIND … MERGE`` statements, idempotent and
+order independent, so the sink is at-least-once without harm: offsets are committed only after the Neo4j transaction
 committed, and a batch repeated after a crash changes nothing. Neo4j unavailable → back off and retry the same batch
 (nothing is skipped). A record that can never be written — it does not decode, or the database rejects its
 statements — goes to the DLQ with the reason; the rest of its batch is written.
@@ -29,8 +29,9 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from neo4j.exceptions import DriverError, Neo4jError
 
 from kafka_lineage.graph.driver import driver_for, ensure_constraints, write_events, write_statements
-from kafka_lineage.graph.model import graph_batch, statements
+from kafka_lineage.graph.events import graph_batch
 from kafka_lineage.graph.neo4j_errors import is_record_fault
+from kafka_lineage.graph.statements import statements
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import AckingProducer, commit_offsets, prepare_pipeline
 from kafka_lineage.runtime.logs import problem

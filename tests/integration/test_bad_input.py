@@ -39,7 +39,7 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from openlineage.client import OpenLineageClient
 
 from kafka_lineage.graph.driver import driver_for, write_events
-from kafka_lineage.graph.model import stored_key
+from kafka_lineage.graph.keys import stored_key
 from kafka_lineage.graph.queries import Reached, ReachedField, field_lineage, upstream
 from kafka_lineage.producers.client.hooks import lineage_task, sql_task
 from kafka_lineage.producers.client.kafka_avro_transport import KafkaAvroConfig, KafkaAvroTransport
@@ -1171,7 +1171,7 @@ def test_a_stopped_processor_commits_nothing_it_did_not_process(pipeline: Pipeli
 @pytest.mark.parametrize("surface", ["emitter", "collector", "topic"])
 def test_hostile_name_reaches_the_graph_intact(pipeline: Pipeline, surface: str, kind: str) -> None:
     """A valid event whose job and output dataset carry a hostile name: in Neo4j exactly as sent, found by that
-    name. (A name over ~2 KB is keyed by its hash, ``graph.model.stored_key``, and kept whole in ``fullName``: Neo4j
+    name. (A name over ~2 KB is keyed by its hash, ``graph.keys.stored_key``, and kept whole in ``fullName``: Neo4j
     indexes no key over ~8 KB, so 10,000 characters were dead-lettered as neo4j-rejected before.)"""
     name, namespace = HOSTILE_NAMES[kind], f"{NS}.hostile.{surface}"
     if surface == "collector":

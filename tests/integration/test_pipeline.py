@@ -12,10 +12,10 @@ import pytest
 
 from kafka_lineage.graph.driver import driver_for, graph_fingerprint
 from kafka_lineage.graph.queries import column_impact
+from kafka_lineage.graph.store import GraphStore
 from kafka_lineage.producers.client.publisher import EventPublisher
 from kafka_lineage.replay.local import wipe
 from kafka_lineage.runtime.config import ClientSettings
-from kafka_lineage.server.store import GraphStore
 from kafka_lineage_devtools.processes import alert_sink_process, pipeline_env, processor_process, sink_process
 from tests.openlineage_samples import PRODUCER
 

@@ -13,7 +13,8 @@ import pytest
 from neo4j import Driver
 
 from kafka_lineage.graph.driver import driver_for, graph_fingerprint
-from kafka_lineage.graph.model import CONSTRAINTS, fingerprint
+from kafka_lineage.graph.fingerprint import fingerprint
+from kafka_lineage.graph.statements import CONSTRAINTS
 from kafka_lineage.producers.client.publisher import EventPublisher
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import prepare_pipeline

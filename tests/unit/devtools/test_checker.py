@@ -8,7 +8,7 @@ from functools import cache
 
 import pytest
 
-from kafka_lineage.graph.model import FINGERPRINT_QUERIES
+from kafka_lineage.graph.fingerprint import FINGERPRINT_QUERIES
 from kafka_lineage_devtools.checker import GRAPH_QUERIES, check, format_report, query_parameters
 from kafka_lineage_devtools.workload import KINDS, GroundTruth, Scope, alert_id, generate
 

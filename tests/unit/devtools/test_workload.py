@@ -10,7 +10,8 @@ from functools import cache
 
 import pytest
 
-from kafka_lineage.graph.model import FINGERPRINT_QUERIES, fingerprint, graph_batch
+from kafka_lineage.graph.events import graph_batch
+from kafka_lineage.graph.fingerprint import FINGERPRINT_QUERIES, fingerprint
 from kafka_lineage.processors.core import Incoming, ProcessorCore
 from kafka_lineage.processors.normalize import normalize_event, parse_aliases
 from kafka_lineage.schemas.avro_schemas import schema_text
@@ -270,7 +271,7 @@ def test_summary_is_compact_and_json_ready() -> None:
 # --- the truth against the real pipeline logic -----------------------------------------------------------------------
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_the_graph_of_the_normalized_events_is_exactly_the_truth(seed: int) -> None:
-    """What the sink would write for the processor's output (normalize_event, then graph.model) is the truth."""
+    """What the sink would write for the processor's output (normalize_event, then graph.events) is the truth."""
     w = generate(30, 5, seed, 4)
     rows = rows_from_graph_batch(graph_batch(normalize_event(event)[0] for event in w.events))
     report = check(w.truth, rows, None)

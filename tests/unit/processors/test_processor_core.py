@@ -6,7 +6,7 @@ import copy
 import random
 import uuid
 
-from kafka_lineage.graph.model import graph_batch
+from kafka_lineage.graph.events import graph_batch
 from kafka_lineage.processors.core import Incoming, ProcessorCore
 from kafka_lineage.schemas.avro_schemas import schema_text
 from kafka_lineage.schemas.openlineage import event_to_record, partition_key, record_to_event

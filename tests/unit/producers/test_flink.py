@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_lineage.graph.model import graph_batch
+from kafka_lineage.graph.events import graph_batch
 from kafka_lineage.processors.normalize import normalize_event
 from kafka_lineage.producers.client import flink as helper
 from kafka_lineage.producers.service import flink_lineage as core

@@ -9,7 +9,10 @@ from typing import Any
 
 import pytest
 
-from kafka_lineage.graph.model import STATEMENTS, GraphBatch, graph_batch, stored_key
+from kafka_lineage.graph.batch import GraphBatch
+from kafka_lineage.graph.events import graph_batch
+from kafka_lineage.graph.keys import stored_key
+from kafka_lineage.graph.statements import STATEMENTS
 from kafka_lineage.replay.bulk.tables import (
     KNOWN_KINDS,
     CsvFiles,

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from kafka_lineage.graph.model import field_paths, graph_batch
+from kafka_lineage.graph.events import graph_batch
+from kafka_lineage.graph.facets import field_paths
 from kafka_lineage.schemas import limits
 from kafka_lineage.schemas.limits import LimitExceeded, check_limits
 from kafka_lineage.schemas.openlineage import (

@@ -8,9 +8,9 @@ from urllib.parse import quote
 from fastapi.testclient import TestClient
 
 from kafka_lineage.graph.backfill import BackfillFacts, RunFacts, parse_day, plan
+from kafka_lineage.graph.store import NotFound
 from kafka_lineage.server.api import create_app
 from kafka_lineage.server.settings import ServerSettings
-from kafka_lineage.server.store import NotFound
 
 NS, NAME = "s3://lake", "raw/events"
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from starlette.responses import JSONResponse
 
-from kafka_lineage.server import store
+from kafka_lineage.graph import store
+from kafka_lineage.graph.node_ids import NodeId
 from kafka_lineage.server.http import GraphJSON
-from kafka_lineage.server.node_ids import NodeId
 
 
 def test_node_data_splits_into_latest_runs_and_schemas() -> None:

@@ -1,8 +1,8 @@
 """The graph's answers in Marquez's shapes (Marquez's spec/openapi.yml and its services' edge conventions)."""
 
+from kafka_lineage.graph.node_ids import NodeId
+from kafka_lineage.graph.store import Graph, like_needle, like_pattern, run_facets
 from kafka_lineage.server import marquez
-from kafka_lineage.server.node_ids import NodeId
-from kafka_lineage.server.store import Graph, like_needle, like_pattern, run_facets
 
 
 def test_lineage_graph_edges_point_along_the_data() -> None:

@@ -7,9 +7,9 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from kafka_lineage.graph.partitions import PartitionFacts, RunPartitions, Version, parse_key, partition_status
+from kafka_lineage.graph.store import NotFound
 from kafka_lineage.server.api import create_app
 from kafka_lineage.server.settings import ServerSettings
-from kafka_lineage.server.store import NotFound
 
 
 class Store:

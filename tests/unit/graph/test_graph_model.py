@@ -12,23 +12,12 @@ from datetime import datetime
 import pytest
 from openlineage.client.event_v2 import RunState
 
-from kafka_lineage.graph.model import (
-    CONSTRAINTS,
-    FINGERPRINT_QUERIES,
-    KEY_MAX_BYTES,
-    RUN_FACETS_MAX_BYTES,
-    STATEMENTS,
-    GraphBatch,
-    field_paths,
-    fingerprint,
-    graph_batch,
-    run_facets_json,
-    state_rank,
-    statements,
-    stored_key,
-    transformation_text,
-    utc_time,
-)
+from kafka_lineage.graph.batch import GraphBatch
+from kafka_lineage.graph.events import graph_batch
+from kafka_lineage.graph.facets import RUN_FACETS_MAX_BYTES, field_paths, run_facets_json, transformation_text
+from kafka_lineage.graph.fingerprint import FINGERPRINT_QUERIES, fingerprint
+from kafka_lineage.graph.keys import KEY_MAX_BYTES, state_rank, stored_key, utc_time
+from kafka_lineage.graph.statements import CONSTRAINTS, STATEMENTS, statements
 from kafka_lineage.schemas.schema_diff import schema_fields, schema_version
 from tests.openlineage_samples import dataset_event, full_run_event, job_event
 

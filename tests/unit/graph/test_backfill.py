@@ -16,10 +16,10 @@ import pytest
 
 from kafka_lineage import schemas as schemas_package
 from kafka_lineage.graph.backfill import BackfillFacts, PlanError, RunFacts, partition_date, plan
-from kafka_lineage.graph.model import graph_batch
+from kafka_lineage.graph.events import graph_batch
 from kafka_lineage.graph.partitions import PartitionStatus, partition_status
 from kafka_lineage.schemas.partitions import BACKFILL_SCHEMA_URL, partition_facet
-from tests.unit.sinks.test_partitions import facts, marker_event, run_event
+from tests.unit.graph.test_partitions import facts, marker_event, run_event
 
 NS = "s3://lake"
 DAYS = ["2025-12-01", "2025-12-02", "2025-12-03"]

@@ -1,7 +1,7 @@
 """What the lineage server reads from the graph: fixed, parameterized Cypher in read transactions, each with a
 server-side time limit, every list bounded. Answers are plain dicts and tuples; the API shapes them.
 
-Nodes are looked up by their stored keys (``graph.model.stored_key``) and answered with their whole names.
+Nodes are looked up by their stored keys (``graph.keys.stored_key``) and answered with their whole names.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from neo4j import Driver, Query, RoutingControl
 from neo4j.exceptions import ClientError
 
 from kafka_lineage.graph import partitions as partition_reads
-from kafka_lineage.graph.model import stored_key
+from kafka_lineage.graph.keys import stored_key
+from kafka_lineage.graph.node_ids import NodeId
 from kafka_lineage.graph.queries import MAX_ALIAS_LINKS, Traversal, aliases_of, field_aliases_of, known, traverse
 from kafka_lineage.schemas.schema_diff import diff_schemas, overall_severity
-from kafka_lineage.server.node_ids import NodeId
 
 _NS = "coalesce({0}.fullNamespace, {0}.namespace)"
 _NAME = "coalesce({0}.fullName, {0}.name)"

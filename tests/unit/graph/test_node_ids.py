@@ -1,6 +1,6 @@
 import pytest
 
-from kafka_lineage.server.node_ids import BadNodeId, NodeId, parse_node_id
+from kafka_lineage.graph.node_ids import BadNodeId, NodeId, parse_node_id
 
 
 @pytest.mark.parametrize(("value", "expected"), [

@@ -9,14 +9,8 @@ import random
 
 import pytest
 
-from kafka_lineage.graph.model import (
-    CONSTRAINTS,
-    PARTITION_FINGERPRINT_QUERIES,
-    STATEMENTS,
-    fingerprint,
-    graph_batch,
-    statements,
-)
+from kafka_lineage.graph.events import graph_batch
+from kafka_lineage.graph.fingerprint import PARTITION_FINGERPRINT_QUERIES, fingerprint
 from kafka_lineage.graph.partitions import (
     Check,
     PartitionFacts,
@@ -24,6 +18,7 @@ from kafka_lineage.graph.partitions import (
     partition_status,
     readiness,
 )
+from kafka_lineage.graph.statements import CONSTRAINTS, STATEMENTS, statements
 
 P = "https://example.com/producer"
 LAKE = "s3://lake"
