@@ -330,5 +330,4 @@ def graph_batch(events: Iterable[Mapping[str, Any]]) -> GraphBatch:
     for event in events:
         if isinstance(event, Mapping):
             _add_event(b, event)
-    return GraphBatch({kind: tuple(rows[key] for key in sorted(rows)) for kind, rows in b.rows.items() if rows},
-                      b.schema_paths)
+    return b.batch()
