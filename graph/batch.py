@@ -167,6 +167,27 @@ _KEY_OF: dict[str, Callable[[Row], Any]] = {kind: itemgetter(*columns) for kind,
 _VERSIONS: dict[str, str] = {}
 
 
+def _merge_into(kind: str, old: Row, new: Row) -> None:
+    """``old`` becomes the merge of ``old`` and ``new``, two rows of one identity, by the rules of their kind."""
+    for prop, rule in _RULES.get(kind, {}).items():
+        if prop in old or prop in new:  # an optional property (a run's backfill) stays absent when never sent
+            old[prop] = rule(old.get(prop), new.get(prop))
+    if kind == "runs":
+        _merge_state(old, new)
+
+
+def row_identity(kind: str, row: Row) -> Any:
+    """The identity of a ``kind`` row: its ``ROW_IDENTITY`` columns' values (one value for a one-column identity)."""
+    return _KEY_OF[kind](row)
+
+
+def merge_rows(kind: str, first: Row, second: Row) -> Row:
+    """A new row, the merge of two ``kind`` rows of one identity (as ``merge_batches`` merges them)."""
+    merged = dict(first)
+    _merge_into(kind, merged, second)
+    return merged
+
+
 class RowBuilder:
     def __init__(self) -> None:
         self.rows: dict[str, dict[Any, Row]] = {kind: {} for kind in _KEYS}
@@ -193,11 +214,7 @@ class RowBuilder:
         if old is None:
             rows[key] = row
             return
-        for prop, rule in _RULES.get(kind, {}).items():
-            if prop in old or prop in row:  # an optional property (a run's backfill) stays absent when never sent
-                old[prop] = rule(old.get(prop), row.get(prop))
-        if kind == "runs":
-            _merge_state(old, row)
+        _merge_into(kind, old, row)
 
     def key(self, value: str) -> str:
         """``stored_key(value)``, remembering the value when it is stored by hash (for its node's full names)."""

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from kafka_lineage.graph.batch import GraphBatch, merge_batches
+from kafka_lineage.graph.batch import GraphBatch, merge_batches, merge_rows, row_identity
 from kafka_lineage.graph.events import graph_batch
 from kafka_lineage_devtools.bench_events import run_pairs
 from kafka_lineage_devtools.partition_workload import generate_partitions
@@ -64,3 +64,23 @@ def test_merging_leaves_its_inputs_unchanged():
     before = copy.deepcopy((first, second))
     merge_batches([first, second])
     assert (first, second) == before
+
+
+@pytest.mark.parametrize("name", list(STREAMS))
+def test_rows_reduced_by_identity_in_any_order_give_the_whole_streams_rows(name):
+    """What a shuffle does (Spark's reduceByKey): every part's rows keyed by (kind, identity), reduced pairwise in
+    an order the engine picks."""
+    events = STREAMS[name]
+    rng = random.Random(len(name))
+    split: list[list[dict]] = [[] for _ in range(5)]
+    for event in events:
+        split[rng.randrange(5)].append(event)
+    keyed = [((kind, row_identity(kind, row)), row) for part in split
+             for kind, rows in graph_batch(part).rows.items() for row in rows]
+    rng.shuffle(keyed)
+    reduced: dict[tuple, dict] = {}
+    for key, row in keyed:
+        reduced[key] = merge_rows(key[0], reduced[key], row) if key in reduced else row
+    whole = graph_batch(events)
+    assert reduced == {
+        (kind, row_identity(kind, row)): row for kind, rows in whole.rows.items() for row in rows}
