@@ -14,12 +14,14 @@ not vanish silently from a bulk-imported graph.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kafka_lineage.graph.batch import MAX_UNION, GraphBatch
+from kafka_lineage.graph.keys import canonical_json
 
 Row = Mapping[str, Any]
 Getter = Callable[[Row], Any]
@@ -229,58 +231,73 @@ def _run_totals(batch: GraphBatch) -> dict[str, dict[str, int]]:
 _TOTALS = ("inputRowCount", "inputBytes", "outputRowCount", "outputBytes")
 
 
+def node_id(identity: tuple[Any, ...]) -> str:
+    """A node's import id, from its identity alone (ids are per label): so a row's CSV record needs no other row,
+    and the tables of a parallel rebuild are written where their rows are."""
+    return hashlib.blake2b(canonical_json(list(identity)).encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def node_header(spec: NodeSpec) -> list[str]:
+    header = [f":ID({spec.label})", *(f"{key}:string" for key in spec.keys),
+              *(f"{column.name}:{column.type}" for column in spec.columns),
+              *(f"{prop}:string" for prop in _FULL.get(spec.kind, ()))]
+    if spec.kind == "jobs":
+        header += ["latestRunId:string", "latestRunKey:string"]
+    elif spec.kind == "runs":
+        header += [f"{prop}:long" for prop in _TOTALS]
+    return header
+
+
+def node_values(spec: NodeSpec, row: Row, names: Row | None = None, latest: tuple[str, str] | None = None,
+                totals: Mapping[str, int] | None = None) -> list[Any]:
+    """A node's CSV record: its row, the whole values behind its hashed keys (its ``…_names`` row), and what is
+    derived from other rows: a job's latest run (``latest_runs``), a run's totals (``run_totals``)."""
+    identity = tuple(row[key] for key in spec.keys)
+    values = [node_id(identity), *identity, *(column.get(row) for column in spec.columns)]
+    if spec.kind in _FULL:
+        values += [(names or {}).get(prop) for prop in _FULL[spec.kind]]
+    if spec.kind == "jobs":
+        values += list(latest or (None, None))
+    elif spec.kind == "runs":
+        values += [(totals or {}).get(prop) for prop in _TOTALS]
+    return values
+
+
+def relationship_header(rel: RelSpec) -> list[str]:
+    return [f":START_ID({rel.start[0]})", f":END_ID({rel.end[0]})",
+            *(f"{column.name}:{column.type}" for column in rel.columns)]
+
+
+def relationship_values(rel: RelSpec, row: Row) -> list[Any]:
+    return [node_id(tuple(row[column] for column in rel.start[1])),
+            node_id(tuple(row[column] for column in rel.end[1])), *(column.get(row) for column in rel.columns)]
+
+
 def import_tables(batch: GraphBatch) -> ImportTables:
     """The node and relationship tables of ``batch`` (one merged batch of every event, as ``graph_batch`` gives
-    it). Node ids are per label, 0.., in the batch's (sorted) row order; every relationship end must be a node of
-    the batch (the statements MATCH them)."""
+    it). Every relationship end must be a node of the batch (the statements MATCH them)."""
     _check(batch)
-    ids: dict[str, dict[tuple[Any, ...], int]] = {}
-    nodes = []
     latest = _latest_runs(batch)
     totals = _run_totals(batch)
+    nodes, identities = [], {}
     for spec in NODES:
         full = {tuple(row[key] for key in spec.keys): row for row in batch[f"{spec.kind}_names"]}
-        full_props = _FULL.get(spec.kind, ())
-        header = [f":ID({spec.label})", *(f"{key}:string" for key in spec.keys),
-                  *(f"{column.name}:{column.type}" for column in spec.columns),
-                  *(f"{prop}:string" for prop in full_props)]
-        if spec.kind == "jobs":
-            header += ["latestRunId:string", "latestRunKey:string"]
-        elif spec.kind == "runs":
-            header += [f"{prop}:long" for prop in _TOTALS]
-        table, space = Table(spec.label, header), ids.setdefault(spec.label, {})
-        getters = [column.get for column in spec.columns]
+        table = Table(spec.label, node_header(spec))
+        known = identities.setdefault(spec.label, set())
         for row in batch[spec.kind]:
             identity = tuple(row[key] for key in spec.keys)
-            space[identity] = node_id = len(space)
-            values = [node_id, *identity]
-            values += [get(row) for get in getters]
-            if full_props:
-                names = full.get(identity, {})
-                values += [names.get(prop) for prop in full_props]
-            if spec.kind == "jobs":
-                values += list(latest.get(identity, (None, None)))
-            elif spec.kind == "runs":
-                sums = totals.get(row["runId"], {})
-                values += [sums.get(prop) for prop in _TOTALS]
-            table.rows.append(values)
+            known.add(identity)
+            table.rows.append(node_values(spec, row, full.get(identity), latest.get(identity),
+                                          totals.get(row["runId"]) if spec.kind == "runs" else None))
         nodes.append(table)
     relationships = []
     for rel in RELATIONSHIPS:
-        (start_label, start_cols), (end_label, end_cols) = rel.start, rel.end
-        starts, ends = ids[start_label], ids[end_label]
-        table = Table(rel.type, [f":START_ID({start_label})", f":END_ID({end_label})",
-                                 *(f"{column.name}:{column.type}" for column in rel.columns)])
-        getters = [column.get for column in rel.columns]
+        table = Table(rel.type, relationship_header(rel))
         for row in batch[rel.kind]:
-            try:
-                start = starts[tuple(row[column] for column in start_cols)]
-                end = ends[tuple(row[column] for column in end_cols)]
-            except KeyError:
-                raise TableError(f"a {rel.type} row names a node the batch has no row for: {dict(row)}") from None
-            values = [start, end]
-            values += [get(row) for get in getters]
-            table.rows.append(values)
+            for label, columns in (rel.start, rel.end):
+                if tuple(row[column] for column in columns) not in identities[label]:
+                    raise TableError(f"a {rel.type} row names a node the batch has no row for: {dict(row)}")
+            table.rows.append(relationship_values(rel, row))
         relationships.append(table)
     return ImportTables(nodes, relationships)
 
@@ -306,7 +323,7 @@ class CsvFiles:
             database,  # first: the --nodes/--relationships options take any number of files after them
             "--overwrite-destination=true",
             f"--report-file={report_file}",
-            "--id-type=INTEGER",
+            "--id-type=STRING",
             f"--array-delimiter=U+{ord(self.array_delimiter):04X}",
             f"--multiline-fields={'true' if self.multiline else 'false'}",
             "--skip-duplicate-nodes=false",

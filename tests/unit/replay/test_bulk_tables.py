@@ -169,7 +169,7 @@ def test_write_csv_round_trips_and_names_the_options(tmp_path, tables):
     assert arguments[0] == "neo4j"  # before the options that take any number of files
     assert f"--nodes=Job={labels['Job']}" in arguments
     assert f"--relationships=OF_JOB={types['OF_JOB']}" in arguments
-    assert "--multiline-fields=true" in arguments and "--id-type=INTEGER" in arguments
+    assert "--multiline-fields=true" in arguments and "--id-type=STRING" in arguments
 
 
 def test_array_delimiter_avoids_characters_in_values(tmp_path):
