@@ -450,8 +450,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
               "allow_partial_history": args.allow_partial_history, "processing": processing}
     if args.repair and args.engine == "spark":
         raise ConfigError("--repair runs on the local engine (a window is small; the removals need the whole window)")
-    if args.bulk and (not args.fresh or args.repair or args.engine != "local"):
-        raise ConfigError("--bulk rebuilds the whole graph: with --fresh, on the local engine, without --repair")
+    if args.bulk and (not args.fresh or args.repair):
+        raise ConfigError("--bulk rebuilds the whole graph: with --fresh, without --repair")
     try:
         if args.bulk:
             from kafka_lineage.replay.bulk import importer
@@ -459,7 +459,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
             try:
                 report = importer.bulk_replay(clients, start=args.from_, end=args.to, processing=processing,
                                               allow_partial_history=args.allow_partial_history,
-                                              progress=progress_bar())
+                                              progress=progress_bar(),
+                                              spark_master=args.spark_master if args.engine == "spark" else None)
             except importer.BulkImportUnavailable as exc:
                 print(f"lineage: {exc}", file=sys.stderr)
                 return importer.EXIT_UNAVAILABLE

@@ -25,6 +25,7 @@ from neo4j.exceptions import Neo4jError, ServiceUnavailable
 from kafka_lineage.graph.driver import driver_for, ensure_constraints
 from kafka_lineage.graph.events import graph_batch
 from kafka_lineage.processors.settings import ProcessorSettings
+from kafka_lineage.replay.bulk.spark_fold import fold_on_spark, spark_session
 from kafka_lineage.replay.bulk.tables import import_tables, write_csv
 from kafka_lineage.replay.local import (
     ALL_TIME,
@@ -128,9 +129,10 @@ def wait_for_neo4j(clients: ClientSettings, timeout: float = START_TIMEOUT_SECON
 def bulk_replay(clients: ClientSettings, *, start: str | None = "earliest", end: str | None = None,
                 allow_partial_history: bool = False, processing: ProcessorSettings = DEFAULT_PROCESSING,
                 batch_size: int = 2000, progress: Callable[[ReplayReport, int], None] | None = None,
-                work_dir: Path | None = None) -> BulkReplayReport:
+                work_dir: Path | None = None, spark_master: str | None = None) -> BulkReplayReport:
     """Rebuild the whole graph from the topic's ``start``..``end`` (eventTime) by an offline import (module doc).
-    ``work_dir``: where the CSV files are written (a temporary directory in it, removed after)."""
+    ``work_dir``: where the CSV files are written (a temporary directory in it, removed after); ``spark_master``:
+    fold on Spark (``replay.bulk.spark_fold``) instead of in this process."""
     installation = Neo4jInstallation.of(clients)
     report = BulkReplayReport()
     started = mark = time.monotonic()
@@ -147,32 +149,46 @@ def bulk_replay(clients: ClientSettings, *, start: str | None = "earliest", end:
     if not allow_partial_history:
         refuse_partial_history(clients, begins)
     database = _default_database(clients)  # also: Neo4j answers before anything is stopped
+    spark = spark_session(spark_master) if spark_master else None  # started while the old graph still answers
     phase("prepare")
-    # Stopped BEFORE the end offsets are taken: a graph sink still running then either wrote before the stop (an
-    # event whose raw record is below the end offsets, so in the import) or fails and retries until Neo4j is back
-    # (on top of the import); nothing it writes is overwritten.
-    installation.run(installation.control, "stop", step="stop")
-    phase("stop")
     try:
-        begins, ends = offset_range(clients, start, end, ahead)
-        batch = graph_batch(_events(clients, begins, ends, batch_size, processing, window, report, progress))
-        phase("read")
-        tables = import_tables(batch)
-        del batch
-        report.counts = tables.counts()
-        phase("tables")
-        with tempfile.TemporaryDirectory(prefix="lineage-bulk-", dir=work_dir) as directory:
-            files = write_csv(tables, Path(directory))
-            del tables
-            phase("csv")
-            if files.nodes:  # neo4j-admin refuses an import of nothing; an empty topic is emptied below
-                installation.run(installation.admin, "database", "import", "full", *files.admin_arguments(
-                    database, Path(directory) / "import.report"), step="import")
-            phase("import")
+        # Stopped BEFORE the end offsets are taken: a graph sink still running then either wrote before the stop
+        # (an event whose raw record is below the end offsets, so in the import) or fails and retries until Neo4j
+        # is back (on top of the import); nothing it writes is overwritten.
+        installation.run(installation.control, "stop", step="stop")
+        phase("stop")
+        try:
+            begins, ends = offset_range(clients, start, end, ahead)
+            with tempfile.TemporaryDirectory(prefix="lineage-bulk-", dir=work_dir) as directory:
+                if spark is not None:
+                    fold = fold_on_spark(spark, clients, begins, ends, Path(directory), processing=processing,
+                                         batch_size=batch_size, window=window)
+                    files, report.counts = fold.files, fold.counts
+                    for name in ("records", "written", "dead_letters", "scanned"):
+                        setattr(report, name, getattr(fold.report, name))
+                    phase("fold")
+                else:
+                    batch = graph_batch(_events(clients, begins, ends, batch_size, processing, window, report,
+                                                progress))
+                    phase("read")
+                    tables = import_tables(batch)
+                    del batch
+                    report.counts = tables.counts()
+                    phase("tables")
+                    files = write_csv(tables, Path(directory))
+                    del tables
+                    phase("csv")
+                if files.nodes:  # neo4j-admin refuses an import of nothing; an empty topic is emptied below
+                    installation.run(installation.admin, "database", "import", "full", *files.admin_arguments(
+                        database, Path(directory) / "import.report"), step="import")
+                phase("import")
+        finally:
+            installation.run(installation.control, "start", step="start")  # with the old graph if anything failed
+            wait_for_neo4j(clients)
+            phase("start")
     finally:
-        installation.run(installation.control, "start", step="start")  # with the old graph if anything failed
-        wait_for_neo4j(clients)
-        phase("start")
+        if spark is not None:
+            spark.stop()
     with driver_for(clients) as driver:
         if not report.counts or not any(report.counts.values()):
             wipe(driver)  # nothing was imported: the rebuilt graph of an empty topic is an empty graph

@@ -181,7 +181,7 @@ class ImportTables:
         return {table.name: len(table.rows) for table in (*self.nodes, *self.relationships)}
 
 
-def _check(batch: GraphBatch) -> None:
+def check_batch(batch: GraphBatch) -> None:
     unknown = set(batch.rows) - KNOWN_KINDS
     if unknown:
         raise TableError(f"bulk import does not map row kinds {sorted(unknown)}: use the live replay")
@@ -200,31 +200,47 @@ def _key_of(kind: str) -> tuple[str, ...]:
     return next(spec.keys for spec in NODES if spec.kind == kind)
 
 
+def run_sort_key(run: Row) -> str:
+    """What orders a job's runs for its latest-run pointer (as the ``of_job`` statement ranks them), then runId."""
+    return run.get("startTime") or run.get("lastEventTime") or ""
+
+
+def latest_run(first: tuple[str, str], second: tuple[str, str]) -> tuple[str, str]:
+    """The later of two (sort key, runId) candidates: associative and commutative, so any reduce order agrees."""
+    return max(first, second)
+
+
 def _latest_runs(batch: GraphBatch) -> dict[tuple[Any, ...], tuple[str, str]]:
     """(job namespace, name) → (latestRunId, latestRunKey) as the ``of_job`` statement leaves them."""
-    keys = {row["runId"]: row.get("startTime") or row.get("lastEventTime") or "" for row in batch["runs"]}
+    keys = {row["runId"]: run_sort_key(row) for row in batch["runs"]}
     latest: dict[tuple[Any, ...], tuple[str, str]] = {}  # job → (key, runId), the largest
     for row in batch["of_job"]:
         job, candidate = (row["namespace"], row["name"]), (keys.get(row["runId"], ""), row["runId"])
-        if job not in latest or candidate > latest[job]:
-            latest[job] = candidate
+        latest[job] = latest_run(latest[job], candidate) if job in latest else candidate
     return {job: (run_id, key) for job, (key, run_id) in latest.items()}
+
+
+def edge_totals(kind: str, row: Row) -> dict[str, int]:
+    """A ``read``/``wrote`` row's part of its run's totals (inputRowCount, inputBytes, outputRowCount, outputBytes)."""
+    stats, prefix = row.get("stats"), "input" if kind == "read" else "output"
+    if stats is None:
+        return {}
+    return {prefix + prop: stats[key] for key, prop in (("rowCount", "RowCount"), ("bytes", "Bytes"))
+            if stats.get(key) is not None}
+
+
+def add_totals(first: Mapping[str, int], second: Mapping[str, int]) -> dict[str, int]:
+    return {prop: first.get(prop, 0) + second.get(prop, 0) for prop in {*first, *second}}
 
 
 def _run_totals(batch: GraphBatch) -> dict[str, dict[str, int]]:
     """runId → inputRowCount/inputBytes/outputRowCount/outputBytes: sums over its edges' values, for the runs with a
     ``run_totals`` row (the others have none set)."""
-    wanted = {row["runId"] for row in batch["run_totals"]}
-    totals: dict[str, dict[str, int]] = {run_id: {} for run_id in wanted}
-    for kind, prefix in (("read", "input"), ("wrote", "output")):
+    totals: dict[str, dict[str, int]] = {row["runId"]: {} for row in batch["run_totals"]}
+    for kind in ("read", "wrote"):
         for row in batch[kind]:
-            stats = row.get("stats")
-            if stats is None or row["runId"] not in totals:
-                continue
-            sums = totals[row["runId"]]
-            for key, prop in (("rowCount", "RowCount"), ("bytes", "Bytes")):
-                if stats.get(key) is not None:
-                    sums[prefix + prop] = sums.get(prefix + prop, 0) + stats[key]
+            if row["runId"] in totals:
+                totals[row["runId"]] = add_totals(totals[row["runId"]], edge_totals(kind, row))
     return totals
 
 
@@ -276,7 +292,7 @@ def relationship_values(rel: RelSpec, row: Row) -> list[Any]:
 def import_tables(batch: GraphBatch) -> ImportTables:
     """The node and relationship tables of ``batch`` (one merged batch of every event, as ``graph_batch`` gives
     it). Every relationship end must be a node of the batch (the statements MATCH them)."""
-    _check(batch)
+    check_batch(batch)
     latest = _latest_runs(batch)
     totals = _run_totals(batch)
     nodes, identities = [], {}
@@ -304,7 +320,7 @@ def import_tables(batch: GraphBatch) -> ImportTables:
 
 # --- CSV -----------------------------------------------------------------------------------------------------------
 # Array elements are joined by a character none of them holds (neo4j-admin has no escape inside arrays).
-_ARRAY_DELIMITERS = ("\x1f", "\x1e", "\x1d", "\x1c", "\ue000", "\ue001", "\ue002")
+ARRAY_DELIMITERS = ("\x1f", "\x1e", "\x1d", "\x1c", "\ue000", "\ue001", "\ue002")
 
 
 @dataclass(frozen=True)
@@ -342,7 +358,7 @@ def _array_delimiter(tables: Iterable[Table]) -> str:
             for index in arrays:
                 for value in row[index] or ():
                     used.update(value)
-    for candidate in _ARRAY_DELIMITERS:
+    for candidate in ARRAY_DELIMITERS:
         if candidate not in used:
             return candidate
     raise TableError("every array delimiter candidate occurs in an array value")

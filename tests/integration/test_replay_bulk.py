@@ -66,7 +66,8 @@ def graph_dump(driver: Driver) -> dict[str, list[str]]:
     return {"nodes": nodes, "relationships": edges, "indexes": schema, "constraints": constraints}
 
 
-def test_bulk_replay_builds_the_graph_the_live_replay_builds(clients: ClientSettings, bulk_env: dict[str, str]):
+def test_bulk_replay_builds_the_graph_the_live_replay_builds_in_one_process_and_on_spark(
+        clients: ClientSettings, bulk_env: dict[str, str]):
     live = lineage("replay", "--fresh", "--yes", env=bulk_env)
     assert ", 0 records not processable" in live.stdout
     with driver_for(clients) as driver:
@@ -82,6 +83,16 @@ def test_bulk_replay_builds_the_graph_the_live_replay_builds(clients: ClientSett
     for part in ("nodes", "relationships", "constraints", "indexes"):
         assert bulk_graph[part] == live_graph[part], part
     assert all('"state": "ONLINE"' in index for index in bulk_graph["indexes"])
+
+    # folded on Spark (two executor threads, one task per topic partition, rows merged in a shuffle): the same graph
+    spark = lineage("replay", "--fresh", "--yes", "--bulk", "--engine", "spark", "--spark-master", "local[2]",
+                    env=bulk_env)
+    assert "308 events written" in spark.stdout
+    with driver_for(clients) as driver:
+        spark_fingerprint, spark_graph = graph_fingerprint(driver), graph_dump(driver)
+    assert spark_fingerprint == live_fingerprint
+    for part in ("nodes", "relationships", "constraints", "indexes"):
+        assert spark_graph[part] == live_graph[part], part
 
     # the rebuilt database takes live writes as before: a second live replay over it changes nothing
     lineage("replay", env=bulk_env)

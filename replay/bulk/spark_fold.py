@@ -1,0 +1,229 @@
+"""The bulk rebuild's fold on PySpark (``lineage replay --fresh --bulk --engine spark``): the topic → neo4j-admin CSV
+files, in parallel, written by the executors.
+
+Each topic partition's offset range is one task, which reads it with confluent-kafka and runs the processor's pure
+core (decode, validate, dedupe, reorder, normalize: ``replay.local.normalized_ranges``, as every replay does; a
+run's events share a key, hence a partition) and folds the events into one ``GraphBatch``. Its rows go into a
+shuffle keyed by (row kind, identity) and are merged there by the model's own rules (``graph.batch.merge_rows``:
+commutative, associative, idempotent, so any split and order gives the rows one process would build). What the
+statements derive from other rows is derived by key as well: a job's latest run (its ``of_job`` rows joined with the
+runs' sort keys, the largest kept), a run's totals (its ``read``/``wrote`` rows' statistics, summed), a node's whole
+names behind hashed keys (its ``…_names`` row). Every node's and relationship's CSV record needs only its own row
+(``tables.node_values``: node ids are hashes of identities), so each executor writes the records of its own shuffle
+partition, one file per table and partition, each with its header; the driver collects only the files' names, the
+row counts and the record counts.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kafka_lineage.graph.batch import merge_rows, row_identity
+from kafka_lineage.graph.events import graph_batch
+from kafka_lineage.processors.settings import ProcessorSettings
+from kafka_lineage.replay.bulk.tables import (
+    ARRAY_DELIMITERS,
+    NODES,
+    RELATIONSHIPS,
+    CsvFiles,
+    TableError,
+    add_totals,
+    check_batch,
+    csv_line,
+    edge_totals,
+    latest_run,
+    node_header,
+    node_values,
+    relationship_header,
+    relationship_values,
+    run_sort_key,
+)
+from kafka_lineage.replay.local import ALL_TIME, EventWindow, ReplayReport, normalized_ranges
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.runtime.gc_tuning import tune_gc
+
+_REPORT = "_report"  # a task's counts travel through the shuffle under this kind
+_COUNTS = ("records", "written", "dead_letters", "scanned")
+_NODE_SPECS = {spec.kind: spec for spec in NODES}
+_REL_SPECS = {rel.kind: rel for rel in RELATIONSHIPS}
+_NAMES_SUFFIX = "_names"
+
+Keyed = tuple[tuple[str, Any], tuple[str, Any]]  # ((kind, identity), (kind, row)): the kind travels with the value
+Record = tuple[str, str, list[Any]]  # (nodes | relationships, label or type, the CSV record's values)
+Written = tuple[str, str, str, int, bool]  # (group, table, file, records, some value spans lines)
+
+
+@dataclass
+class SparkFold:
+    files: CsvFiles
+    counts: dict[str, int]  # records per label and relationship type
+    report: ReplayReport
+
+
+def fold_task(clients: ClientSettings, processing: ProcessorSettings, batch_size: int,
+              ranges: Iterable[tuple[int, int, int]], window: EventWindow = ALL_TIME) -> Iterator[Keyed]:
+    """One task: its partitions' ``(partition, first offset, end offset)`` ranges → their batch's rows, keyed by
+    (kind, identity), and the task's counts."""
+    ranges = list(ranges)
+    report = ReplayReport()
+    written = dead_letters = 0
+    if ranges:
+        tune_gc()
+        events: list[dict[str, Any]] = []
+        for batch_events, output in normalized_ranges(
+                clients, {p: first for p, first, _ in ranges}, {p: end for p, _, end in ranges},
+                batch_size=batch_size, report=report, processing=processing, window=window):
+            events.extend(batch_events)
+            dead_letters += len(output.dead_letters)
+        written = len(events)
+        batch = graph_batch(events)
+        del events
+        check_batch(batch)  # a kind or column the import does not map fails the job here, before anything is written
+        for kind, rows in batch.rows.items():
+            for row in rows:
+                yield (kind, row_identity(kind, row)), (kind, row)
+    counts = dict(zip(_COUNTS, (report.records, written, dead_letters, report.scanned), strict=True))
+    yield (_REPORT, 0), (_REPORT, counts)
+
+
+def _combine(first: tuple[str, Any], second: tuple[str, Any]) -> tuple[str, Any]:
+    kind = first[0]
+    if kind == _REPORT:
+        return kind, {name: first[1][name] + second[1][name] for name in _COUNTS}
+    return kind, merge_rows(kind, first[1], second[1])
+
+
+def _node_part(item: Keyed) -> tuple[tuple[str, Any], tuple[str, Any]]:
+    """A node row or its ``…_names`` row, keyed by the node's (kind, identity)."""
+    (kind, identity), (_, row) = item
+    if kind.endswith(_NAMES_SUFFIX):
+        return (kind[:-len(_NAMES_SUFFIX)], identity), ("names", row)
+    return (kind, identity), ("row", row)
+
+
+def _node_record(item: tuple[tuple[str, Any], Iterable[tuple[str, Any]]]) -> list[Record]:
+    (kind, _), parts = item
+    found = dict(parts)
+    if "row" not in found:  # derived facts of a node no event made (cannot happen: every end is added with its node)
+        raise TableError(f"{kind}: a node with derived values but no row of its own: {found}")
+    spec = _NODE_SPECS[kind]
+    latest = found.get("latest")  # (sort key, runId)
+    values = node_values(spec, found["row"], found.get("names"), (latest[1], latest[0]) if latest else None,
+                         found.get("totals"))
+    return [("nodes", spec.label, values)]
+
+
+def _relationship_record(item: Keyed) -> Record:
+    (kind, _), (_, row) = item
+    rel = _REL_SPECS[kind]
+    return "relationships", rel.type, relationship_values(rel, row)
+
+
+def _delimiters_in(record: Record) -> set[str]:
+    """The array-delimiter candidates a record's list values hold."""
+    used: set[str] = set()
+    for value in record[2]:
+        if isinstance(value, list):
+            for element in value:
+                used.update(candidate for candidate in ARRAY_DELIMITERS if candidate in element)
+    return used
+
+
+def _writer(directory: str, delimiter: str) -> Callable[[int, Iterator[Record]], Iterator[Written]]:
+    """A Spark partition's records → one CSV file per table (header first) in ``directory``."""
+    headers = {**{("nodes", spec.label): node_header(spec) for spec in NODES},
+               **{("relationships", rel.type): relationship_header(rel) for rel in RELATIONSHIPS}}
+
+    def write(index: int, records: Iterator[Record]) -> Iterator[Written]:
+        files: dict[tuple[str, str], Any] = {}
+        counts: dict[tuple[str, str], int] = {}
+        multiline: dict[tuple[str, str], bool] = {}
+        try:
+            for group, name, values in records:
+                key = (group, name)
+                out = files.get(key)
+                if out is None:
+                    path = Path(directory) / f"{group}-{name}-{index:05d}.csv"
+                    out = files[key] = path.open("w", encoding="utf-8", newline="")
+                    out.write(",".join(headers[key]) + "\n")
+                    counts[key], multiline[key] = 0, False
+                line = csv_line(values, delimiter)
+                if not multiline[key] and ("\n" in line[:-1] or "\r" in line):
+                    multiline[key] = True
+                out.write(line)
+                counts[key] += 1
+        finally:
+            for out in files.values():
+                out.close()
+        for (group, name), out in files.items():
+            yield group, name, out.name, counts[(group, name)], multiline[(group, name)]
+
+    return write
+
+
+def spark_session(master: str) -> Any:
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # local executors must import this package too
+    return (SparkSession.builder.master(master).appName("lineage-bulk-rebuild")
+            .config("spark.ui.enabled", "false")
+            .getOrCreate())
+
+
+def fold_on_spark(spark: Any, clients: ClientSettings, begins: dict[int, int], ends: dict[int, int],
+                  directory: Path, *, processing: ProcessorSettings, batch_size: int = 2000,
+                  window: EventWindow = ALL_TIME) -> SparkFold:
+    """The import's CSV files for the topic's ``begins``..``ends`` under ``directory`` (module doc)."""
+    from pyspark import StorageLevel
+
+    context = spark.sparkContext
+    ranges = [(p, begins[p], ends[p]) for p in sorted(ends)]
+
+    def task(partition_ranges: Iterable[tuple[int, int, int]]) -> Iterator[Keyed]:
+        return fold_task(clients, processing, batch_size, partition_ranges, window)
+
+    merged = (context.parallelize(ranges, max(len(ranges), 1)).mapPartitions(task)
+              .reduceByKey(_combine).persist(StorageLevel.MEMORY_AND_DISK))
+    try:
+        totals_row = merged.filter(lambda item: item[0][0] == _REPORT).values().collect()
+        counts = totals_row[0][1] if totals_row else dict.fromkeys(_COUNTS, 0)
+        run_keys = merged.filter(lambda item: item[0][0] == "runs").map(
+            lambda item: (item[0][1], run_sort_key(item[1][1])))
+        latest = (merged.filter(lambda item: item[0][0] == "of_job")
+                  .map(lambda item: (item[1][1]["runId"], (item[1][1]["namespace"], item[1][1]["name"])))
+                  .leftOuterJoin(run_keys)
+                  .map(lambda pair: (("jobs", pair[1][0]), ("latest", (pair[1][1] or "", pair[0]))))
+                  .reduceByKey(lambda a, b: ("latest", latest_run(a[1], b[1]))))
+        totals = (merged.filter(lambda item: item[0][0] in ("read", "wrote"))
+                  .map(lambda item: (("runs", item[1][1]["runId"]), ("totals", edge_totals(*item[1]))))
+                  .reduceByKey(lambda a, b: ("totals", add_totals(a[1], b[1]))))
+        nodes = (merged.filter(lambda item: item[0][0] in _NODE_SPECS or item[0][0].endswith(_NAMES_SUFFIX))
+                 .map(_node_part).union(latest).union(totals).groupByKey().flatMap(_node_record))
+        relationships = merged.filter(lambda item: item[0][0] in _REL_SPECS).map(_relationship_record)
+        records = nodes.union(relationships).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            used = set(records.flatMap(_delimiters_in).distinct().collect())
+            delimiter = next((candidate for candidate in ARRAY_DELIMITERS if candidate not in used), None)
+            if delimiter is None:
+                raise TableError("every array delimiter candidate occurs in an array value")
+            directory.mkdir(parents=True, exist_ok=True)
+            written = records.mapPartitionsWithIndex(_writer(str(directory), delimiter)).collect()
+        finally:
+            records.unpersist()
+    finally:
+        merged.unpersist()
+    by_group: dict[str, list[tuple[str, Path]]] = {"nodes": [], "relationships": []}
+    table_counts: dict[str, int] = {}
+    for group, name, path, count, _ in sorted(written):
+        by_group[group].append((name, Path(path)))
+        table_counts[name] = table_counts.get(name, 0) + count
+    files = CsvFiles(tuple(by_group["nodes"]), tuple(by_group["relationships"]), delimiter,
+                     any(multiline for *_, multiline in written))
+    report = ReplayReport(records=counts["records"], written=counts["written"], dead_letters=counts["dead_letters"],
+                          scanned=counts["scanned"])
+    return SparkFold(files, table_counts, report)
