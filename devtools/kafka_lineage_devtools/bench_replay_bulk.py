@@ -1,5 +1,6 @@
-"""Events/s of ``lineage replay --fresh --bulk`` (offline neo4j-admin import) beside today's live-write replay, on
-the same realistic events in one run, and whether both build the same graph (fingerprint).
+"""Events/s of ``lineage replay --fresh --bulk`` (offline neo4j-admin import), folded in one process and on Spark,
+beside the live-write replay, on the same realistic events in one run, and whether all build the same graph
+(fingerprint).
 
 The bulk import replaces the stack's whole graph: run it on a bench stack only.
 """
@@ -46,30 +47,36 @@ def fill_topic(settings: ClientSettings, count: int, shape: str = "realistic") -
     return local
 
 
-def bench_bulk_replay(settings: ClientSettings, count: int, shape: str = "realistic") -> dict[str, Any]:
-    """Live replay (``replay --fresh``, after an untimed wipe so the timed one empties an empty graph) then bulk
-    replay (``replay --fresh --bulk``) of the same ``count`` events of ``shape``; events/s of each, their ratio, the
-    bulk replay's phases and the two graphs' fingerprints."""
+def bench_bulk_replay(settings: ClientSettings, count: int, shape: str = "realistic",
+                      spark_master: str | None = "local[2]") -> dict[str, Any]:
+    """Live replay (``replay --fresh``, after an untimed wipe so the timed one empties an empty graph), then bulk
+    replay (``replay --fresh --bulk``) folded in this process, then on Spark (``spark_master``; None: not), of the
+    same ``count`` events of ``shape``: events/s of each, their ratios to the live replay, the bulk replays' phases
+    and the graphs' fingerprints."""
     local = fill_topic(settings, count, shape)
     with driver_for(local) as driver:
         wipe(driver)
     live = replay(local, start="earliest", fresh=True)
     with driver_for(local) as driver:
         live_fingerprint = graph_fingerprint(driver)
-    bulk = bulk_replay(local, start="earliest")
-    with driver_for(local) as driver:
-        bulk_fingerprint = graph_fingerprint(driver)
-    live_rate, bulk_rate = live.records / live.seconds, bulk.records / bulk.seconds
-    return {
-        "events": count,
-        "live": {"events_per_s": live_rate, "seconds": live.seconds, "written": live.written},
-        "bulk": {"events_per_s": bulk_rate, "seconds": bulk.seconds, "written": bulk.written,
-                 "phases": {name: round(seconds, 2) for name, seconds in bulk.phases.items()},
-                 "imported": bulk.counts},
-        "bulk_over_live": bulk_rate / live_rate,
-        "fingerprint_equal": live_fingerprint == bulk_fingerprint,
-        "fingerprint": bulk_fingerprint,
-    }
+    live_rate = live.records / live.seconds
+    result: dict[str, Any] = {
+        "events": count, "live": {"events_per_s": live_rate, "seconds": live.seconds, "written": live.written}}
+    for name, master in (("bulk", None), ("bulk_spark", spark_master)):
+        if name == "bulk_spark" and master is None:
+            continue
+        bulk = bulk_replay(local, start="earliest", spark_master=master)
+        with driver_for(local) as driver:
+            fingerprint = graph_fingerprint(driver)
+        rate = bulk.records / bulk.seconds
+        result[name] = {"events_per_s": rate, "seconds": bulk.seconds, "written": bulk.written,
+                        "phases": {phase: round(seconds, 2) for phase, seconds in bulk.phases.items()},
+                        "imported": bulk.counts, "fingerprint_equal": fingerprint == live_fingerprint}
+        result[f"{name}_over_live"] = rate / live_rate
+    result["fingerprint_equal"] = all(result[name]["fingerprint_equal"] for name in ("bulk", "bulk_spark")
+                                      if name in result)
+    result["fingerprint"] = live_fingerprint
+    return result
 
 
 if __name__ == "__main__":
