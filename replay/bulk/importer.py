@@ -164,7 +164,7 @@ def bulk_replay(clients: ClientSettings, *, start: str | None = "earliest", end:
                     fold = fold_on_spark(spark, clients, begins, ends, Path(directory), processing=processing,
                                          batch_size=batch_size, window=window)
                     files, report.counts = fold.files, fold.counts
-                    for name in ("records", "written", "dead_letters", "scanned"):
+                    for name in ("records", "written", "dead_letters", "scanned", "schema_changes"):
                         setattr(report, name, getattr(fold.report, name))
                     phase("fold")
                 else:

@@ -11,7 +11,7 @@ runs' sort keys, the largest kept), a run's totals (its ``read``/``wrote`` rows'
 names behind hashed keys (its ``…_names`` row). Every node's and relationship's CSV record needs only its own row
 (``tables.node_values``: node ids are hashes of identities), so each executor writes the records of its own shuffle
 partition, one file per table and partition, each with its header; the driver collects only the files' names, the
-row counts and the record counts.
+row counts, the record counts and the schema histories (the driver finds the changes as every replay does).
 """
 
 from __future__ import annotations
@@ -43,11 +43,13 @@ from kafka_lineage.replay.bulk.tables import (
     relationship_values,
     run_sort_key,
 )
+from kafka_lineage.replay.drift import ReplayDrift
 from kafka_lineage.replay.local import ALL_TIME, EventWindow, ReplayReport, normalized_ranges
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.gc_tuning import tune_gc
 
 _REPORT = "_report"  # a task's counts travel through the shuffle under this kind
+_DRIFT = "_drift"  # …and its schema histories (ReplayDrift.kept), one entry per task
 _COUNTS = ("records", "written", "dead_letters", "scanned")
 _NODE_SPECS = {spec.kind: spec for spec in NODES}
 _REL_SPECS = {rel.kind: rel for rel in RELATIONSHIPS}
@@ -71,13 +73,14 @@ def fold_task(clients: ClientSettings, processing: ProcessorSettings, batch_size
     (kind, identity), and the task's counts."""
     ranges = list(ranges)
     report = ReplayReport()
+    drift = ReplayDrift(processing.schema_history_limit)
     written = dead_letters = 0
     if ranges:
         tune_gc()
         events: list[dict[str, Any]] = []
         for batch_events, output in normalized_ranges(
                 clients, {p: first for p, first, _ in ranges}, {p: end for p, _, end in ranges},
-                batch_size=batch_size, report=report, processing=processing, window=window):
+                batch_size=batch_size, report=report, processing=processing, window=window, drift=drift):
             events.extend(batch_events)
             dead_letters += len(output.dead_letters)
         written = len(events)
@@ -89,6 +92,8 @@ def fold_task(clients: ClientSettings, processing: ProcessorSettings, batch_size
                 yield (kind, row_identity(kind, row)), (kind, row)
     counts = dict(zip(_COUNTS, (report.records, written, dead_letters, report.scanned), strict=True))
     yield (_REPORT, 0), (_REPORT, counts)
+    if ranges:
+        yield (_DRIFT, ranges[0][0]), (_DRIFT, drift.kept())
 
 
 def _combine(first: tuple[str, Any], second: tuple[str, Any]) -> tuple[str, Any]:
@@ -192,6 +197,9 @@ def fold_on_spark(spark: Any, clients: ClientSettings, begins: dict[int, int], e
     try:
         totals_row = merged.filter(lambda item: item[0][0] == _REPORT).values().collect()
         counts = totals_row[0][1] if totals_row else dict.fromkeys(_COUNTS, 0)
+        drift = ReplayDrift(processing.schema_history_limit)  # merged in any order: the same changes
+        for _, kept in merged.filter(lambda item: item[0][0] == _DRIFT).values().collect():
+            drift.absorb(kept)
         run_keys = merged.filter(lambda item: item[0][0] == "runs").map(
             lambda item: (item[0][1], run_sort_key(item[1][1])))
         latest = (merged.filter(lambda item: item[0][0] == "of_job")
@@ -225,5 +233,5 @@ def fold_on_spark(spark: Any, clients: ClientSettings, begins: dict[int, int], e
     files = CsvFiles(tuple(by_group["nodes"]), tuple(by_group["relationships"]), delimiter,
                      any(multiline for *_, multiline in written))
     report = ReplayReport(records=counts["records"], written=counts["written"], dead_letters=counts["dead_letters"],
-                          scanned=counts["scanned"])
+                          scanned=counts["scanned"], schema_changes=drift.findings())
     return SparkFold(files, table_counts, report)

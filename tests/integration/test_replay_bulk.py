@@ -22,14 +22,25 @@ from kafka_lineage_devtools.bench_events import run_pairs
 from kafka_lineage_devtools.stack.config import StackSettings
 from kafka_lineage_devtools.stack.services import SERVICES_BY_NAME
 from tests.integration.conftest import lineage
-from tests.unit.replay.bulk_events import rich_events
+from tests.unit.replay.bulk_events import PRODUCER, RUN_SCHEMA, facet, rich_events
 
 pytestmark = pytest.mark.integration
 
 
+def schema_change(namespace: str) -> list[dict[str, Any]]:
+    """Two runs of one job whose output's column changes type between them: one BREAKING schema change."""
+    return [{"eventType": "COMPLETE", "eventTime": f"2025-12-27T1{hour}:00:00Z", "producer": PRODUCER,
+             "schemaURL": RUN_SCHEMA, "run": {"runId": str(uuid.uuid4())},
+             "job": {"namespace": namespace, "name": "drifting-job"}, "inputs": [],
+             "outputs": [{"namespace": namespace, "name": "drifting",
+                          "facets": {"schema": facet(fields=[{"name": "amount", "type": kind}])}}]}
+            for hour, kind in ((0, "DOUBLE"), (1, "STRING"))]
+
+
 @pytest.fixture(scope="module")
 def bulk_env(stack_settings: StackSettings) -> dict[str, str]:
-    """A topic with the every-row-kind sample and 300 realistic bench events; the Neo4j home of the test stack."""
+    """A topic with the every-row-kind sample, 300 realistic bench events and a schema change; the Neo4j home of the
+    test stack."""
     neo4j = SERVICES_BY_NAME["neo4j"]
     neo4j.write_scripts(stack_settings)  # type: ignore[attr-defined]  # a reused stack started before they existed
     env = {"LINEAGE_EVENTS_TOPIC": f"test.replay-bulk.{uuid.uuid4().hex[:8]}.events",
@@ -37,7 +48,8 @@ def bulk_env(stack_settings: StackSettings) -> dict[str, str]:
     clients = ClientSettings.from_env({**os.environ, **env})
     prepare_pipeline(clients, 3)
     namespace = f"bulk-{uuid.uuid4().hex[:6]}"
-    events = rich_events(namespace) + run_pairs(300, "realistic", seed=7, namespace=f"{namespace}-bench")
+    events = (rich_events(namespace) + run_pairs(300, "realistic", seed=7, namespace=f"{namespace}-bench")
+              + schema_change(namespace))
     publisher = EventPublisher.from_settings(clients, clients.events_topic)
     try:
         publisher.send([publisher.encode(event) for event in events]).result(120)
@@ -70,6 +82,8 @@ def test_bulk_replay_builds_the_graph_the_live_replay_builds_in_one_process_and_
         clients: ClientSettings, bulk_env: dict[str, str]):
     live = lineage("replay", "--fresh", "--yes", env=bulk_env)
     assert ", 0 records not processable" in live.stdout
+    changes = "schema changes by event time: 1 (1 breaking)"
+    assert changes in live.stdout.splitlines()
     with driver_for(clients) as driver:
         driver.execute_query("CALL db.awaitIndexes(300)")
         live_fingerprint, live_graph = graph_fingerprint(driver), graph_dump(driver)
@@ -79,7 +93,8 @@ def test_bulk_replay_builds_the_graph_the_live_replay_builds_in_one_process_and_
     # shuffle): the same graph each time
     for engine in (("--engine", "local"), ("--engine", "spark", "--spark-master", "local[2]")):
         bulk = lineage("replay", "--fresh", "--yes", "--bulk", *engine, env=bulk_env)
-        assert "308 events written" in bulk.stdout
+        assert "310 events written" in bulk.stdout
+        assert changes in bulk.stdout.splitlines(), engine  # the records' schema change, found alike
         with driver_for(clients) as driver:
             bulk_fingerprint, bulk_graph = graph_fingerprint(driver), graph_dump(driver)
         assert bulk_fingerprint == live_fingerprint, engine
