@@ -17,6 +17,7 @@ from kafka_lineage.runtime.config import (
     state_dir,
     transaction_timeout_setting,
 )
+from kafka_lineage.runtime.transactions import TRANSACTION_TIMEOUT_MS
 from kafka_lineage.schemas.partitions import parse_patterns
 
 
@@ -42,7 +43,7 @@ class ProcessorSettings:
     # lowest free slot of its host and data directory (processors/stream.worker_slot_id), so a restarted worker gets
     # its predecessor's id and aborts what it left open at once; set it where that does not hold (a pod name).
     transactional_id: str = ""
-    transaction_timeout_ms: int = 30_000
+    transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS
     crash_points: str = ""  # fault campaigns only: see runtime/crash_points.py
     # Observations (event time, version) of a dataset's schema kept to place late versions (schemas/schema_history)
     schema_history_limit: int = 64
@@ -62,14 +63,14 @@ class ProcessorSettings:
             max_event_time_ahead_seconds=positive_setting(values, "LINEAGE_MAX_EVENT_TIME_AHEAD",
                                                    default.max_event_time_ahead_seconds),
             aliases=values.get("LINEAGE_NAMESPACE_ALIASES", default.aliases),
-            partition_patterns=_partition_patterns(values),
+            partition_patterns=_partition_patterns(values, default.partition_patterns),
             batch_size=count_setting(values, "LINEAGE_PROCESSOR_BATCH", default.batch_size),
             batch_seconds=positive_setting(values, "LINEAGE_PROCESSOR_BATCH_SECONDS", default.batch_seconds),
             data_dir=path_setting(values, "LINEAGE_PROCESSOR_DATA_DIR", state_dir(values) / "processor"),
             log_level=level,
             report_seconds=positive_setting(values, "LINEAGE_REPORT_SECONDS", default.report_seconds),
             transactional_id=values.get("LINEAGE_PROCESSOR_TRANSACTIONAL_ID", default.transactional_id),
-            transaction_timeout_ms=transaction_timeout_setting(values),
+            transaction_timeout_ms=transaction_timeout_setting(values, default.transaction_timeout_ms),
             crash_points=crash_points_setting(values, "LINEAGE_PROCESSOR_CRASH_POINTS", PROCESSOR_CRASH_POINTS),
             schema_history_limit=_schema_history_limit(values, default.schema_history_limit),
         )
@@ -86,9 +87,9 @@ def _schema_history_limit(values: Mapping[str, str], default: int) -> int:
 PROCESSOR_CRASH_POINTS = ("outputs-sent", "state-sent", "before-commit", "after-commit")
 
 
-def _partition_patterns(values: Mapping[str, str]) -> str:
+def _partition_patterns(values: Mapping[str, str], default: str) -> str:
     """``LINEAGE_PARTITION_PATTERNS`` as given, refused at start (not per event) when it does not parse."""
-    text = values.get("LINEAGE_PARTITION_PATTERNS", "").strip() or "default"
+    text = values.get("LINEAGE_PARTITION_PATTERNS", "").strip() or default
     try:
         parse_patterns(text)
     except ValueError as exc:

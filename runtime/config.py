@@ -351,9 +351,9 @@ def crash_points_setting(values: Mapping[str, str], key: str, known: tuple[str, 
     return text
 
 
-def transaction_timeout_setting(values: Mapping[str, str]) -> int:
+def transaction_timeout_setting(values: Mapping[str, str], default: int) -> int:
     key = "LINEAGE_PROCESSOR_TRANSACTION_TIMEOUT_MS"
-    value = count_setting(values, key, 30_000)
+    value = count_setting(values, key, default)
     if not 1_000 <= value <= 900_000:  # the broker's transaction.max.timeout.ms is 15 minutes by default
         raise ConfigError(f"{key}: must be between 1000 and 900000 ms, got {value}")
     return value
@@ -375,7 +375,7 @@ class OperationsSettings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> OperationsSettings:
         default = cls()  # each default is written once, on its field
         values = merged_environment(env)
-        log_format = values.get("LINEAGE_LOG_FORMAT", "text").lower()
+        log_format = values.get("LINEAGE_LOG_FORMAT", default.log_format).lower()
         if log_format not in ("text", "json"):
             raise ConfigError(f"LINEAGE_LOG_FORMAT: text or json, got {log_format!r}")
         log_level = values.get("LINEAGE_LOG_LEVEL", "").strip().lower()
