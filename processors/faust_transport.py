@@ -197,3 +197,9 @@ class App(faust.App):
     @cached_property
     def flow_control(self) -> FlowControlEvent:
         return _FlowControl(loop=self.loop)
+
+    def leader_partition(self) -> tuple[str, int]:
+        """(topic, partition) of Faust's leader-election topic: the group's own, never written nor committed, so an
+        offset committed for it (``TransactionalProducer.settle``) changes nothing a reader sees."""
+        leader: TP = self._leader_assignor._leader_tp
+        return leader.topic, leader.partition

@@ -35,7 +35,7 @@ from typing import Any, NoReturn, TypeVar
 import faust
 import mode
 from aiokafka.partitioner import murmur2
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from kafka_lineage.processors.core import STAGE, Incoming, Output, ProcessorCore
@@ -57,6 +57,7 @@ from kafka_lineage.runtime.metrics import Metrics, pipeline_checks, start_endpoi
 from kafka_lineage.runtime.retry import Backoff
 from kafka_lineage.runtime.stall import StallWatch
 from kafka_lineage.runtime.transactions import (
+    SETTLE_KEY,
     TransactionAborted,
     TransactionalProducer,
     TransactionFatal,
@@ -176,6 +177,12 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
     for table in (runs, dedupe, schemas):
         ensure_topic(clients.kafka_config(), table.changelog_topic.get_topic_name(), partitions=settings.partitions,
                      replication_factor=replication, config={"cleanup.policy": "compact", **changelog_config})
+    # Before recovery reads the changelogs: a transaction of this slot's transactional id that a broker restart left
+    # hanging there would hide its batch's state from recovery (the outputs it accounts for are committed), and would
+    # hold back every later record of that partition (TransactionalProducer.settle).
+    producer.settle([(table.changelog_topic.get_topic_name(), partition,
+                      table.changelog_topic.prepare_key(SETTLE_KEY, table.key_serializer)[0])
+                     for table in (runs, dedupe, schemas) for partition in range(settings.partitions)])
 
     def schema_partition(dataset: str) -> int:  # schema writes are rare: only when a dataset's version changes
         key = app.serializers.dumps_key(None, dataset, serializer=schemas.key_serializer)
@@ -313,16 +320,43 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
 
     async def ensure_positions(partitions: set[int]) -> None:
         epoch = ledger.epoch
-        found = await asyncio.to_thread(committed_positions, partitions)
+        try:
+            found = await asyncio.to_thread(committed_positions, partitions, 0.0)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError._TIMED_OUT:
+                raise
+            # Offsets a transaction still carries stay unreadable (KIP-447's stable read) until it ends: another
+            # member's ends within its timeout, but one of this slot's own that a broker restart left hanging never
+            # does -- the worker waited for it until it gave up (the long campaign's run 101). Settling ends that one.
+            log.warning("processor: committed offsets of partitions %s not readable (%s): settling what this "
+                        "worker's transactional id may have left open on the group's offsets", sorted(partitions), exc)
+            async with in_order:
+                await asyncio.to_thread(settle_offsets)
+            found = await asyncio.to_thread(committed_positions, partitions, POSITIONS_PATIENCE_SECONDS)
         if epoch == ledger.epoch:  # else a rebalance came meanwhile: read again when next needed
             ledger.start(found)
             for partition, offset in found.items():
                 committed.setdefault(partition, offset)
 
-    def ask_kafka(what: str, call: Callable[[], T]) -> T:
+    def settle_offsets() -> None:
+        """Commit the leader-election partition's offset unchanged under this worker's membership: a transaction
+        whose marker reaches the group's offsets partition (TransactionalProducer.settle)."""
+        member = app.consumer.group_member()
+        if membership_problem(membership[0], member):
+            return  # not the group's member it was assigned as: nothing may be committed under it
+        leader = TopicPartition(*app.leader_partition())
+        found = ask_kafka("committed offsets", lambda: positions_reader.committed([leader], timeout=30))[0].offset
+        if found < 0:  # never committed: where reading it starts
+            found = ask_kafka("first offsets", lambda: positions_reader.get_watermark_offsets(leader, timeout=30)[0])
+        try:
+            producer.settle([], {(leader.topic, leader.partition): found}, group_metadata(settings.group_id, *member))
+        except TransactionAborted as exc:  # the read that follows waits as before
+            log.warning("processor: settling the group's offsets did not commit: %s", exc)
+
+    def ask_kafka(what: str, call: Callable[[], T], patience: float = POSITIONS_PATIENCE_SECONDS) -> T:
         """``call`` on the positions reader, retried while Kafka cannot answer (e.g. its group coordinator moving
-        during a broker restart), for at most ``POSITIONS_PATIENCE_SECONDS``."""
-        backoff, deadline = Backoff(cap=5.0), time.monotonic() + POSITIONS_PATIENCE_SECONDS
+        during a broker restart), for at most ``patience`` seconds."""
+        backoff, deadline = Backoff(cap=5.0), time.monotonic() + patience
         while True:
             try:
                 with positions_lock:
@@ -333,12 +367,13 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
                 log.warning("processor: %s not read yet (%s); retrying in %.1fs", what, exc, backoff.delay)
                 backoff.wait()
 
-    def committed_positions(partitions: set[int]) -> dict[int, int]:
-        """Each partition's committed offset (waiting out a transaction that is still committing offsets), or
-        where reading starts without one: the partition's first offset (faust_transport fix 1)."""
+    def committed_positions(partitions: set[int], patience: float = POSITIONS_PATIENCE_SECONDS) -> dict[int, int]:
+        """Each partition's committed offset (waiting out a transaction that is still committing offsets, asking
+        again for ``patience`` seconds), or where reading starts without one: the partition's first offset
+        (faust_transport fix 1)."""
         wanted = [TopicPartition(clients.events_topic, partition) for partition in sorted(partitions)]
         found = {}
-        for tp in ask_kafka("committed offsets", lambda: positions_reader.committed(wanted, timeout=30)):
+        for tp in ask_kafka("committed offsets", lambda: positions_reader.committed(wanted, timeout=30), patience):
             if tp.error is not None:
                 raise RuntimeError(f"committed offset of {tp.topic}[{tp.partition}]: {tp.error}")
             found[tp.partition] = tp.offset if tp.offset >= 0 else ask_kafka(

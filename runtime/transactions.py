@@ -26,6 +26,7 @@ import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from kafka_lineage.runtime.kafka_io import PRODUCER_DEFAULTS
+from kafka_lineage.runtime.retry import Backoff
 
 log = logging.getLogger(__name__)
 # How long a transaction may stay open before the broker aborts it: also how long a killed worker's open transaction
@@ -38,6 +39,9 @@ COMMIT_PATIENCE_SECONDS = 120.0
 # Another call (adding the offsets) with a retriable error is retried for this long: a broker restart's coordinator
 # loading takes seconds, and giving up restarted a processor worker for nothing (the long fault campaign).
 CALL_PATIENCE_SECONDS = 20.0
+# The key of ``TransactionalProducer.settle``'s tombstones (serialized as each table serializes its keys): no key
+# of a table starts with NUL.
+SETTLE_KEY = "\x00lineage.settle"
 
 
 class TransactionAborted(Exception):
@@ -108,6 +112,29 @@ class TransactionalProducer:
                     log.warning("transaction commit not confirmed yet (%s); retrying", error.str())
                     continue
                 self._abort_or_fatal(error, exc)
+
+    def settle(self, tombstones: Iterable[tuple[str, int, bytes]], offsets: Mapping[tuple[str, int], int] | None = None,
+               group_metadata: bytes | None = None) -> None:
+        """Commit one transaction that touches each (topic, partition) of ``tombstones`` -- a tombstone of the key
+        given, ``SETTLE_KEY`` serialized as the reader of that topic reads keys: a key it never holds -- and, given,
+        the group's ``offsets``: it ends a *hanging* transaction of this transactional id there.
+
+        A broker restart once completed a transaction in its coordinator but skipped the commit markers for the
+        partitions its just-loaded metadata did not know yet ("likely deleted already"): read_committed readers of
+        those partitions stopped at the transaction's first record for good, and the group's offsets it carried
+        stayed pending, so reading them waited forever. Only a marker of the same producer id ends such a
+        transaction; this producer has that id (``init_transactions`` bumped its epoch), and its marker completes,
+        with its own records, every record the producer left open on a partition (Kafka keeps an open transaction's
+        first offset across an epoch bump, takes a marker of a newer epoch, and resolves a group's pending offsets
+        by producer id). The transaction seen hanging had been committed by its coordinator, so this completes what was
+        meant; a hanging abort would become visible instead -- its outputs, state and offsets alike, the one batch it
+        was, so no input is lost or repeated by it."""
+        self.begin()
+        for topic, partition, key in tombstones:
+            self.produce(topic, key, None, partition)
+        if offsets and group_metadata is not None:
+            self.send_offsets(offsets, group_metadata)
+        self.commit()
 
     def flush(self, timeout: float = 30.0) -> None:
         """Put what was produced on the broker (still invisible to read_committed readers until the commit)."""
@@ -234,16 +261,14 @@ def readable_ends(config: Mapping[str, str], partitions: Iterable[tuple[str, int
     offset: an open transaction's records are not waited for)."""
     reader = confluent_kafka.Consumer({**config, "group.id": "lineage-readable-ends", "enable.auto.commit": "false",
                                        "isolation.level": "read_committed", "enable.partition.eof": "true"})
+    deadline = time.monotonic() + timeout
     try:
-        bounds = {}
-        for topic, partition in partitions:
-            bounds[(topic, partition)] = reader.get_watermark_offsets(TopicPartition(topic, partition),
-                                                                      timeout=timeout)
+        bounds = {(topic, partition): _watermarks(reader, TopicPartition(topic, partition), deadline)
+                  for topic, partition in partitions}
         found: dict[tuple[str, int], int] = {}
         window = 64
         pending = {key: end for key, (low, end) in bounds.items() if end > low}
         found.update({key: low for key, (low, end) in bounds.items() if end <= low})
-        deadline = time.monotonic() + timeout
         while pending:
             starts = {key: max(bounds[key][0], end - window) for key, end in pending.items()}
             reader.assign([TopicPartition(topic, partition, starts[(topic, partition)])
@@ -279,3 +304,20 @@ def readable_ends(config: Mapping[str, str], partitions: Iterable[tuple[str, int
         return found
     finally:
         reader.close()
+
+
+def _watermarks(reader: confluent_kafka.Consumer, tp: TopicPartition, deadline: float) -> tuple[int, int]:
+    """(low, high) of ``tp``, asked again until ``deadline`` while the broker answers with a retriable error (a
+    restarting broker that is not yet the partition's leader: once a recovering worker's crash, the long campaign's
+    run 153)."""
+    backoff = Backoff(first=0.2, cap=2.0)
+    while True:
+        try:
+            return reader.get_watermark_offsets(tp, timeout=max(1.0, deadline - time.monotonic()))
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            if not (error.retriable() or error.code() == KafkaError.NOT_LEADER_FOR_PARTITION) \
+                    or time.monotonic() + backoff.delay > deadline:
+                raise
+            log.warning("end offsets of %s[%d] not read yet (%s); retrying", tp.topic, tp.partition, error.str())
+            backoff.wait()

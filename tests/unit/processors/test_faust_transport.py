@@ -149,3 +149,11 @@ def test_group_member_is_the_coordinator_s_generation_and_member_id() -> None:
     assert thread.group_member() == (7, "faust-1")
     thread._consumer = SimpleNamespace()  # not joined yet
     assert thread.group_member() == (-1, "")
+
+
+def test_leader_partition_is_faust_s_leader_election_topic_of_the_app() -> None:
+    # What TransactionalProducer.settle commits an offset for: the group's own topic that nobody writes nor reads.
+    from kafka_lineage.processors.faust_transport import App
+
+    app = App("lineage.settle-test", broker="memory://", store="memory://")
+    assert app.leader_partition() == ("lineage.settle-test-__assignor-__leader", 0)
