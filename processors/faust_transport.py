@@ -1,5 +1,5 @@
-"""Faust's Kafka transport with four fixes that each lost records, and the pipeline's Kafka security settings as
-Faust credentials.
+"""Faust's Kafka transport with four fixes that each lost records, a fifth for a crash, and the pipeline's Kafka
+security settings as Faust credentials.
 
 1. A partition without a committed offset restarts from its beginning. During table recovery Faust resumes the
    stream partitions early, discards what the consumer fetches for them, and afterwards seeks every partition back
@@ -30,6 +30,7 @@ Faust credentials.
    reproduced every time by delaying the recovery task 0.5 s after its seek). Here the fetcher hands out a
    partition's records only while flow runs and the partition is active; the others stay in the fetcher for a
    later call, or are dropped by the next seek.
+5. A recovery seek below -1 starts at 0 (see ``_ConsumerThread._seek_wait``).
 """
 
 from __future__ import annotations
@@ -78,6 +79,13 @@ class _Drainable:
 
 
 class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    async def _seek_wait(self, consumer: Any, partitions: Mapping[TP, int]) -> None:
+        """Fix 5: recovery seeks each changelog partition to its first offset less one, and Faust turns only -1 into
+        0: a first offset the broker did not know yet (a worker recovering just after a broker restart) came out
+        below -1, and aiokafka's ``seek`` raised -- the worker crashed (the long campaign's run 177). An offset
+        below 0 is where reading starts: 0, as Faust does for -1."""
+        await super()._seek_wait(consumer, {tp: max(offset, 0) for tp, offset in partitions.items()})
+
     async def _fetch_records(self, consumer: Any, active_partitions: Any, timeout: float | None = None,
                              max_records: int | None = None) -> Any:
         drainable = None if active_partitions is None else _Drainable(self.consumer, active_partitions)

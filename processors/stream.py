@@ -259,10 +259,12 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
                         f"{transaction_step[0]}, {len(records)} records, {len(changelog)} state records, offsets "
                         f"{offsets} of member {member})")
         except (TransactionAborted, TransactionFatal) as exc:
-            if fenced(exc):
+            if fenced(exc) and settings.transactional_id:
                 log.critical("processor: another worker took over transactional id %s: %s", transactional_id, exc)
                 logging.shutdown()
                 os._exit(70)
+            # A slot's id is held under this process's lock: a fence came from the broker itself (the transaction
+            # outlived its timeout while the broker was away, the long campaign's run 181), not from another worker.
             _start_over(str(exc))
         stats["transactions"] += 1
         if offsets:

@@ -155,5 +155,28 @@ def test_leader_partition_is_faust_s_leader_election_topic_of_the_app() -> None:
     # What TransactionalProducer.settle commits an offset for: the group's own topic that nobody writes nor reads.
     from kafka_lineage.processors.faust_transport import App
 
-    app = App("lineage.settle-test", broker="memory://", store="memory://")
-    assert app.leader_partition() == ("lineage.settle-test-__assignor-__leader", 0)
+    async def leader() -> tuple[str, int]:  # in a loop of its own: the App takes the running one
+        return App("lineage.settle-test", broker="memory://", store="memory://").leader_partition()
+
+    assert asyncio.run(leader()) == ("lineage.settle-test-__assignor-__leader", 0)
+
+
+def test_a_recovery_seek_below_minus_one_starts_at_zero_instead_of_raising(monkeypatch) -> None:
+    sought: dict[TP, int] = {}
+
+    class _Consumer:
+        def seek(self, tp: TP, offset: int) -> None:
+            if offset < 0:
+                raise ValueError("Offset must be a positive integer")  # what aiokafka's seek does
+            sought[tp] = offset
+
+        async def position(self, tp: TP) -> int:
+            return sought[tp]
+
+    thread = _ConsumerThread.__new__(_ConsumerThread)
+    thread.consumer = SimpleNamespace(_read_offset={})
+    thread.log = SimpleNamespace(dev=lambda *_: None)
+    thread.app = SimpleNamespace(conf=SimpleNamespace(broker_request_timeout=5.0))
+    changelog = TP("runs-changelog", 0)
+    asyncio.run(thread._seek_wait(_Consumer(), {changelog: -2, EVENTS: 7}))
+    assert sought == {changelog: 0, EVENTS: 7}
