@@ -324,16 +324,17 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
         epoch = ledger.epoch
         try:
             found = await asyncio.to_thread(committed_positions, partitions, 0.0)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError._TIMED_OUT:
-                raise
-            # Offsets a transaction still carries stay unreadable (KIP-447's stable read) until it ends: another
-            # member's ends within its timeout, but one of this slot's own that a broker restart left hanging never
-            # does -- the worker waited for it until it gave up (the long campaign's run 101). Settling ends that one.
-            log.warning("processor: committed offsets of partitions %s not readable (%s): settling what this "
-                        "worker's transactional id may have left open on the group's offsets", sorted(partitions), exc)
-            async with in_order:
-                await asyncio.to_thread(settle_offsets)
+        except KafkaException as exc:  # asked again below, patiently (e.g. a broker that is restarting)
+            if exc.args[0].code() == KafkaError._TIMED_OUT:
+                # Offsets a transaction still carries stay unreadable (KIP-447's stable read) until it ends: another
+                # member's ends within its timeout, but one of this slot's own that a broker restart left hanging
+                # never does -- the worker waited for it until it gave up (the long campaign's run 101). Settling
+                # ends that one.
+                log.warning("processor: committed offsets of partitions %s not readable (%s): settling what this "
+                            "worker's transactional id may have left open on the group's offsets",
+                            sorted(partitions), exc)
+                async with in_order:
+                    await asyncio.to_thread(settle_offsets)
             found = await asyncio.to_thread(committed_positions, partitions, POSITIONS_PATIENCE_SECONDS)
         if epoch == ledger.epoch:  # else a rebalance came meanwhile: read again when next needed
             ledger.start(found)

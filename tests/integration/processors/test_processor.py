@@ -13,13 +13,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from kafka_lineage.producers.client.publisher import EventPublisher
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import prepare_pipeline
+from kafka_lineage.runtime.transactions import TransactionalProducer, group_metadata
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import event_to_record, record_to_event
 from kafka_lineage.schemas.wire import AvroCodec
@@ -230,6 +231,41 @@ def test_a_restarted_worker_reads_the_partitions_its_group_never_committed(
         time.sleep(3)
         out = _normalized(clients, pipeline, None)
     assert len({r["processing"]["dedupeId"] for r in out}) == len(events), second.output[-3000:]
+
+
+def test_a_worker_whose_group_offsets_stay_pending_settles_its_own_and_goes_on(
+    clients: ClientSettings, pipeline: dict[str, str]
+) -> None:
+    """Offsets that a transaction still carries cannot be read (KIP-447's stable read). A worker that cannot read
+    them within 30 s commits a settling transaction of its own under its membership (what ends a hanging transaction
+    of its own transactional id, ARCHITECTURE 76; a real broker must take it) and waits on; once the other
+    producer's transaction ends, it goes on without loss or repeat."""
+    events = [_event(str(uuid.uuid4()), f"job-{i}", "START", i % 60) for i in range(200)]
+    topic, group = pipeline["LINEAGE_EVENTS_TOPIC"], pipeline["LINEAGE_PROCESSOR_GROUP"]
+    with processor_process(pipeline):
+        _publish(clients, topic, events[:100])
+        _exactly(clients, pipeline, 100)
+    reader = Consumer({"bootstrap.servers": clients.kafka_bootstrap_servers, "group.id": group})
+    try:
+        offsets = reader.committed([TopicPartition(topic, partition) for partition in range(3)], timeout=30)
+    finally:
+        reader.close()
+    # Another producer carries the group's offsets, unchanged, in a transaction left open (the group is empty now:
+    # the broker takes them without a membership).
+    other = TransactionalProducer({"bootstrap.servers": clients.kafka_bootstrap_servers},
+                                  f"{group}.other-{uuid.uuid4().hex[:6]}", timeout_ms=120_000)
+    other.begin()
+    other.send_offsets({(tp.topic, tp.partition): tp.offset for tp in offsets}, group_metadata(group, -1, ""))
+    _publish(clients, topic, events[100:])
+    with processor_process(pipeline) as worker:
+        deadline = time.monotonic() + 90
+        while "settling what this worker's transactional id" not in worker.output_so_far():
+            assert time.monotonic() < deadline, worker.output_so_far()[-3000:]
+            time.sleep(1)
+        other.abort()  # the pending offsets end: the worker reads them and goes on
+        out = _exactly(clients, pipeline, len(events), timeout=90)
+        assert "settling the group's offsets did not commit" not in worker.output_so_far()
+    assert len({r["processing"]["dedupeId"] for r in out}) == len(events)
 
 
 def test_two_workers_split_the_partitions(clients: ClientSettings, pipeline: dict[str, str]) -> None:
