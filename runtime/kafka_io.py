@@ -293,16 +293,53 @@ _PARTITIONS_MOVED = (KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERA
                      KafkaError._ASSIGNMENT_LOST, KafkaError._NO_OFFSET)
 
 
+# How long one synchronous offset commit is waited for. librdkafka keeps a commit queued until the group has a
+# coordinator, without a bound of its own: after a broker restart an alert sink's consumer found none for 20 minutes,
+# and the sink, blocked in its commit, stopped polling (the fault suite, session 19).
+COMMIT_WAIT_SECONDS = 30.0
+_commits_in_flight: dict[int, threading.Thread] = {}  # id(consumer) → the thread of its last commit
+
+
+def _commit_bounded(consumer: Consumer, timeout: float) -> None:
+    """``consumer.commit(asynchronous=False)``, waited for at most ``timeout`` seconds; TimeoutError past it, the call
+    going on in its thread (no other commit of the consumer starts until it returned)."""
+    running = _commits_in_flight.get(id(consumer))
+    if running is not None and running.is_alive():
+        raise TimeoutError("an earlier offset commit has not returned yet")
+    outcome: list[BaseException | None] = []
+
+    def commit() -> None:
+        try:
+            consumer.commit(asynchronous=False)
+            outcome.append(None)
+        except BaseException as exc:  # handed to the caller's thread
+            outcome.append(exc)
+
+    thread = threading.Thread(target=commit, name="offset-commit", daemon=True)
+    _commits_in_flight[id(consumer)] = thread
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise TimeoutError(f"the offset commit did not return within {timeout:.0f}s (no group coordinator?)")
+    del _commits_in_flight[id(consumer)]
+    if outcome[0] is not None:
+        raise outcome[0]
+
+
 def commit_offsets(consumer: Consumer, stop: threading.Event, log: logging.Logger, stage: str,
-                   attempts: int = 5) -> None:
+                   attempts: int = 5, wait: float = COMMIT_WAIT_SECONDS) -> None:
     """Commit the consumer's positions synchronously, waiting a little for a coordinator that is away (a broker
     restart answers NOT_COORDINATOR for a while), and otherwise give up: an uncommitted batch is only delivered
     again (to this member after it polls and rejoins, or to the partitions' next owner), which the idempotent
-    sinks absorb. Blocking here instead would keep the consumer from polling, hence from ever rejoining."""
+    sinks absorb. Blocking here instead would keep the consumer from polling, hence from ever rejoining: a commit
+    that does not return within ``wait`` seconds is given up too."""
     backoff = Backoff(cap=8.0)
     for attempt in range(attempts):
         try:
-            consumer.commit(asynchronous=False)
+            _commit_bounded(consumer, wait)
+            return
+        except TimeoutError as exc:
+            log.warning("%s: offsets not committed (%s); the batch will be delivered again", stage, exc)
             return
         except KafkaException as exc:
             error = exc.args[0]

@@ -1,5 +1,6 @@
 import logging
 import threading
+import time
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -59,3 +60,22 @@ def test_fatal_errors_are_raised() -> None:
 
     with pytest.raises(KafkaException):
         commit_offsets(Fatal(), threading.Event(), log, "test")  # type: ignore[arg-type]
+
+
+def test_a_commit_that_does_not_return_is_given_up_and_not_started_again_while_it_hangs() -> None:
+    class Hanging:
+        def __init__(self) -> None:
+            self.commits, self.release = 0, threading.Event()
+
+        def commit(self, asynchronous: bool) -> None:
+            self.commits += 1
+            self.release.wait(10)  # what librdkafka does without a group coordinator: wait
+
+    consumer = Hanging()
+    commit_offsets(consumer, threading.Event(), log, "test", wait=0.2)  # type: ignore[arg-type]
+    commit_offsets(consumer, threading.Event(), log, "test", wait=0.2)  # type: ignore[arg-type]
+    assert consumer.commits == 1  # the second found the first still waiting: given up at once
+    consumer.release.set()
+    time.sleep(0.2)
+    commit_offsets(consumer, threading.Event(), log, "test", wait=0.2)  # type: ignore[arg-type]
+    assert consumer.commits == 2
