@@ -97,17 +97,18 @@ def listed_topics(admin: AdminClient, wait_seconds: float = KAFKA_WAIT_SECONDS) 
     return while_unreachable(lambda: set(admin.list_topics(timeout=10).topics), wait_seconds)
 
 
-def while_unreachable(ask: Callable[[], T], wait_seconds: float = KAFKA_WAIT_SECONDS) -> T:
+def while_unreachable(ask: Callable[[], T], wait_seconds: float = KAFKA_WAIT_SECONDS, *,
+                      also: Callable[[KafkaError], bool] = lambda _error: False) -> T:
     """``ask()``, asked again with backoff for ``wait_seconds`` while the cluster does not answer (a broker
-    restarting): a worker starting over during a broker restart, or a sink restarted then, waits for Kafka instead
-    of exiting. Any other error is raised at once."""
+    restarting), or while ``also(error)`` holds: a worker starting over during a broker restart, or a sink restarted
+    then, waits for Kafka instead of exiting. Any other error is raised at once."""
     deadline, backoff = time.monotonic() + wait_seconds, Backoff(cap=10.0)
     while True:
         try:
             return ask()
         except KafkaException as exc:
             error = exc.args[0]
-            if error.code() not in _UNREACHABLE or time.monotonic() + backoff.delay > deadline:
+            if not (error.code() in _UNREACHABLE or also(error)) or time.monotonic() + backoff.delay > deadline:
                 raise
             log.warning("Kafka does not answer (%s); asking again in %.1fs", error.str(), backoff.delay)
             backoff.wait()

@@ -25,8 +25,7 @@ from collections.abc import Iterable, Mapping
 import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
-from kafka_lineage.runtime.kafka_io import PRODUCER_DEFAULTS
-from kafka_lineage.runtime.retry import Backoff
+from kafka_lineage.runtime.kafka_io import PRODUCER_DEFAULTS, while_unreachable
 
 log = logging.getLogger(__name__)
 # How long a transaction may stay open before the broker aborts it: also how long a killed worker's open transaction
@@ -310,14 +309,7 @@ def _watermarks(reader: confluent_kafka.Consumer, tp: TopicPartition, deadline: 
     """(low, high) of ``tp``, asked again until ``deadline`` while the broker answers with a retriable error (a
     restarting broker that is not yet the partition's leader: once a recovering worker's crash, the long campaign's
     run 153)."""
-    backoff = Backoff(first=0.2, cap=2.0)
-    while True:
-        try:
-            return reader.get_watermark_offsets(tp, timeout=max(1.0, deadline - time.monotonic()))
-        except KafkaException as exc:
-            error: KafkaError = exc.args[0]
-            if not (error.retriable() or error.code() == KafkaError.NOT_LEADER_FOR_PARTITION) \
-                    or time.monotonic() + backoff.delay > deadline:
-                raise
-            log.warning("end offsets of %s[%d] not read yet (%s); retrying", tp.topic, tp.partition, error.str())
-            backoff.wait()
+    return while_unreachable(
+        lambda: reader.get_watermark_offsets(tp, timeout=max(1.0, deadline - time.monotonic())),
+        wait_seconds=deadline - time.monotonic(),
+        also=lambda error: error.retriable() or error.code() == KafkaError.NOT_LEADER_FOR_PARTITION)
