@@ -206,6 +206,8 @@ class RowBuilder:
         # (id(facet), key) → (facet, its stored JSON, that JSON's digest): the sink's FacetCache shares one object per
         # distinct facet text, and every event of a job repeats its facets (the facet is kept, so its id stays its)
         self.documents: dict[tuple[int, str], tuple[Any, str | None, str]] = {}
+        # ((namespace, name), id(facets)) → the times that dataset was seen at since its rows were built (events.py)
+        self.repeats: dict[tuple[tuple[str, str], int], Any] = {}
 
     def add(self, kind: str, row: Row) -> None:
         key = _KEY_OF[kind](row)

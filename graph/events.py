@@ -183,6 +183,61 @@ def _dataset_facets(b: RowBuilder, dataset: Any, time: str | None) -> tuple[str,
 
 
 
+class _Repeats:
+    """The times a dataset with one facets object was seen at, after its rows were first built (``_dataset``)."""
+
+    __slots__ = ("dataset", "done", "earliest", "latest", "untimed")
+
+    def __init__(self, dataset: Any, time: str | None) -> None:
+        self.dataset, self.done = dataset, time
+        self.earliest = self.latest = time
+        self.untimed = time is None
+
+    def seen(self, time: str | None) -> None:
+        if time is None:
+            self.untimed = True
+            return
+        if self.earliest is None or time < self.earliest:
+            self.earliest = time
+        if self.latest is None or time > self.latest:
+            self.latest = time
+
+    def times_left(self) -> set[str | None]:
+        times = {time for time in (self.earliest, self.latest) if time is not None}
+        if self.untimed:
+            times.add(None)
+        times.discard(self.done)
+        return times
+
+
+def _dataset(b: RowBuilder, dataset: Any, time: str | None) -> tuple[str, str] | None:
+    """``_dataset_facets``, once per dataset identity and facets object: a decoder that shares one object per
+    distinct facets text (the FacetCache) hands every run of a job the same facets of its datasets, and their rows
+    differ only by time. Every time-dependent property of those rows merges by min, max or latest, so the rows built
+    at the earliest and at the latest time (and without a time, if seen) merge to what every time would give; the
+    repeats are built when the batch is (``_built_repeats``)."""
+    facets = as_dict(dataset).get("facets")
+    if not facets:
+        return _dataset_facets(b, dataset, time)
+    ident = _identity(b, dataset)
+    if ident is None:
+        return None
+    key = (ident, id(facets))
+    repeats = b.repeats.get(key)
+    if repeats is None or repeats.dataset.get("facets") is not facets:  # (kept alive, so an id stays its own)
+        b.repeats[key] = _Repeats(dataset, time)
+        return _dataset_facets(b, dataset, time)
+    repeats.seen(time)
+    return ident
+
+
+def _built_repeats(b: RowBuilder) -> None:
+    for repeats in b.repeats.values():
+        for time in repeats.times_left():
+            _dataset_facets(b, repeats.dataset, time)
+    b.repeats.clear()
+
+
 def _partition(b: RowBuilder, ident: tuple[str, str], facet: Any, time: str | None) -> str | None:
     """The ``Partition`` row (and its ``HAS_PARTITION``) of a ``kafkaLineage_partition`` facet; its stored key text,
     None when the facet names no valid keys. A ``marker`` is a report "the marker file exists" at the event's time;
@@ -233,7 +288,7 @@ def _partition_io(b: RowBuilder, kind: str, run_id: str, ident: tuple[str, str],
 def _add_event(b: RowBuilder, event: Mapping[str, Any]) -> None:
     time = utc_time(event.get("eventTime"))
     if isinstance(event.get("dataset"), dict) and not ("run" in event and "job" in event):  # DatasetEvent
-        ident = _dataset_facets(b, event["dataset"], time)
+        ident = _dataset(b, event["dataset"], time)
         facet = as_dict(event["dataset"].get("facets")).get(PARTITION_FACET)
         if ident is not None and facet is not None:
             _partition(b, ident, facet, time)  # a completion-marker report (or the dataset's marker rule)
@@ -283,7 +338,7 @@ def _add_event(b: RowBuilder, event: Mapping[str, Any]) -> None:
                 b.add("of_job", {"runId": parent_id, "namespace": parent_job[0], "name": parent_job[1]})
 
     for dataset in as_list(event.get("inputs")):
-        ident = _dataset_facets(b, dataset, time)
+        ident = _dataset(b, dataset, time)
         if ident is None:
             continue
         if job_ident is not None:
@@ -304,7 +359,7 @@ def _add_event(b: RowBuilder, event: Mapping[str, Any]) -> None:
             if stats:
                 b.add("run_totals", {"runId": run_id})
     for dataset in as_list(event.get("outputs")):
-        ident = _dataset_facets(b, dataset, time)
+        ident = _dataset(b, dataset, time)
         if ident is None:
             continue
         if job_ident is not None:
@@ -330,4 +385,5 @@ def graph_batch(events: Iterable[Mapping[str, Any]]) -> GraphBatch:
     for event in events:
         if isinstance(event, Mapping):
             _add_event(b, event)
+    _built_repeats(b)
     return b.batch()

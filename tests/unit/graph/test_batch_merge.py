@@ -4,6 +4,7 @@ any order and grouping, gives the rows of the whole stream built at once (what a
 from __future__ import annotations
 
 import copy
+import json
 import random
 
 import pytest
@@ -84,3 +85,32 @@ def test_rows_reduced_by_identity_in_any_order_give_the_whole_streams_rows(name)
     whole = graph_batch(events)
     assert reduced == {
         (kind, row_identity(kind, row)): row for kind, rows in whole.rows.items() for row in rows}
+
+
+def _sharing_facets(events: list[dict], rng: random.Random) -> list[dict]:
+    """The events with one facets object per distinct dataset facets content (as the decoder's FacetCache hands
+    them out), some of them without an eventTime."""
+    shared: dict[str, dict] = {}
+    events = copy.deepcopy(events)
+    for event in events:
+        if rng.random() < 0.1:
+            event.pop("eventTime", None)
+        datasets = [*event.get("inputs", []), *event.get("outputs", [])]
+        if isinstance(event.get("dataset"), dict):
+            datasets.append(event["dataset"])
+        for dataset in datasets:
+            if dataset.get("facets"):
+                dataset["facets"] = shared.setdefault(json.dumps(dataset["facets"], sort_keys=True), dataset["facets"])
+    return events
+
+
+@pytest.mark.parametrize("name", list(STREAMS))
+@pytest.mark.parametrize("seed", range(3))
+def test_datasets_sharing_one_facets_object_give_the_rows_of_separate_objects(name, seed):
+    """graph_batch builds a dataset's rows once per facets object and merges the other times in (events._dataset):
+    the same rows as building them for every event."""
+    rng = random.Random(seed)
+    events = STREAMS[name] * 3  # every dataset repeated, at its run's times
+    rng.shuffle(events)
+    events = _sharing_facets(events, rng)
+    assert graph_batch(events) == graph_batch(json.loads(json.dumps(events)))  # (deepcopy keeps the sharing)
