@@ -70,7 +70,8 @@ The rows' merge rules are in ``graph.batch``, the statements that write them in 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from itertools import islice
 from typing import Any
 
 from kafka_lineage.graph.batch import GraphBatch, RowBuilder, property_group
@@ -111,8 +112,10 @@ def _session_catalog_name(name: str) -> bool:
     return name.startswith(_SESSION_CATALOG)
 
 
-def _dataset_facets(b: RowBuilder, dataset: Any, time: str | None) -> tuple[str, str] | None:
-    """Dataset node, its fields and schema version (schema facet) and field lineage (columnLineage facet)."""
+def _dataset_facets(b: RowBuilder, dataset: Any, first: str | None, last: str | None) -> tuple[str, str] | None:
+    """Dataset node, its fields and schema version (schema facet) and field lineage (columnLineage facet), as seen
+    from ``first`` to ``last`` (an event's time, both; properties kept by min or earliest take ``first``, those
+    kept by max or latest take ``last``)."""
     ident = _identity(b, dataset)
     if ident is None:
         return None
@@ -130,9 +133,9 @@ def _dataset_facets(b: RowBuilder, dataset: Any, time: str | None) -> tuple[str,
                 version = b.versions[fields_json] = schema_version(fields)
             known = b.schema_texts[id(fields)] = (fields, fields_json, version)
         _, fields_json, version = known
-        b.dataset(namespace, name, property_group(time or NO_TIME_MAX, version=version))
+        b.dataset(namespace, name, property_group(last or NO_TIME_MAX, version=version))
         version_row = {"namespace": namespace, "name": name, "hash": version,
-                       "first": property_group(time or NO_TIME_MIN, fields=fields_json, firstSeen=time)}
+                       "first": property_group(first or NO_TIME_MIN, fields=fields_json, firstSeen=first)}
         b.add("schema_versions", version_row)
         b.full_names("schema_versions", version_row)
         b.add("has_schema", {"namespace": namespace, "name": name, "hash": version})
@@ -149,9 +152,9 @@ def _dataset_facets(b: RowBuilder, dataset: Any, time: str | None) -> tuple[str,
         if alias is not None and alias != (namespace, name) and not _session_catalog_name(alias[1]):
             b.dataset(*alias)
             b.add("same_as", {"namespace": namespace, "name": name, "aliasNamespace": alias[0],
-                              "aliasName": alias[1], "type": as_text(identifier.get("type")), "firstSeen": time,
-                              "lastSeen": time})
-    add_facet_documents(b, "Dataset", namespace, name, facets, time)
+                              "aliasName": alias[1], "type": as_text(identifier.get("type")), "firstSeen": first,
+                              "lastSeen": last})
+    add_facet_documents(b, "Dataset", namespace, name, facets, last)
     lineage = as_dict(facets.get("columnLineage"))
     for entry in as_list(lineage.get("dataset")):  # input columns the whole dataset depends on (join, filter, …)
         source, in_field = _identity(b, entry), as_text(as_dict(entry).get("field"))
@@ -160,9 +163,9 @@ def _dataset_facets(b: RowBuilder, dataset: Any, time: str | None) -> tuple[str,
             b.field(*source, in_key)
             b.add("depends_on", {"namespace": namespace, "name": name, "inputNamespace": source[0],
                                  "inputName": source[1], "inputField": in_key,
-                                 "lineage": property_group(time or NO_TIME_MAX,
+                                 "lineage": property_group(last or NO_TIME_MAX,
                                                            transformation=transformation_text(entry)),
-                                 "firstSeen": time, "lastSeen": time})
+                                 "firstSeen": first, "lastSeen": last})
     for out_field, spec in as_dict(lineage.get("fields")).items():
         if not as_text(out_field):
             continue
@@ -177,14 +180,14 @@ def _dataset_facets(b: RowBuilder, dataset: Any, time: str | None) -> tuple[str,
             b.field(*source, in_key)
             b.add("derives_from", {"namespace": namespace, "name": name, "field": out_key,
                                    "inputNamespace": source[0], "inputName": source[1], "inputField": in_key,
-                                   "lineage": property_group(time or NO_TIME_MAX, transformation=text),
-                                   "firstSeen": time, "lastSeen": time})
+                                   "lineage": property_group(last or NO_TIME_MAX, transformation=text),
+                                   "firstSeen": first, "lastSeen": last})
     return ident
 
 
 
 class _Repeats:
-    """The times a dataset with one facets object was seen at, after its rows were first built (``_dataset``)."""
+    """When a dataset with one facets object was seen, after its rows were first built at ``done`` (``_dataset``)."""
 
     __slots__ = ("dataset", "done", "earliest", "latest", "untimed")
 
@@ -202,23 +205,16 @@ class _Repeats:
         if self.latest is None or time > self.latest:
             self.latest = time
 
-    def times_left(self) -> set[str | None]:
-        times = {time for time in (self.earliest, self.latest) if time is not None}
-        if self.untimed:
-            times.add(None)
-        times.discard(self.done)
-        return times
-
 
 def _dataset(b: RowBuilder, dataset: Any, time: str | None) -> tuple[str, str] | None:
     """``_dataset_facets``, once per dataset identity and facets object: a decoder that shares one object per
     distinct facets text (the FacetCache) hands every run of a job the same facets of its datasets, and their rows
-    differ only by time. Every time-dependent property of those rows merges by min, max or latest, so the rows built
-    at the earliest and at the latest time (and without a time, if seen) merge to what every time would give; the
-    repeats are built when the batch is (``_built_repeats``)."""
+    differ only by time. Every time-dependent property of those rows merges by min, earliest, max or latest, so the
+    rows built once more over the span of the other times (and without a time, if one had none) merge to what
+    building them at every time gives; that is done when the batch is built (``_built_repeats``)."""
     facets = as_dict(dataset).get("facets")
     if not facets:
-        return _dataset_facets(b, dataset, time)
+        return _dataset_facets(b, dataset, time, time)
     ident = _identity(b, dataset)
     if ident is None:
         return None
@@ -226,15 +222,17 @@ def _dataset(b: RowBuilder, dataset: Any, time: str | None) -> tuple[str, str] |
     repeats = b.repeats.get(key)
     if repeats is None or repeats.dataset.get("facets") is not facets:  # (kept alive, so an id stays its own)
         b.repeats[key] = _Repeats(dataset, time)
-        return _dataset_facets(b, dataset, time)
+        return _dataset_facets(b, dataset, time, time)
     repeats.seen(time)
     return ident
 
 
 def _built_repeats(b: RowBuilder) -> None:
     for repeats in b.repeats.values():
-        for time in repeats.times_left():
-            _dataset_facets(b, repeats.dataset, time)
+        if repeats.earliest is not None and (repeats.earliest, repeats.latest) != (repeats.done, repeats.done):
+            _dataset_facets(b, repeats.dataset, repeats.earliest, repeats.latest)
+        if repeats.untimed and repeats.done is not None:
+            _dataset_facets(b, repeats.dataset, None, None)
     b.repeats.clear()
 
 
@@ -387,3 +385,11 @@ def graph_batch(events: Iterable[Mapping[str, Any]]) -> GraphBatch:
             _add_event(b, event)
     _built_repeats(b)
     return b.batch()
+
+
+def graph_batches(events: Iterable[Mapping[str, Any]], events_per_batch: int) -> Iterator[GraphBatch]:
+    """``graph_batch`` of each run of ``events_per_batch`` consecutive events: a fold's memory bounded by the slice,
+    not by the stream (``merge_batches`` of them all is ``graph_batch`` of the whole)."""
+    stream = iter(events)
+    while chunk := list(islice(stream, events_per_batch)):
+        yield graph_batch(chunk)

@@ -10,7 +10,7 @@ import random
 import pytest
 
 from kafka_lineage.graph.batch import GraphBatch, merge_batches, merge_rows, row_identity
-from kafka_lineage.graph.events import graph_batch
+from kafka_lineage.graph.events import graph_batch, graph_batches
 from kafka_lineage_devtools.bench_events import run_pairs
 from kafka_lineage_devtools.partition_workload import generate_partitions
 from kafka_lineage_devtools.workload import Delivery, generate
@@ -114,3 +114,11 @@ def test_datasets_sharing_one_facets_object_give_the_rows_of_separate_objects(na
     rng.shuffle(events)
     events = _sharing_facets(events, rng)
     assert graph_batch(events) == graph_batch(json.loads(json.dumps(events)))  # (deepcopy keeps the sharing)
+
+
+@pytest.mark.parametrize("name", list(STREAMS))
+def test_a_stream_folded_in_slices_merges_to_the_whole_streams_rows(name):
+    events = STREAMS[name]
+    slices = list(graph_batches(iter(events), 37))
+    assert len(slices) == -(-len(events) // 37)
+    assert merge_batches(slices) == graph_batch(events)
