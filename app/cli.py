@@ -452,14 +452,20 @@ def cmd_replay(args: argparse.Namespace) -> int:
         raise ConfigError("--repair runs on the local engine (a window is small; the removals need the whole window)")
     if args.bulk and (not args.fresh or args.repair):
         raise ConfigError("--bulk rebuilds the whole graph: with --fresh, without --repair")
+    if args.task_records is not None and (not args.bulk or args.engine != "spark" or args.task_records < 1):
+        raise ConfigError("--task-records N (N >= 1) sizes the tasks of --bulk --engine spark: only with both")
+    if args.work_dir is not None and not args.bulk:
+        raise ConfigError("--work-dir is where --bulk writes its import files: only with --bulk")
     try:
         if args.bulk:
             from kafka_lineage.replay.bulk import importer
+            from kafka_lineage.replay.bulk.progress import PhaseProgress
 
             try:
                 report = importer.bulk_replay(clients, start=args.from_, end=args.to, processing=processing,
                                               allow_partial_history=args.allow_partial_history,
-                                              progress=progress_bar(),
+                                              phases=PhaseProgress(), work_dir=args.work_dir,
+                                              task_records=args.task_records,
                                               spark_master=args.spark_master if args.engine == "spark" else None)
             except importer.BulkImportUnavailable as exc:
                 print(f"lineage: {exc}", file=sys.stderr)
@@ -477,6 +483,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     print(f"\nreplayed {report.records} records in {report.seconds:.1f}s "
           f"({report.records / max(report.seconds, 1e-9):,.0f} events/s): {report.written} events written, "
           f"{report.dead_letters} records not processable ({report.scanned} records read)")
+    if args.bulk and report.resumed_after:
+        print(f"a rebuild killed in its {report.resumed_after} phase had left its mark: this one started over")
+    if args.bulk:
+        print(f"import files {report.files_bytes / 1024 ** 2:,.0f} MiB, imported store "
+              f"{report.store_bytes / 1024 ** 2:,.0f} MiB; seconds per phase: "
+              + ", ".join(f"{name} {seconds:.1f}" for name, seconds in report.phases.items()))
     breaking = sum(1 for change in report.schema_changes if change.severity == "BREAKING")
     print(f"schema changes by event time: {len(report.schema_changes)} ({breaking} breaking)")
     if args.schema_changes:
@@ -694,6 +706,12 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--bulk", action="store_true",
                         help="with --fresh: rebuild by an offline neo4j-admin import into the local Neo4j "
                              "(LINEAGE_NEO4J_HOME; stops and restarts it); exit 3 when that is not possible here")
+    replay.add_argument("--task-records", type=int, metavar="N",
+                        help="with --bulk --engine spark: records one Spark task reads and folds (default 50,000; "
+                             "smaller: more tasks, finer progress, less memory per task)")
+    replay.add_argument("--work-dir", type=Path, metavar="DIR",
+                        help="with --bulk: where the import files are written (removed after; default: the "
+                             "temporary directory); checked for space before Neo4j is stopped")
     replay.add_argument("--allow-partial-history", action="store_true",
                         help="with --fresh: rebuild even when the topic no longer holds its first records")
     replay.add_argument("--engine", choices=["local", "spark"], default="local",

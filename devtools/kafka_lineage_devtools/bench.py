@@ -1050,14 +1050,18 @@ def run_bulk_replay_bench(count: int, output: Path) -> dict[str, Any]:
 
 def format_bulk_replay(result: dict[str, Any]) -> str:
     replay_result = result["replay"]
-    live = replay_result["live"]
-    lines = [f"{replay_result['events']:,} events: live replay {live['events_per_s']:,.0f} events/s"]
-    for name, label in (("bulk", "bulk import, one process"), ("bulk_spark", "bulk import, folded on Spark")):
-        if name not in replay_result:
+    lines = [f"{replay_result['events']:,} events"]
+    if "live" in replay_result:
+        lines.append(f"live replay: {replay_result['live']['events_per_s']:,.0f} events/s")
+    for name, bulk in replay_result.items():
+        if not (name.startswith("bulk") and isinstance(bulk, dict)):
             continue
-        bulk = replay_result[name]
+        label = "bulk import, one process" if name == "bulk" else f"bulk import, folded on Spark {name[11:]}"
         phases = ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in bulk["phases"].items())
-        lines += [f"{label}: {bulk['events_per_s']:,.0f} events/s ({replay_result[f'{name}_over_live']:.2f}x the live "
-                  f"replay); phases: {phases}"]
-    lines.append(f"same graph (fingerprint): {'yes' if replay_result['fingerprint_equal'] else 'NO'}")
+        ratios = "; ".join(f"{value:.2f}x {key.split('_over_')[1]}" for key, value in replay_result.items()
+                           if key.startswith(f"{name}_over_"))
+        lines += [f"{label}: {bulk['events_per_s']:,.0f} events/s{f' ({ratios})' if ratios else ''}; phases: "
+                  f"{phases}; peak memory {bulk['peak_memory_mib']:,} MiB, files {bulk['files_mib']:,} MiB, "
+                  f"store {bulk['store_mib']:,} MiB"]
+    lines.append(f"same graph (fingerprint): {'yes' if replay_result['fingerprints_equal'] else 'NO'}")
     return "\n".join(lines)

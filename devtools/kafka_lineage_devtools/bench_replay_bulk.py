@@ -7,9 +7,11 @@ The bulk import replaces the stack's whole graph: run it on a bench stack only.
 
 from __future__ import annotations
 
+import contextlib
 import os
-import sys
+import threading
 import uuid
+from pathlib import Path
 from typing import Any
 
 from kafka_lineage.graph.driver import driver_for, graph_fingerprint
@@ -21,6 +23,8 @@ from kafka_lineage.runtime.kafka_io import prepare_pipeline
 from kafka_lineage_devtools.bench_events import run_pairs
 from kafka_lineage_devtools.stack.config import StackSettings
 from kafka_lineage_devtools.stack.services import SERVICES_BY_NAME
+
+FILL_CHUNK = 50_000
 
 
 def stack_neo4j_home() -> str:
@@ -37,50 +41,108 @@ def fill_topic(settings: ClientSettings, count: int, shape: str = "realistic") -
     prefix = f"lineage.bench.replay-bulk.{uuid.uuid4().hex[:8]}"
     local = ClientSettings.from_env({**os.environ, "LINEAGE_EVENTS_TOPIC": f"{prefix}.events",
                                      "LINEAGE_NEO4J_HOME": settings.neo4j_home or stack_neo4j_home()})
-    events = run_pairs(count, shape, namespace=f"bench-replay-bulk-{uuid.uuid4().hex[:6]}")
+    namespace = f"bench-replay-bulk-{uuid.uuid4().hex[:6]}"
     prepare_pipeline(local, 6)
     publisher = EventPublisher.from_settings(local, local.events_topic)
-    try:
-        publisher.send([publisher.encode(event) for event in events]).result(600)
+    try:  # in chunks: a million events at once would not fit in memory (each chunk: new runs of the same jobs)
+        for first in range(0, count, FILL_CHUNK):
+            events = run_pairs(min(FILL_CHUNK, count - first), shape, namespace=namespace)
+            publisher.send([publisher.encode(event) for event in events]).result(600)
     finally:
         publisher.close()
     return local
 
 
+class PeakMemory:
+    """The largest resident memory of this process and all its descendants together (the Spark JVM, its Python
+    workers, neo4j-admin), sampled every ``interval`` seconds from /proc."""
+
+    def __init__(self, interval: float = 0.5) -> None:
+        self.interval, self.peak = interval, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.peak = max(self.peak, _tree_rss(os.getpid()))
+
+
+def _tree_rss(root: int) -> int:
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+    tree, frontier = {root}, [root]
+    while frontier:
+        children = [pid for pid, parent in parents.items() if parent in frontier and pid not in tree]
+        tree.update(children)
+        frontier = children
+    total = 0
+    for pid in tree:
+        with contextlib.suppress(OSError, ValueError):
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+    return total
+
+
 def bench_bulk_replay(settings: ClientSettings, count: int, shape: str = "realistic",
-                      spark_master: str | None = "local[2]") -> dict[str, Any]:
-    """Live replay (``replay --fresh``, after an untimed wipe so the timed one empties an empty graph), then bulk
-    replay (``replay --fresh --bulk``) folded in this process, then on Spark (``spark_master``; None: not), of the
-    same ``count`` events of ``shape``: events/s of each, their ratios to the live replay, the bulk replays' phases
-    and the graphs' fingerprints."""
+                      spark_masters: tuple[str, ...] = ("local[2]",), *, live: bool = True,
+                      local_bulk: bool = True) -> dict[str, Any]:
+    """Live replay (``replay --fresh``, after an untimed wipe so the timed one empties an empty graph; ``live``),
+    then bulk replay (``replay --fresh --bulk``) folded in this process (``local_bulk``), then on Spark with each of
+    ``spark_masters``, of the same ``count`` events of ``shape``: events/s of each, their ratios to the live replay
+    (or to the first bulk run), the bulk replays' phases, peak memory, files and store, and whether the graphs'
+    fingerprints are equal."""
     local = fill_topic(settings, count, shape)
-    with driver_for(local) as driver:
-        wipe(driver)
-    live = replay(local, start="earliest", fresh=True)
-    with driver_for(local) as driver:
-        live_fingerprint = graph_fingerprint(driver)
-    live_rate = live.records / live.seconds
-    result: dict[str, Any] = {
-        "events": count, "live": {"events_per_s": live_rate, "seconds": live.seconds, "written": live.written}}
-    for name, master in (("bulk", None), ("bulk_spark", spark_master)):
-        if name == "bulk_spark" and master is None:
-            continue
-        bulk = bulk_replay(local, start="earliest", spark_master=master)
+    result: dict[str, Any] = {"events": count}
+    fingerprints: dict[str, str] = {}
+    if live:
         with driver_for(local) as driver:
-            fingerprint = graph_fingerprint(driver)
-        rate = bulk.records / bulk.seconds
-        result[name] = {"events_per_s": rate, "seconds": bulk.seconds, "written": bulk.written,
+            wipe(driver)
+        report = replay(local, start="earliest", fresh=True)
+        result["live"] = {"events_per_s": report.records / report.seconds, "seconds": report.seconds,
+                          "written": report.written}
+        with driver_for(local) as driver:
+            fingerprints["live"] = graph_fingerprint(driver)
+    runs = ([("bulk", None)] if local_bulk else []) + [(f"bulk_spark_{master}", master) for master in spark_masters]
+    for name, master in runs:
+        with PeakMemory() as memory:
+            bulk = bulk_replay(local, start="earliest", spark_master=master)
+        with driver_for(local) as driver:
+            fingerprints[name] = graph_fingerprint(driver)
+        mib = 1024 ** 2
+        result[name] = {"events_per_s": bulk.records / bulk.seconds, "seconds": bulk.seconds,
+                        "written": bulk.written,
                         "phases": {phase: round(seconds, 2) for phase, seconds in bulk.phases.items()},
-                        "imported": bulk.counts, "fingerprint_equal": fingerprint == live_fingerprint}
-        result[f"{name}_over_live"] = rate / live_rate
-    result["fingerprint_equal"] = all(result[name]["fingerprint_equal"] for name in ("bulk", "bulk_spark")
-                                      if name in result)
-    result["fingerprint"] = live_fingerprint
+                        "peak_memory_mib": round(memory.peak / mib), "files_mib": round(bulk.files_bytes / mib),
+                        "store_mib": round(bulk.store_bytes / mib), "imported": bulk.counts}
+    baseline = "live" if live else (runs[0][0] if runs else None)
+    for name, _ in runs:
+        if baseline and name != baseline:
+            result[f"{name}_over_{baseline}"] = result[name]["events_per_s"] / result[baseline]["events_per_s"]
+    result["fingerprints_equal"] = len(set(fingerprints.values())) <= 1
     return result
 
 
 if __name__ == "__main__":
+    import argparse
     import json
 
-    print(json.dumps(bench_bulk_replay(ClientSettings.from_env(), int(sys.argv[1]) if len(sys.argv) > 1 else 20000),
-                     indent=2))
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("events", type=int, nargs="?", default=20000)
+    parser.add_argument("--spark", default="local[2]", help="Spark masters, comma-separated ('' for none)")
+    parser.add_argument("--no-live", action="store_true", help="no live replay (at ~500 events/s: long)")
+    parser.add_argument("--no-local", action="store_true", help="no single-process bulk fold")
+    args = parser.parse_args()
+    print(json.dumps(bench_bulk_replay(ClientSettings.from_env(), args.events,
+                                       spark_masters=tuple(m for m in args.spark.split(",") if m),
+                                       live=not args.no_live, local_bulk=not args.no_local), indent=2))

@@ -11,6 +11,8 @@ Only for a Neo4j on this machine whose installation ``LINEAGE_NEO4J_HOME`` names
 from __future__ import annotations
 
 import contextlib
+import io
+import os
 import subprocess
 import tempfile
 import time
@@ -25,13 +27,23 @@ from neo4j.exceptions import Neo4jError, ServiceUnavailable
 from kafka_lineage.graph.driver import driver_for, ensure_constraints
 from kafka_lineage.graph.events import graph_batch
 from kafka_lineage.processors.settings import ProcessorSettings
-from kafka_lineage.replay.bulk.spark_fold import fold_on_spark, spark_session
+from kafka_lineage.replay.bulk import space
+from kafka_lineage.replay.bulk.mark import (
+    RebuildMark,
+    RebuildRunning,
+    left_by_killed_rebuild,
+    remove_mark,
+    write_mark,
+)
+from kafka_lineage.replay.bulk.progress import PhaseProgress
+from kafka_lineage.replay.bulk.spark_fold import TASK_RECORDS, fold_on_spark, spark_session
 from kafka_lineage.replay.bulk.tables import import_tables, write_csv
 from kafka_lineage.replay.local import (
     ALL_TIME,
     DEFAULT_PROCESSING,
     EventWindow,
     ReplayReport,
+    first_offsets,
     normalized_ranges,
     offset_range,
     refuse_partial_history,
@@ -46,6 +58,17 @@ START_TIMEOUT_SECONDS = 300.0
 
 class BulkImportUnavailable(RuntimeError):
     """An offline import is not possible here (remote database, no installation, missing tools)."""
+
+
+class NotEnoughDisk(BulkImportUnavailable):
+    """The import files or the new store would not fit (checked before Neo4j is stopped, and before the import)."""
+
+
+def check_space(needs: list[space.Need], when: str) -> None:
+    problems = space.shortfalls(needs, space.free_bytes, space.device_of)
+    if problems:
+        raise NotEnoughDisk(f"--bulk needs more disk space than there is ({when}): {'; '.join(problems)}. Free "
+                            "some, or put the import files elsewhere (--work-dir)")
 
 
 class BulkImportFailed(RuntimeError):
@@ -63,6 +86,17 @@ class Neo4jInstallation:
     @property
     def control(self) -> Path:
         return self.home / "bin" / "neo4j"
+
+    @property
+    def data(self) -> Path:
+        """Where the server keeps its stores (``server.directories.data`` of its conf; relative: to the home)."""
+        conf = self.home / "conf" / "neo4j.conf"
+        lines = conf.read_text(encoding="utf-8", errors="replace").splitlines() if conf.is_file() else []
+        for line in lines:
+            key, _, value = line.partition("=")
+            if key.strip() == "server.directories.data" and value.strip():
+                return self.home / value.strip()  # (an absolute value stays itself)
+        return self.home / "data"
 
     @classmethod
     def of(cls, clients: ClientSettings) -> Neo4jInstallation:
@@ -92,6 +126,9 @@ class Neo4jInstallation:
 class BulkReplayReport(ReplayReport):
     phases: dict[str, float] = field(default_factory=dict)  # seconds per step: read, tables, csv, stop, import, …
     counts: dict[str, int] = field(default_factory=dict)  # rows imported per label and relationship type
+    files_bytes: int = 0  # the import files' size
+    resumed_after: str | None = None  # the phase a killed rebuild of this store died in, if one had
+    store_bytes: int = 0  # the imported database's store
 
 
 def _events(clients: ClientSettings, begins: dict[int, int], ends: dict[int, int], batch_size: int,
@@ -128,73 +165,95 @@ def wait_for_neo4j(clients: ClientSettings, timeout: float = START_TIMEOUT_SECON
 
 def bulk_replay(clients: ClientSettings, *, start: str | None = "earliest", end: str | None = None,
                 allow_partial_history: bool = False, processing: ProcessorSettings = DEFAULT_PROCESSING,
-                batch_size: int = 2000, progress: Callable[[ReplayReport, int], None] | None = None,
-                work_dir: Path | None = None, spark_master: str | None = None) -> BulkReplayReport:
+                batch_size: int = 2000, phases: PhaseProgress | None = None, work_dir: Path | None = None,
+                spark_master: str | None = None, task_records: int | None = None) -> BulkReplayReport:
     """Rebuild the whole graph from the topic's ``start``..``end`` (eventTime) by an offline import (module doc).
-    ``work_dir``: where the CSV files are written (a temporary directory in it, removed after); ``spark_master``:
-    fold on Spark (``replay.bulk.spark_fold``) instead of in this process."""
+    ``phases``: where each phase's progress is shown (none: not shown); ``work_dir``: where the CSV files are
+    written (a temporary directory in it, removed after); ``spark_master``: fold on Spark
+    (``replay.bulk.spark_fold``, ``task_records`` a task) instead of in this process."""
     installation = Neo4jInstallation.of(clients)
     report = BulkReplayReport()
-    started = mark = time.monotonic()
-
-    def phase(name: str) -> None:
-        nonlocal mark
-        now = time.monotonic()
-        report.phases[name] = now - mark
-        mark = now
-
+    started = time.monotonic()
+    if phases is None:
+        phases = PhaseProgress(out=io.StringIO())
+    phases.begin("prepare")
     window = EventWindow.parse(start, end) if (start, end) != ("earliest", None) else ALL_TIME
     ahead = processing.max_event_time_ahead_seconds
-    begins, _ = offset_range(clients, start, end, ahead)
+    begins, ends = offset_range(clients, start, end, ahead)
     if not allow_partial_history:
         refuse_partial_history(clients, begins)
-    database = _default_database(clients)  # also: Neo4j answers before anything is stopped
+    records = sum(ends[p] - first for p, first in first_offsets(clients, begins).items() if p in ends)
+    work = Path(work_dir) if work_dir is not None else Path(tempfile.gettempdir())
+    check_space(space.needs_before_fold(records, work, installation.data),
+                f"at most, for the {records:,} records to read; nothing was stopped")
+    store = installation.data
+    try:
+        killed = left_by_killed_rebuild(store)
+    except RebuildRunning as exc:
+        raise BulkImportUnavailable(str(exc)) from None
+    if killed is not None:  # Neo4j may still be stopped: the name it had
+        database, report.resumed_after = killed.database, killed.phase
+    else:
+        database = _default_database(clients)  # also: Neo4j answers before anything is stopped
+    mark = RebuildMark(os.getpid(), database, "stop")
     spark = spark_session(spark_master) if spark_master else None  # started while the old graph still answers
-    phase("prepare")
     try:
         # Stopped BEFORE the end offsets are taken: a graph sink still running then either wrote before the stop
         # (an event whose raw record is below the end offsets, so in the import) or fails and retries until Neo4j
         # is back (on top of the import); nothing it writes is overwritten.
+        phases.begin("stop")
+        write_mark(store, mark)
         installation.run(installation.control, "stop", step="stop")
-        phase("stop")
         try:
             begins, ends = offset_range(clients, start, end, ahead)
             with tempfile.TemporaryDirectory(prefix="lineage-bulk-", dir=work_dir) as directory:
+                write_mark(store, mark := mark.at("fold", directory))
                 if spark is not None:
                     fold = fold_on_spark(spark, clients, begins, ends, Path(directory), processing=processing,
-                                         batch_size=batch_size, window=window)
+                                         batch_size=batch_size, window=window, phases=phases,
+                                         task_records=task_records or TASK_RECORDS)
                     files, report.counts = fold.files, fold.counts
                     for name in ("records", "written", "dead_letters", "scanned", "schema_changes"):
                         setattr(report, name, getattr(fold.report, name))
-                    phase("fold")
                 else:
+                    total = sum(ends[p] - first for p, first in first_offsets(clients, begins).items() if p in ends)
+                    phases.begin("read", total)
                     batch = graph_batch(_events(clients, begins, ends, batch_size, processing, window, report,
-                                                progress))
-                    phase("read")
+                                                lambda done, _total: phases.update(done.records)))
+                    phases.begin("tables")
                     tables = import_tables(batch)
                     del batch
                     report.counts = tables.counts()
-                    phase("tables")
+                    phases.begin("files")
                     files = write_csv(tables, Path(directory))
                     del tables
-                    phase("csv")
+                phases.end()
+                report.files_bytes = space.files_size(Path(directory))
+                check_space(space.needs_after_fold(report.files_bytes, installation.data),
+                            "for the import files written; the old graph is started again")
+                phases.begin("import")
+                write_mark(store, mark := mark.at("import"))
                 if files.nodes:  # neo4j-admin refuses an import of nothing; an empty topic is emptied below
                     installation.run(installation.admin, "database", "import", "full", *files.admin_arguments(
                         database, Path(directory) / "import.report"), step="import")
-                phase("import")
+                    report.store_bytes = space.files_size(installation.data / "databases" / database)
         finally:
-            installation.run(installation.control, "start", step="start")  # with the old graph if anything failed
+            phases.begin("start")  # with the old graph if anything failed
+            write_mark(store, mark.at("start"))
+            installation.run(installation.control, "start", step="start")
             wait_for_neo4j(clients)
-            phase("start")
+            remove_mark(store)
     finally:
         if spark is not None:
             spark.stop()
+    phases.begin("indexes")
     with driver_for(clients) as driver:
         if not report.counts or not any(report.counts.values()):
             wipe(driver)  # nothing was imported: the rebuilt graph of an empty topic is an empty graph
         ensure_constraints(driver)
         # the indexes are built in the background: the rebuild is done when they are online
         driver.execute_query("CALL db.awaitIndexes(600)")
-    phase("constraints")
+    phases.end()
+    report.phases = dict(phases.seconds)
     report.seconds = time.monotonic() - started
     return report

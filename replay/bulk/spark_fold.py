@@ -1,9 +1,10 @@
 """The bulk rebuild's fold on PySpark (``lineage replay --fresh --bulk --engine spark``): the topic → neo4j-admin CSV
 files, in parallel, written by the executors.
 
-Each topic partition's offset range is one task, which reads it with confluent-kafka and runs the processor's pure
-core (decode, validate, dedupe, reorder, normalize: ``replay.local.normalized_ranges``, as every replay does; a
-run's events share a key, hence a partition) and folds the events into one ``GraphBatch``. Its rows go into a
+Each topic partition's offset range is cut into ranges of at most ``TASK_RECORDS``, one task each, which reads its
+range with confluent-kafka and runs the processor's pure core (decode, validate, normalize:
+``replay.local.normalized_ranges``, as every replay does; a record's normalization needs no other record) and folds
+the events into ``GraphBatch`` slices (``graph_batches``: memory bounded by the slice). Their rows go into a
 shuffle keyed by (row kind, identity) and are merged there by the model's own rules (``graph.batch.merge_rows``:
 commutative, associative, idempotent, so any split and order gives the rows one process would build). What the
 statements derive from other rows is derived by key as well: a job's latest run (its ``of_job`` rows joined with the
@@ -16,16 +17,19 @@ row counts, the record counts and the schema histories (the driver finds the cha
 
 from __future__ import annotations
 
+import io
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kafka_lineage.graph.batch import merge_rows, row_identity
-from kafka_lineage.graph.events import graph_batch
+from kafka_lineage.graph.events import graph_batches
 from kafka_lineage.processors.settings import ProcessorSettings
+from kafka_lineage.replay.bulk.progress import PhaseProgress
 from kafka_lineage.replay.bulk.tables import (
     ARRAY_DELIMITERS,
     NODES,
@@ -44,7 +48,7 @@ from kafka_lineage.replay.bulk.tables import (
     run_sort_key,
 )
 from kafka_lineage.replay.drift import ReplayDrift
-from kafka_lineage.replay.local import ALL_TIME, EventWindow, ReplayReport, normalized_ranges
+from kafka_lineage.replay.local import ALL_TIME, EventWindow, ReplayReport, first_offsets, normalized_ranges
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.gc_tuning import tune_gc
 
@@ -54,6 +58,10 @@ _COUNTS = ("records", "written", "dead_letters", "scanned")
 _NODE_SPECS = {spec.kind: spec for spec in NODES}
 _REL_SPECS = {rel.kind: rel for rel in RELATIONSHIPS}
 _NAMES_SUFFIX = "_names"
+# Records one task reads and folds into one batch before its rows go to the shuffle: a task's memory is bounded by
+# this, not by a partition's size, and a topic partition of many records is several tasks (both cores busy, and a
+# progress bar that moves). Larger tasks repeat fewer rows: every run of a job in a task shares its datasets' rows.
+TASK_RECORDS = 50_000
 
 Keyed = tuple[tuple[str, Any], tuple[str, Any]]  # ((kind, identity), (kind, row)): the kind travels with the value
 Record = tuple[str, str, list[Any]]  # (nodes | relationships, label or type, the CSV record's values)
@@ -68,7 +76,8 @@ class SparkFold:
 
 
 def fold_task(clients: ClientSettings, processing: ProcessorSettings, batch_size: int,
-              ranges: Iterable[tuple[int, int, int]], window: EventWindow = ALL_TIME) -> Iterator[Keyed]:
+              ranges: Iterable[tuple[int, int, int]], window: EventWindow = ALL_TIME,
+              slice_events: int = TASK_RECORDS) -> Iterator[Keyed]:
     """One task: its partitions' ``(partition, first offset, end offset)`` ranges → their batch's rows, keyed by
     (kind, identity), and the task's counts."""
     ranges = list(ranges)
@@ -77,23 +86,32 @@ def fold_task(clients: ClientSettings, processing: ProcessorSettings, batch_size
     written = dead_letters = 0
     if ranges:
         tune_gc()
-        events: list[dict[str, Any]] = []
-        for batch_events, output in normalized_ranges(
-                clients, {p: first for p, first, _ in ranges}, {p: end for p, _, end in ranges},
-                batch_size=batch_size, report=report, processing=processing, window=window, drift=drift):
-            events.extend(batch_events)
-            dead_letters += len(output.dead_letters)
-        written = len(events)
-        batch = graph_batch(events)
-        del events
-        check_batch(batch)  # a kind or column the import does not map fails the job here, before anything is written
-        for kind, rows in batch.rows.items():
-            for row in rows:
-                yield (kind, row_identity(kind, row)), (kind, row)
+
+        def events() -> Iterator[dict[str, Any]]:
+            nonlocal written, dead_letters
+            for batch_events, output in normalized_ranges(
+                    clients, {p: first for p, first, _ in ranges}, {p: end for p, _, end in ranges},
+                    batch_size=batch_size, report=report, processing=processing, window=window, drift=drift):
+                written += len(batch_events)
+                dead_letters += len(output.dead_letters)
+                yield from batch_events
+
+        for batch in graph_batches(events(), slice_events):  # merged in the shuffle, which spills to disk
+            check_batch(batch)  # a kind or column the import does not map fails the job here, before any file
+            for kind, rows in batch.rows.items():
+                for row in rows:
+                    yield (kind, row_identity(kind, row)), (kind, row)
     counts = dict(zip(_COUNTS, (report.records, written, dead_letters, report.scanned), strict=True))
     yield (_REPORT, 0), (_REPORT, counts)
     if ranges:
-        yield (_DRIFT, ranges[0][0]), (_DRIFT, drift.kept())
+        yield (_DRIFT, ranges[0][:2]), (_DRIFT, drift.kept())  # one per task: never combined
+
+
+def task_ranges(firsts: dict[int, int], ends: dict[int, int], records: int) -> list[tuple[int, int, int]]:
+    """Each partition's ``firsts``..``ends`` in ranges of at most ``records`` offsets, one task each (a record's
+    normalization needs no other record, and the tasks' rows merge in any split)."""
+    return [(p, first, min(first + records, ends[p])) for p in sorted(ends)
+            for first in range(firsts[p], ends[p], records)]
 
 
 def _combine(first: tuple[str, Any], second: tuple[str, Any]) -> tuple[str, Any]:
@@ -180,22 +198,67 @@ def spark_session(master: str) -> Any:
             .getOrCreate())
 
 
+class _FoldWatch:
+    """Shows the fold's progress from the driver: Spark's status tracker counts the finished tasks of the stage
+    that reads and folds (one task per range; a task's records are counted when it ends), and the merge phase
+    begins when that stage is done (the shuffle's reduce side)."""
+
+    GROUP = "lineage-bulk-fold"
+
+    def __init__(self, context: Any, ranges: list[tuple[int, int, int]], phases: PhaseProgress) -> None:
+        self.context, self.phases = context, phases
+        self.sizes = [end - first for _, first, end in ranges]
+        self.stop, self.merging = threading.Event(), False
+        self.thread = threading.Thread(target=self._watch, name="bulk-fold-watch", daemon=True)
+
+    def __enter__(self) -> _FoldWatch:
+        self.context.setJobGroup(self.GROUP, "lineage bulk rebuild: fold")
+        self.phases.begin("fold", sum(self.sizes))
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop.set()
+        self.thread.join()
+        if not self.merging:  # done between two looks (a small topic): the fold's time holds the merge's
+            self.phases.update(sum(self.sizes))
+            self.phases.begin("merge")
+
+    def _watch(self) -> None:
+        tracker = self.context.statusTracker()
+        while not self.stop.wait(1.0) and not self.merging:
+            stages = [tracker.getStageInfo(stage) for job in tracker.getJobIdsForGroup(self.GROUP)
+                      for stage in (tracker.getJobInfo(job).stageIds if tracker.getJobInfo(job) else ())]
+            folding = [stage for stage in stages if stage is not None and stage.numTasks == len(self.sizes)]
+            if not folding:
+                continue
+            done = min(folding, key=lambda stage: stage.stageId).numCompletedTasks  # (then the shuffle's reduce)
+            self.phases.update(sum(sorted(self.sizes)[:done]))  # (which tasks ended is not known: the smallest)
+            if done == len(self.sizes):
+                self.phases.begin("merge")
+                self.merging = True
+
+
 def fold_on_spark(spark: Any, clients: ClientSettings, begins: dict[int, int], ends: dict[int, int],
                   directory: Path, *, processing: ProcessorSettings, batch_size: int = 2000,
-                  window: EventWindow = ALL_TIME) -> SparkFold:
-    """The import's CSV files for the topic's ``begins``..``ends`` under ``directory`` (module doc)."""
+                  window: EventWindow = ALL_TIME, phases: PhaseProgress | None = None,
+                  task_records: int = TASK_RECORDS) -> SparkFold:
+    """The import's CSV files for the topic's ``begins``..``ends`` under ``directory`` (module doc), read and folded
+    in tasks of at most ``task_records``; ``phases``: where the fold, merge and files phases show their progress."""
     from pyspark import StorageLevel
 
     context = spark.sparkContext
-    ranges = [(p, begins[p], ends[p]) for p in sorted(ends)]
+    ranges = task_ranges(first_offsets(clients, {p: begins[p] for p in ends}), ends, task_records)
+    phases = phases or PhaseProgress(out=io.StringIO())
 
     def task(partition_ranges: Iterable[tuple[int, int, int]]) -> Iterator[Keyed]:
-        return fold_task(clients, processing, batch_size, partition_ranges, window)
+        return fold_task(clients, processing, batch_size, partition_ranges, window, task_records)
 
     merged = (context.parallelize(ranges, max(len(ranges), 1)).mapPartitions(task)
               .reduceByKey(_combine).persist(StorageLevel.MEMORY_AND_DISK))
     try:
-        totals_row = merged.filter(lambda item: item[0][0] == _REPORT).values().collect()
+        with _FoldWatch(context, ranges, phases):
+            totals_row = merged.filter(lambda item: item[0][0] == _REPORT).values().collect()
         counts = totals_row[0][1] if totals_row else dict.fromkeys(_COUNTS, 0)
         drift = ReplayDrift(processing.schema_history_limit)  # merged in any order: the same changes
         for _, kept in merged.filter(lambda item: item[0][0] == _DRIFT).values().collect():
@@ -214,6 +277,7 @@ def fold_on_spark(spark: Any, clients: ClientSettings, begins: dict[int, int], e
                  .map(_node_part).union(latest).union(totals).groupByKey().flatMap(_node_record))
         relationships = merged.filter(lambda item: item[0][0] in _REL_SPECS).map(_relationship_record)
         records = nodes.union(relationships).persist(StorageLevel.MEMORY_AND_DISK)
+        phases.begin("files")
         try:
             used = set(records.flatMap(_delimiters_in).distinct().collect())
             delimiter = next((candidate for candidate in ARRAY_DELIMITERS if candidate not in used), None)

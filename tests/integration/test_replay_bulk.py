@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +21,8 @@ from kafka_lineage.graph.driver import driver_for, graph_fingerprint
 from kafka_lineage.graph.fingerprint import fingerprint
 from kafka_lineage.graph.statements import CONSTRAINTS
 from kafka_lineage.producers.client.publisher import EventPublisher
+from kafka_lineage.replay.bulk.importer import Neo4jInstallation
+from kafka_lineage.replay.bulk.mark import read_mark
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import prepare_pipeline
 from kafka_lineage_devtools.bench_events import run_pairs
@@ -89,12 +96,18 @@ def test_bulk_replay_builds_the_graph_the_live_replay_builds_in_one_process_and_
         live_fingerprint, live_graph = graph_fingerprint(driver), graph_dump(driver)
     assert len(live_graph["nodes"]) > 1000 and any('"Partition"' in node for node in live_graph["nodes"])
 
-    # folded in this process, then on Spark (two executor threads, one task per topic partition, rows merged in a
-    # shuffle): the same graph each time
-    for engine in (("--engine", "local"), ("--engine", "spark", "--spark-master", "local[2]")):
+    # folded in this process, then on Spark (two executor threads, each topic partition cut into tasks of at most
+    # 20 records, rows merged in a shuffle): the same graph each time
+    for engine in (("--engine", "local"),
+                   ("--engine", "spark", "--spark-master", "local[2]", "--task-records", "20")):
         bulk = lineage("replay", "--fresh", "--yes", "--bulk", *engine, env=bulk_env)
         assert "310 events written" in bulk.stdout
         assert changes in bulk.stdout.splitlines(), engine  # the records' schema change, found alike
+        ended = [line.split("\033[K")[-1].split(":")[0] for line in bulk.stderr.splitlines() if "\033[K" in line]
+        folding = ["read", "tables", "files"] if engine[1] == "local" else ["fold", "merge", "files"]
+        assert [phase for phase in ended if phase in {"prepare", "stop", "import", "start", "indexes", *folding}] \
+            == ["prepare", "stop", *folding, "import", "start", "indexes"], (engine, bulk.stderr[-2000:])
+        assert "import files " in bulk.stdout and "seconds per phase: prepare" in bulk.stdout
         with driver_for(clients) as driver:
             bulk_fingerprint, bulk_graph = graph_fingerprint(driver), graph_dump(driver)
         assert bulk_fingerprint == live_fingerprint, engine
@@ -107,6 +120,35 @@ def test_bulk_replay_builds_the_graph_the_live_replay_builds_in_one_process_and_
     with driver_for(clients) as driver:
         assert graph_fingerprint(driver) == live_fingerprint
         assert graph_dump(driver)["nodes"] == live_graph["nodes"]
+
+
+def test_a_rebuild_killed_while_neo4j_is_stopped_is_started_again(clients: ClientSettings,
+                                                                   bulk_env: dict[str, str]):
+    """SIGKILL in the fold, Neo4j stopped: the next rebuild finds the mark, starts over, and builds the graph."""
+    lineage("replay", "--fresh", "--yes", "--bulk", env=bulk_env)
+    with driver_for(clients) as driver:
+        expected = graph_fingerprint(driver)
+    store = Neo4jInstallation(Path(bulk_env["LINEAGE_NEO4J_HOME"])).data
+    rebuild = subprocess.Popen(
+        [sys.executable, "-m", "kafka_lineage.app.cli", "replay", "--fresh", "--yes", "--bulk", "--engine", "spark",
+         "--spark-master", "local[1]", "--task-records", "5"], env={**os.environ, **bulk_env},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while (mark := read_mark(store)) is None or mark.phase != "fold":
+            assert rebuild.poll() is None, f"the rebuild ended (exit {rebuild.returncode}) before it folded"
+            assert time.monotonic() < deadline, "the rebuild did not reach its fold"
+            time.sleep(0.05)
+    finally:
+        os.killpg(rebuild.pid, signal.SIGKILL)
+        rebuild.wait()
+    assert mark.directory is not None and Path(mark.directory).exists()
+
+    again = lineage("replay", "--fresh", "--yes", "--bulk", env=bulk_env)
+    assert "a rebuild killed in its fold phase had left its mark: this one started over" in again.stdout
+    assert read_mark(store) is None and not Path(mark.directory).exists()
+    with driver_for(clients) as driver:
+        assert graph_fingerprint(driver) == expected
 
 
 @pytest.mark.parametrize("override, says", [

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from kafka_lineage.replay.bulk.importer import BulkImportFailed, BulkImportUnavailable, Neo4jInstallation
+from kafka_lineage.replay.bulk import space
+from kafka_lineage.replay.bulk.importer import (
+    BulkImportFailed,
+    BulkImportUnavailable,
+    Neo4jInstallation,
+    NotEnoughDisk,
+    check_space,
+)
 from kafka_lineage.runtime.config import ClientSettings
 
 
@@ -50,3 +57,49 @@ def test_a_failing_tool_says_which_step_and_what_it_said(tmp_path):
     with pytest.raises(BulkImportFailed, match="import: neo4j-admin exited 70: Invalid value for --nodes"):
         found.run(found.admin, "database", "import", "full", step="import")
     assert found.run(found.control, "stop", step="stop") == ""
+
+
+def test_the_store_directory_is_read_from_the_servers_conf(tmp_path):
+    home = installation(tmp_path)
+    assert Neo4jInstallation(home).data == home / "data"  # no conf: Neo4j's default
+    (home / "conf").mkdir()
+    (home / "conf" / "neo4j.conf").write_text("# stores\nserver.directories.logs=/var/log/neo4j\n"
+                                              "server.directories.data=/srv/neo4j/data\n")
+    assert Neo4jInstallation(home).data == Path("/srv/neo4j/data")
+    (home / "conf" / "neo4j.conf").write_text("server.directories.data = stores\n")
+    assert Neo4jInstallation(home).data == home / "stores"
+
+
+GIB = 1024 ** 3
+
+
+def test_needs_on_one_filesystem_add_up_and_a_shortfall_names_each_need():
+    needs = space.needs_before_fold(200_000, Path("/work"), Path("/neo4j/data"))  # 1 GB of files, 2 GB of store
+    assert space.shortfalls(needs, free=lambda _: 4 * GIB, device=lambda _: 1) == []
+    problems = space.shortfalls(needs, free=lambda _: 3 * GIB, device=lambda _: 1)  # 3 GB + headroom > 3 GiB
+    assert len(problems) == 1
+    assert "for the import files in /work" in problems[0] and "for the new store in /neo4j/data" in problems[0]
+    assert "only 3.0 GiB free" in problems[0]
+
+
+def test_needs_on_separate_filesystems_are_checked_each_against_its_own_free_space():
+    needs = space.needs_before_fold(200_000, Path("/work"), Path("/neo4j/data"))
+    devices = {Path("/work"): 1, Path("/neo4j/data"): 2}
+    free = {Path("/work"): 2 * GIB, Path("/neo4j/data"): 2 * GIB}
+    problems = space.shortfalls(needs, free=free.__getitem__, device=devices.__getitem__)
+    assert len(problems) == 1 and "new store" in problems[0] and "import files" not in problems[0]
+
+
+def test_a_directory_not_made_yet_is_measured_on_its_nearest_parent(tmp_path):
+    assert space.existing(tmp_path / "not" / "yet") == tmp_path
+    assert space.free_bytes(tmp_path / "not" / "yet") > 0
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "nodes.csv").write_bytes(b"x" * 1000)
+    assert space.files_size(tmp_path) == 1000
+
+
+def test_not_enough_disk_is_refused_before_anything_is_touched(tmp_path):
+    with pytest.raises(NotEnoughDisk, match=r"--bulk needs more disk space than there is \(now\).*--work-dir"):
+        check_space([space.Need("the import files", tmp_path, 1 << 60)], "now")
+    check_space([space.Need("the import files", tmp_path, 1)], "now")  # fits: nothing raised
+    assert issubclass(NotEnoughDisk, BulkImportUnavailable)  # `lineage replay` exits 3, nothing stopped
