@@ -195,6 +195,7 @@ def spark_session(master: str) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # local executors must import this package too
     return (SparkSession.builder.master(master).appName("lineage-bulk-rebuild")
             .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")  # the rebuild shows its own, per phase
             .getOrCreate())
 
 
