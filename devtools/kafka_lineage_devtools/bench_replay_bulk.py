@@ -11,6 +11,7 @@ import contextlib
 import os
 import threading
 import uuid
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from kafka_lineage.replay.bulk.importer import bulk_replay
 from kafka_lineage.replay.local import replay, wipe
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import prepare_pipeline
-from kafka_lineage_devtools.bench_events import run_pairs
+from kafka_lineage_devtools.bench_events import encoded_run_pairs
 from kafka_lineage_devtools.stack.config import StackSettings
 from kafka_lineage_devtools.stack.services import SERVICES_BY_NAME
 
@@ -44,10 +45,10 @@ def fill_topic(settings: ClientSettings, count: int, shape: str = "realistic") -
     namespace = f"bench-replay-bulk-{uuid.uuid4().hex[:6]}"
     prepare_pipeline(local, 6)
     publisher = EventPublisher.from_settings(local, local.events_topic)
-    try:  # in chunks: a million events at once would not fit in memory (each chunk: new runs of the same jobs)
-        for first in range(0, count, FILL_CHUNK):
-            events = run_pairs(min(FILL_CHUNK, count - first), shape, namespace=namespace)
-            publisher.send([publisher.encode(event) for event in events]).result(600)
+    try:  # in chunks: a million records at once would not fit in memory
+        records = encoded_run_pairs(publisher.encode, count, namespace, shape)
+        while chunk := list(islice(records, FILL_CHUNK)):
+            publisher.send(chunk).result(600)
     finally:
         publisher.close()
     return local

@@ -68,3 +68,29 @@ def test_budget_rows_sort_by_cost_and_give_the_ceiling_on_the_cores() -> None:
     assert rows[0]["share"] == 0.75 and rows[0]["events_per_s_per_core"] == pytest.approx(1e6 / 300)
     assert rows[-1]["ceiling_events_per_s"] == pytest.approx(2e6 / 400)
     assert "5,000 events/s" in cpu_budget.format_budget(rows, 2)
+
+
+def test_encoded_run_pairs_decode_to_valid_pairs_of_distinct_runs() -> None:
+    from kafka_lineage.schemas.avro_schemas import schema_text
+    from kafka_lineage.schemas.openlineage import FacetCache, event_to_record, partition_key, record_to_event
+    from kafka_lineage.schemas.wire import AvroCodec
+
+    codec = AvroCodec("openlineage_event", lambda _id: schema_text("openlineage_event"))
+
+    def encode(event: dict) -> tuple[bytes, bytes]:
+        validate_event(event)
+        return partition_key(event).encode(), codec.encode(event_to_record(event), 1)
+
+    records = list(bench_events.encoded_run_pairs(encode, 301, "bench-ns"))
+    events = [record_to_event(codec.decode(value), FacetCache()) for _, value in records]
+    assert len(events) == 301
+    for (key, _), event in zip(records, events, strict=True):
+        validate_event(event)
+        assert key == partition_key(event).encode()
+        assert event["job"]["namespace"] == "bench-ns"
+    starts, completes = events[0::2], events[1::2]
+    assert [e["run"]["runId"] for e in starts[:150]] == [e["run"]["runId"] for e in completes]
+    assert len({e["run"]["runId"] for e in starts}) == 151
+    assert all(e["eventTime"] < c["eventTime"] for e, c in zip(starts, completes, strict=False))
+    rows = {c["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] for c in completes}
+    assert len(rows) > 100 and all(10**11 <= count < 10**12 for count in rows)
