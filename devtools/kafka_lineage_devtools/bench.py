@@ -162,13 +162,6 @@ def run_pairs(count: int) -> list[dict[str, Any]]:
     return bench_events.run_pairs(count, EVENT_SHAPE)
 
 
-def _rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def _drain_normalized(settings: ClientSettings, topic: str, count: int, timeout: float
                       ) -> list[tuple[float, float]]:
     """Wait for ``count`` normalized records: (producedAt in epoch ms, added latency processedAt - producedAt in ms).
@@ -222,7 +215,7 @@ def bench_processor_workers(settings: ClientSettings, workers: int, count: int) 
         latencies = [latency for produced, latency in
                      _drain_normalized(settings, env["LINEAGE_NORMALIZED_TOPIC"], count + len(steady), 120)
                      if produced >= steady_from]
-        memory = [_rss_mib(child.process.pid) for child in children]
+        memory = [cpu_budget.resident_mib([child.process.pid]) for child in children]
     return {"workers": workers, "events": len(backlog), "events_per_s": len(backlog) / elapsed,
             "latency_ms_at_500_per_s": {"p50": _percentile(latencies, 0.5), "p99": _percentile(latencies, 0.99)},
             "rss_mib": memory, "bare_faust": bare_faust(env["LINEAGE_EVENTS_TOPIC"], count)}
@@ -273,7 +266,7 @@ def run_memory_bench(count: int, output: Path, ttl_seconds: float = 60.0, chunk:
                 wait_until(lambda sent=sent: sum(end_offsets(watcher, normalized).values()) >= sent, 600,
                            interval=0.5, what=f"the worker's output of {sent:,} events")
                 samples.append({"events": sent, "seconds": time.perf_counter() - started,
-                                "rss_mib": _rss_mib(child.process.pid)})
+                                "rss_mib": cpu_budget.resident_mib([child.process.pid])})
         finally:
             publisher.close()
             watcher.close()

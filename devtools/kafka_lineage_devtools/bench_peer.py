@@ -38,6 +38,7 @@ from typing import Any
 import requests
 
 from kafka_lineage_devtools import bench_events
+from kafka_lineage_devtools.cpu_budget import resident_mib
 
 MARQUEZ_VERSION = "0.51.1"
 MARQUEZ_GROUP = "io.github.marquezproject"
@@ -419,18 +420,6 @@ def format_peer(result: dict[str, Any]) -> str:
 # Measuring
 
 
-def _rss_mib(pids: Sequence[int | None]) -> float:
-    total = 0
-    for pid in pids:
-        if pid is None:
-            continue
-        with contextlib.suppress(OSError):
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-    return total / 1024
-
-
 def post_each(url: str, events: list[dict[str, Any]], clients: int = CLIENTS, batch: int = 1,
               retried: list[int] | None = None) -> float:
     """POST the events to ``url`` ``batch`` per request (one bare event when 1) from ``clients`` keep-alive
@@ -610,12 +599,12 @@ def _run_peer_bench(count: int, output: Path, source: Path | None = None) -> dic
 
         app = [collector.process.pid, processor.process.pid, sink.process.pid, server.process.pid]
         storage = [stack.running_pid(name) for name in ("kafka", "registry", "neo4j")]
-        ours["rss_mib"] = {"app": _rss_mib(app), "total": _rss_mib(app + storage),
-                           "storage": {name: _rss_mib([pid]) for name, pid in
+        ours["rss_mib"] = {"app": resident_mib(app), "total": resident_mib(app + storage),
+                           "storage": {name: resident_mib([pid]) for name, pid in
                                        zip(("kafka", "registry", "neo4j"), storage, strict=True)}}
         pg = _postgres_pids(postgres["data"])
-        theirs["rss_mib"] = {"app": _rss_mib([marquez["pid"]]), "total": _rss_mib([marquez["pid"], *pg]),
-                             "storage": {"postgres": _rss_mib(pg)}}
+        theirs["rss_mib"] = {"app": resident_mib([marquez["pid"]]), "total": resident_mib([marquez["pid"], *pg]),
+                             "storage": {"postgres": resident_mib(pg)}}
         theirs["postgres_processes"] = len(pg)
     result = {"bench": "peer", "at": datetime.now(UTC).isoformat(),
               "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},

@@ -30,7 +30,7 @@ from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import prepare_pipeline
 from kafka_lineage_devtools.bench import bare_faust
 from kafka_lineage_devtools.bench_events import mean_bytes, run_pairs
-from kafka_lineage_devtools.cpu_budget import process_cpu_seconds
+from kafka_lineage_devtools.cpu_budget import process_cpu_seconds, resident_mib
 from kafka_lineage_devtools.processes import check_children, pipeline_env, processor_process
 
 PARTITIONS = 6
@@ -83,7 +83,7 @@ def bench_processor_realistic(settings: ClientSettings, count: int, workers: int
         if recorder is not None:
             recorder.send_signal(signal.SIGINT)  # py-spy writes its output on an interrupt (not on SIGTERM)
             recorder.wait(60)
-        rss = [_rss_mib(child.process.pid) for child in children]
+        rss = [resident_mib([child.process.pid]) for child in children]
     ceiling = bare_faust(env["LINEAGE_EVENTS_TOPIC"], len(records)) if faust_ceiling else None
     first, last = times[0], times[-1]
     # The group's start (join, table recovery) can trickle the first outputs: the steady rate leaves out the
@@ -127,13 +127,6 @@ def _drain(clients: ClientSettings, count: int, timeout: float) -> list[float]:
     if len(times) < 2:
         raise RuntimeError(f"the workers wrote {len(times)} of {count} outputs within {timeout:.0f} s")
     return sorted(times)[:count]  # (a rebalance on a loaded machine can repeat a batch: at-least-once)
-
-
-def _rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -7,12 +7,10 @@ The bulk import replaces the stack's whole graph: run it on a bench stack only.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import uuid
 from itertools import islice
-from pathlib import Path
 from typing import Any
 
 from kafka_lineage.graph.driver import driver_for, graph_fingerprint
@@ -22,6 +20,7 @@ from kafka_lineage.replay.local import replay, wipe
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import prepare_pipeline
 from kafka_lineage_devtools.bench_events import encoded_run_pairs
+from kafka_lineage_devtools.cpu_budget import process_tree, resident_mib
 from kafka_lineage_devtools.stack.config import StackSettings
 from kafka_lineage_devtools.stack.services import SERVICES_BY_NAME
 
@@ -73,26 +72,7 @@ class PeakMemory:
 
     def _sample(self) -> None:
         while not self._stop.wait(self.interval):
-            self.peak = max(self.peak, _tree_rss(os.getpid()))
-
-
-def _tree_rss(root: int) -> int:
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-    tree, frontier = {root}, [root]
-    while frontier:
-        children = [pid for pid, parent in parents.items() if parent in frontier and pid not in tree]
-        tree.update(children)
-        frontier = children
-    total = 0
-    for pid in tree:
-        with contextlib.suppress(OSError, ValueError):
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
-    return total
+            self.peak = max(self.peak, int(resident_mib(process_tree(os.getpid())) * 1024 ** 2))
 
 
 def bench_bulk_replay(settings: ClientSettings, count: int, shape: str = "realistic",

@@ -55,6 +55,19 @@ def process_tree(pid: int, tree: Mapping[int, list[int]] | None = None) -> list[
     return found
 
 
+def resident_mib(pids: Iterable[int | None]) -> float:
+    """Resident memory of these processes together, in MiB (gone or unknown ones count 0)."""
+    kib = 0
+    for pid in pids:
+        if pid is None:
+            continue
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    kib += int(line.split()[1])
+    return kib / 1024
+
+
 def cpu_seconds(pids: Mapping[str, int | Sequence[int] | None], alone: frozenset[str] = frozenset()
                 ) -> dict[str, float]:
     """CPU seconds so far of each named component: one process tree or several (a component with more than one

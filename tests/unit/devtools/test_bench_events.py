@@ -94,3 +94,10 @@ def test_encoded_run_pairs_decode_to_valid_pairs_of_distinct_runs() -> None:
     assert all(e["eventTime"] < c["eventTime"] for e, c in zip(starts, completes, strict=False))
     rows = {c["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] for c in completes}
     assert len(rows) > 100 and all(10**11 <= count < 10**12 for count in rows)
+
+
+def test_resident_memory_sums_the_processes_and_counts_gone_ones_as_nothing() -> None:
+    own = cpu_budget.resident_mib([os.getpid()])
+    assert own > 10
+    assert cpu_budget.resident_mib([None, 2**22 + 12345]) == 0  # above pid_max: no such process
+    assert cpu_budget.resident_mib(cpu_budget.process_tree(os.getpid())) >= own
