@@ -143,6 +143,11 @@ def _events(clients: ClientSettings, begins: dict[int, int], ends: dict[int, int
             yield from events
 
 
+def _record_count(clients: ClientSettings, begins: dict[int, int], ends: dict[int, int]) -> int:
+    """Records between the first offsets (``OFFSET_BEGINNING`` resolved) and the end offsets."""
+    return sum(ends[p] - first for p, first in first_offsets(clients, begins).items() if p in ends)
+
+
 def _default_database(clients: ClientSettings) -> str:
     with driver_for(clients) as driver:
         records, _, _ = driver.execute_query("SHOW DEFAULT DATABASE YIELD name", database_="system")
@@ -182,7 +187,7 @@ def bulk_replay(clients: ClientSettings, *, start: str | None = "earliest", end:
     begins, ends = offset_range(clients, start, end, ahead)
     if not allow_partial_history:
         refuse_partial_history(clients, begins)
-    records = sum(ends[p] - first for p, first in first_offsets(clients, begins).items() if p in ends)
+    records = _record_count(clients, begins, ends)
     work = Path(work_dir) if work_dir is not None else Path(tempfile.gettempdir())
     check_space(space.needs_before_fold(records, work, installation.data),
                 f"at most, for the {records:,} records to read; nothing was stopped")
@@ -216,8 +221,7 @@ def bulk_replay(clients: ClientSettings, *, start: str | None = "earliest", end:
                     for name in ("records", "written", "dead_letters", "scanned", "schema_changes"):
                         setattr(report, name, getattr(fold.report, name))
                 else:
-                    total = sum(ends[p] - first for p, first in first_offsets(clients, begins).items() if p in ends)
-                    phases.begin("read", total)
+                    phases.begin("read", _record_count(clients, begins, ends))
                     batch = graph_batch(_events(clients, begins, ends, batch_size, processing, window, report,
                                                 lambda done, _total: phases.update(done.records)))
                     phases.begin("tables")
