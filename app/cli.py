@@ -489,6 +489,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"import files {report.files_bytes / 1024 ** 2:,.0f} MiB, imported store "
               f"{report.store_bytes / 1024 ** 2:,.0f} MiB; seconds per phase: "
               + ", ".join(f"{name} {seconds:.1f}" for name, seconds in report.phases.items()))
+        ends = report.coverage.ends
+        print(f"the live graph sink takes over at {report.coverage.topic} offsets "
+              + (", ".join(f"{partition}:{ends[partition]}" for partition in sorted(ends)) or "(none)")
+              + f" (rebuild {report.coverage.rebuild}): it leaves out every record below them")
     breaking = sum(1 for change in report.schema_changes if change.severity == "BREAKING")
     print(f"schema changes by event time: {len(report.schema_changes)} ({breaking} breaking)")
     if args.schema_changes:

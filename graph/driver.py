@@ -7,6 +7,7 @@ from typing import Any
 
 from neo4j import Driver, GraphDatabase
 
+from kafka_lineage.graph.coverage import READ_QUERY, Coverage, CoverageChanged, coverage_from
 from kafka_lineage.graph.events import graph_batch
 from kafka_lineage.graph.fingerprint import FINGERPRINT_QUERIES, PARTITION_FINGERPRINT_QUERIES, fingerprint
 from kafka_lineage.graph.statements import BACKFILL, CONSTRAINTS, statements
@@ -39,11 +40,24 @@ def write_events(driver: Driver, events: list[dict[str, Any]]) -> None:
     write_statements(driver, statements(graph_batch(events)))
 
 
-def write_statements(driver: Driver, work: list[tuple[str, dict[str, Any]]]) -> None:
+def read_coverage(driver: Driver) -> Coverage:
+    """The graph's rebuild coverage (``graph.coverage``)."""
+    records, _, _ = driver.execute_query(READ_QUERY)
+    return coverage_from([record.data() for record in records])
+
+
+def write_statements(driver: Driver, work: list[tuple[str, dict[str, Any]]], expected: Coverage | None = None
+                     ) -> None:
     """Run prepared ``graph.statements.statements`` in one write transaction (a thread may do this while the caller
-    prepares the next batch: the driver waits on the socket without holding the GIL)."""
+    prepares the next batch: the driver waits on the socket without holding the GIL). ``expected``: the rebuild
+    coverage the batch was filtered with; the transaction first reads the graph's own and, if it is another, writes
+    nothing and raises ``CoverageChanged`` with it."""
 
     def transaction(tx: Any) -> None:
+        if expected is not None:
+            found = coverage_from([record.data() for record in tx.run(READ_QUERY)])
+            if found.rebuild != expected.rebuild:
+                raise CoverageChanged(found)
         for query, parameters in work:
             if parameters.get("rows") != []:  # a statement whose rows all went with another (schema fields)
                 tx.run(query, parameters).consume()

@@ -138,6 +138,14 @@ def offset_range(clients: ClientSettings, start: str | None, end: str | None,
     ``--from``..``--to``: from the first record at or after ``--from`` minus ``ahead_seconds`` (by record timestamp)
     to the end offsets now. A first offset may be ``OFFSET_BEGINNING``; partitions with nothing to read are left
     out."""
+    begins, ends, _ = offset_bounds(clients, start, end, ahead_seconds)
+    return begins, ends
+
+
+def offset_bounds(clients: ClientSettings, start: str | None, end: str | None,
+                  ahead_seconds: float = DEFAULT_AHEAD_SECONDS
+                  ) -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
+    """``offset_range`` and the end offsets of every partition it was taken from (those with nothing to read too)."""
     from_ms = parse_moment(start, "--from")
     parse_moment(end, "--to")  # checked here too: a bad --to fails before anything is read
     if from_ms is not None:
@@ -151,7 +159,7 @@ def offset_range(clients: ClientSettings, start: str | None, end: str | None,
     finally:
         consumer.close()
     wanted = {p for p in ends if ends[p] > max(begins[p], 0)}
-    return {p: begins[p] for p in wanted}, {p: ends[p] for p in wanted}
+    return {p: begins[p] for p in wanted}, {p: ends[p] for p in wanted}, ends
 
 
 def replay_core(clients: ClientSettings, settings: ProcessorSettings) -> ProcessorCore:

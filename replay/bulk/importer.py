@@ -16,6 +16,7 @@ import os
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,7 @@ from urllib.parse import urlsplit
 
 from neo4j.exceptions import Neo4jError, ServiceUnavailable
 
+from kafka_lineage.graph.coverage import NO_COVERAGE, Coverage
 from kafka_lineage.graph.driver import driver_for, ensure_constraints
 from kafka_lineage.graph.events import graph_batch
 from kafka_lineage.processors.settings import ProcessorSettings
@@ -37,7 +39,7 @@ from kafka_lineage.replay.bulk.mark import (
 )
 from kafka_lineage.replay.bulk.progress import PhaseProgress
 from kafka_lineage.replay.bulk.spark_fold import TASK_RECORDS, fold_on_spark, spark_session
-from kafka_lineage.replay.bulk.tables import import_tables, write_csv
+from kafka_lineage.replay.bulk.tables import import_tables, with_coverage, write_csv
 from kafka_lineage.replay.local import (
     ALL_TIME,
     DEFAULT_PROCESSING,
@@ -45,9 +47,9 @@ from kafka_lineage.replay.local import (
     ReplayReport,
     first_offsets,
     normalized_ranges,
+    offset_bounds,
     offset_range,
     refuse_partial_history,
-    wipe,
 )
 from kafka_lineage.runtime.config import ClientSettings
 
@@ -129,6 +131,7 @@ class BulkReplayReport(ReplayReport):
     files_bytes: int = 0  # the import files' size
     resumed_after: str | None = None  # the phase a killed rebuild of this store died in, if one had
     store_bytes: int = 0  # the imported database's store
+    coverage: Coverage = NO_COVERAGE  # the raw offsets the import holds: where the live graph sink takes over
 
 
 def _events(clients: ClientSettings, begins: dict[int, int], ends: dict[int, int], batch_size: int,
@@ -210,7 +213,9 @@ def bulk_replay(clients: ClientSettings, *, start: str | None = "earliest", end:
         write_mark(store, mark)
         installation.run(installation.control, "stop", step="stop")
         try:
-            begins, ends = offset_range(clients, start, end, ahead)
+            # the hand-over: the live graph sink leaves out every record below these ends (``graph.coverage``)
+            begins, ends, topic_ends = offset_bounds(clients, start, end, ahead)
+            report.coverage = Coverage(uuid.uuid4().hex, clients.events_topic, topic_ends)
             with tempfile.TemporaryDirectory(prefix="lineage-bulk-", dir=work_dir) as directory:
                 write_mark(store, mark := mark.at("fold", directory))
                 if spark is not None:
@@ -231,16 +236,16 @@ def bulk_replay(clients: ClientSettings, *, start: str | None = "earliest", end:
                     phases.begin("files")
                     files = write_csv(tables, Path(directory))
                     del tables
+                files = with_coverage(files, report.coverage, Path(directory))
                 phases.end()
                 report.files_bytes = space.files_size(Path(directory))
                 check_space(space.needs_after_fold(report.files_bytes, installation.data),
                             "for the import files written; the old graph is started again")
                 phases.begin("import")
                 write_mark(store, mark := mark.at("import"))
-                if files.nodes:  # neo4j-admin refuses an import of nothing; an empty topic is emptied below
-                    installation.run(installation.admin, "database", "import", "full", *files.admin_arguments(
-                        database, Path(directory) / "import.report"), step="import")
-                    report.store_bytes = space.files_size(installation.data / "databases" / database)
+                installation.run(installation.admin, "database", "import", "full", *files.admin_arguments(
+                    database, Path(directory) / "import.report"), step="import")
+                report.store_bytes = space.files_size(installation.data / "databases" / database)
         finally:
             phases.begin("start")  # with the old graph if anything failed
             write_mark(store, mark.at("start"))
@@ -252,8 +257,6 @@ def bulk_replay(clients: ClientSettings, *, start: str | None = "earliest", end:
             spark.stop()
     phases.begin("indexes")
     with driver_for(clients) as driver:
-        if not report.counts or not any(report.counts.values()):
-            wipe(driver)  # nothing was imported: the rebuilt graph of an empty topic is an empty graph
         ensure_constraints(driver)
         # the indexes are built in the background: the rebuild is done when they are online
         driver.execute_query("CALL db.awaitIndexes(600)")

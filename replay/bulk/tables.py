@@ -14,6 +14,7 @@ not vanish silently from a bulk-imported graph.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from kafka_lineage.graph.batch import MAX_UNION, GraphBatch
+from kafka_lineage.graph.coverage import LABEL as COVERAGE_LABEL
+from kafka_lineage.graph.coverage import Coverage
 from kafka_lineage.graph.keys import canonical_json
 
 Row = Mapping[str, Any]
@@ -411,3 +414,15 @@ def write_csv(tables: ImportTables, directory: Path) -> CsvFiles:
                     out.write(line)
             written[group].append((table.name, path))
     return CsvFiles(tuple(written["nodes"]), tuple(written["relationships"]), delimiter, multiline)
+
+
+def with_coverage(files: CsvFiles, coverage: Coverage, directory: Path) -> CsvFiles:
+    """``files`` and one more: the ``graph.coverage`` node of the offsets the import holds (its own id space)."""
+    path = directory / f"nodes-{COVERAGE_LABEL}.csv"
+    node = coverage.node()
+    header = [f":ID({COVERAGE_LABEL})", "rebuild:string", "topic:string", "partitions:int[]", "ends:long[]"]
+    values = ["coverage", node["rebuild"], node["topic"], [str(p) for p in node["partitions"]],
+              [str(end) for end in node["ends"]]]
+    path.write_text(",".join(header) + "\n" + csv_line(values, files.array_delimiter), encoding="utf-8")
+    return dataclasses.replace(files, nodes=(*files.nodes, (COVERAGE_LABEL, path)))
+

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -28,7 +28,8 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from neo4j.exceptions import DriverError, Neo4jError
 
-from kafka_lineage.graph.driver import driver_for, ensure_constraints, write_events, write_statements
+from kafka_lineage.graph.coverage import NO_COVERAGE, Coverage, CoverageChanged
+from kafka_lineage.graph.driver import driver_for, ensure_constraints, write_statements
 from kafka_lineage.graph.events import graph_batch
 from kafka_lineage.graph.neo4j_errors import is_record_fault
 from kafka_lineage.graph.statements import statements
@@ -54,9 +55,22 @@ class _Prepared:
 
     messages: list[Message]
     offsets: dict[tuple[str, int], int]  # what commits the batch (``batch_offsets``, taken right after its poll)
-    decoded: list[tuple[Message, dict[str, Any]]]
-    work: list[tuple[str, dict[str, Any]]]
-    produced: list[datetime]
+    records: list[tuple[Message, dict[str, Any], dict[str, Any]]]  # every decodable one: message, event, processing
+    coverage: Coverage = NO_COVERAGE  # the graph's rebuild coverage the batch was filtered with
+    decoded: list[tuple[Message, dict[str, Any]]] = field(default_factory=list)  # the records it leaves
+    work: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    produced: list[datetime] = field(default_factory=list)
+    covered: int = 0  # records left out: the rebuild's import holds them
+
+    def filter(self, coverage: Coverage) -> None:
+        """Leave out what ``coverage`` holds; build the statements of the rest."""
+        self.coverage = coverage
+        self.decoded = [(message, event) for message, event, processing in self.records
+                        if not coverage.covers(processing)]
+        self.covered = len(self.records) - len(self.decoded)
+        self.work = statements(graph_batch([event for _, event in self.decoded])) if self.decoded else []
+        self.produced = [processing["producedAt"] for _, _, processing in self.records
+                         if processing.get("producedAt") is not None and not coverage.covers(processing)]
 
 
 class GraphSink:
@@ -77,7 +91,10 @@ class GraphSink:
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="graph-writer")
         self._in_flight: tuple[Future[None], _Prepared] | None = None
         self._stop = threading.Event()
-        self.written = self.dead = 0
+        self.written = self.dead = self.covered = 0
+        self.written_since_coverage = 0  # into the graph as it is since its rebuild coverage was last read
+        # the graph's rebuild coverage as last read (the writer thread reads it again when the graph says it changed)
+        self.coverage = NO_COVERAGE
         self._dead_count = threading.Lock()  # the main thread dead-letters undecodable records, the writer refused ones
         self.neo4j_problem: str | None = None  # why the last write failed, while it is the environment's fault
         self._backoff = Backoff()  # waits for Neo4j, from the first failure of a write on
@@ -88,7 +105,8 @@ class GraphSink:
         self.member.subscribe(on_revoke=self._on_revoke)
         print(f"graph sink ready: {self.clients.normalized_topic} → {self.clients.neo4j_uri}", flush=True)
         report = throttled(self.settings.report_seconds,
-                           lambda: log.info("graph sink: %d events written, %d dead letters", self.written, self.dead))
+                           lambda: log.info("graph sink: %d events written, %d dead letters, %d held by a rebuild "
+                                            "already", self.written, self.dead, self.covered))
         try:
             self._with_retry(lambda: ensure_constraints(self.driver), stop)  # Neo4j may refuse us until fixed
             self._loop(stop, report)
@@ -104,7 +122,10 @@ class GraphSink:
                 self.member.consumer.close()  # leaves the group; uncommitted records go to the next member
             self.dlq.close()
             self.driver.close()
-            print(f"graph sink stopped: {self.written} events written, {self.dead} dead letters", flush=True)
+            since = (f"; {self.written_since_coverage} written since the graph's rebuild {self.coverage.rebuild}"
+                     if self.coverage.rebuild else "")
+            print(f"graph sink stopped: {self.written} events written, {self.dead} dead letters, {self.covered} "
+                  f"held by a rebuild already{since}", flush=True)
 
     def _loop(self, stop: threading.Event, every: Callable[[], None]) -> None:
         """Poll, prepare and write until ``stop``; a batch's offsets are committed once its transaction committed."""
@@ -117,7 +138,7 @@ class GraphSink:
             prepared = self._prepare(messages, offsets, stop) if messages else None  # while the batch before is written
             self._finish()
             if prepared is not None:
-                if prepared.work:
+                if prepared.records:  # (also when the coverage leaves nothing: the write checks it is still hers)
                     self._in_flight = (self._writer.submit(self._write_prepared, prepared, stop), prepared)
                 else:  # every record dead-lettered: nothing to write, commit them now
                     self._commit(prepared)
@@ -156,27 +177,41 @@ class GraphSink:
         """Decode a batch (undecodable records to the DLQ) and build its statements."""
         self.metrics.events_in(STAGE, len(messages))
         self.metrics.batch(STAGE, len(messages))
-        decoded: list[tuple[Message, dict[str, Any]]] = []
-        produced: list[datetime] = []
+        records: list[tuple[Message, dict[str, Any], dict[str, Any]]] = []
         for message in messages:
             try:
                 record = self._decode(message, stop)
-                decoded.append((message, record_to_event(record["event"], self.facets)))
-                if record["processing"].get("producedAt") is not None:
-                    produced.append(record["processing"]["producedAt"])
+                records.append((message, record_to_event(record["event"], self.facets), record["processing"]))
             except (WireFormatError, ValueError, TypeError, KeyError) as exc:
                 reason = exc.error_class if isinstance(exc, WireFormatError) else "undecodable"
                 self._dead([(message, reason, str(exc))])
-        work = statements(graph_batch([event for _, event in decoded])) if decoded else []
-        return _Prepared(messages, offsets, decoded, work, produced)
+        prepared = _Prepared(messages, offsets, records)
+        prepared.filter(self.coverage)
+        return prepared
 
     def _write_prepared(self, prepared: _Prepared, stop: threading.Event) -> None:
-        """The writer thread: one transaction for the batch; refused → record by record, the refused to the DLQ."""
-        decoded, produced = prepared.decoded, prepared.produced
+        """The writer thread: the batch, filtered again whenever the graph's rebuild coverage is not the one it was
+        filtered with (checked in the write's own transaction: a rebuild replaced the graph meanwhile)."""
+        while True:
+            try:
+                self._write_filtered(prepared, stop)
+                with self._dead_count:
+                    self.covered += prepared.covered
+                return
+            except CoverageChanged as changed:
+                log.info("graph sink: the graph was rebuilt (coverage %s of %s, %d partitions); records its import "
+                         "holds are left out", changed.coverage.rebuild, changed.coverage.topic,
+                         len(changed.coverage.ends))
+                self.coverage, self.written_since_coverage = changed.coverage, 0
+                prepared.filter(changed.coverage)
+
+    def _write_filtered(self, prepared: _Prepared, stop: threading.Event) -> None:
+        """One transaction for the batch; refused → record by record, the refused to the DLQ."""
+        decoded, produced, coverage = prepared.decoded, prepared.produced, prepared.coverage
         while True:
             try:
                 with self.metrics.neo4j_timer():
-                    self._with_retry(lambda: write_statements(self.driver, prepared.work), stop)
+                    self._with_retry(lambda: write_statements(self.driver, prepared.work, coverage), stop)
                 self._written(len(decoded), produced)
                 return
             except Neo4jError as exc:  # refused for a record it carries: find which one(s)
@@ -184,11 +219,12 @@ class GraphSink:
             failures = []
             for message, event in decoded:
                 try:
-                    self._with_retry(lambda event=event: write_events(self.driver, [event]), stop)
+                    self._with_retry(lambda event=event: write_statements(
+                        self.driver, statements(graph_batch([event])), coverage), stop)
                     self._written(1, [])
                 except Neo4jError as single:
                     failures.append((message, "neo4j-rejected", f"{single.code}: {single.message}"))
-            if len(decoded) == 1 or len(failures) < len(decoded):
+            if len(decoded) <= 1 or len(failures) < len(decoded):
                 self._dead(failures)
                 return
             # Every record refused on its own: the statements are fixed and the events were validated, so this is
@@ -198,6 +234,7 @@ class GraphSink:
 
     def _written(self, count: int, produced: list[datetime]) -> None:
         self.written += count
+        self.written_since_coverage += count
         self.metrics.events_out(STAGE, count)
         committed = time.time()
         for moment in produced:  # event produced (raw topic timestamp) → in the graph

@@ -4,8 +4,10 @@ database that is not local, or no installation, is refused with exit 3 before an
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,15 +19,18 @@ from typing import Any
 import pytest
 from neo4j import Driver
 
-from kafka_lineage.graph.driver import driver_for, graph_fingerprint
+from kafka_lineage.graph.coverage import LABEL as COVERAGE_LABEL
+from kafka_lineage.graph.driver import driver_for, graph_fingerprint, read_coverage
 from kafka_lineage.graph.fingerprint import fingerprint
 from kafka_lineage.graph.statements import CONSTRAINTS
 from kafka_lineage.producers.client.publisher import EventPublisher
 from kafka_lineage.replay.bulk.importer import Neo4jInstallation
 from kafka_lineage.replay.bulk.mark import read_mark
+from kafka_lineage.replay.local import wipe
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import prepare_pipeline
 from kafka_lineage_devtools.bench_events import run_pairs
+from kafka_lineage_devtools.processes import pipeline_env, processor_process, sink_process, sleep_watching, wait_until
 from kafka_lineage_devtools.stack.config import StackSettings
 from kafka_lineage_devtools.stack.services import SERVICES_BY_NAME
 from tests.integration.conftest import lineage
@@ -70,11 +75,12 @@ def _canonical(value: Any) -> str:
 
 
 def graph_dump(driver: Driver) -> dict[str, list[str]]:
-    """Every node (labels, properties), every relationship (type, properties, its ends' labels and properties), the
-    constraints and indexes (name, kind, labels, properties, state): canonical and sorted."""
+    """Every node (labels, properties) but a rebuild's coverage, every relationship (type, properties, its ends'
+    labels and properties), the constraints and indexes (name, kind, labels, properties, state): canonical and
+    sorted."""
     with driver.session() as session:
-        nodes = sorted(_canonical([sorted(record["l"]), record["p"]])
-                       for record in session.run("MATCH (n) RETURN labels(n) AS l, properties(n) AS p"))
+        nodes = sorted(_canonical([sorted(record["l"]), record["p"]]) for record in session.run(
+            f"MATCH (n) WHERE NOT n:{COVERAGE_LABEL} RETURN labels(n) AS l, properties(n) AS p"))
         edges = sorted(_canonical([record["t"], record["p"], record["a"], record["b"]]) for record in session.run(
             "MATCH (a)-[r]->(b) RETURN type(r) AS t, properties(r) AS p, [labels(a), properties(a)] AS a, "
             "[labels(b), properties(b)] AS b"))
@@ -114,6 +120,9 @@ def test_bulk_replay_builds_the_graph_the_live_replay_builds_in_one_process_and_
         for part in ("nodes", "relationships", "constraints", "indexes"):
             assert bulk_graph[part] == live_graph[part], (engine, part)
         assert all('"state": "ONLINE"' in index for index in bulk_graph["indexes"])
+        with driver_for(clients) as driver:  # the hand-over: the whole topic is the import's
+            coverage = read_coverage(driver)
+        assert coverage.topic == bulk_env["LINEAGE_EVENTS_TOPIC"] and sum(coverage.ends.values()) == 310
 
     # the rebuilt database takes live writes as before: a second live replay over it changes nothing
     lineage("replay", env=bulk_env)
@@ -182,3 +191,68 @@ def test_bulk_replay_of_an_empty_topic_empties_the_graph(clients: ClientSettings
 def test_bulk_needs_fresh(bulk_env: dict[str, str]):
     refused = lineage("replay", "--bulk", env=bulk_env, check=False)
     assert refused.returncode == 1 and "--bulk rebuilds the whole graph" in refused.stderr
+
+
+def _sink_counts(output: str) -> tuple[int, int]:
+    """(written, held by a rebuild) from the graph sink's last report line."""
+    reports = re.findall(r"graph sink: (\d+) events written, \d+ dead letters, (\d+) held by a rebuild", output)
+    return (int(reports[-1][0]), int(reports[-1][1])) if reports else (0, 0)
+
+
+def test_the_live_graph_sink_takes_over_exactly_where_a_rebuild_ended(
+        clients: ClientSettings, bulk_env: dict[str, str], tmp_path: Path):
+    """Processor and graph sink run before, during and after a bulk rebuild while events keep coming: every record
+    below the rebuild's end offsets is the import's, every one at or above them the sink's, none both."""
+    env = {"LINEAGE_NEO4J_HOME": bulk_env["LINEAGE_NEO4J_HOME"], "LINEAGE_SINK_POLL_SECONDS": "0.2",
+           "LINEAGE_REPORT_SECONDS": "0.5", **pipeline_env(f"test.handover.{uuid.uuid4().hex[:8]}", 3,
+                                                          tmp_path / "processor")}
+    settings = ClientSettings.from_env({**os.environ, **env})
+    events = run_pairs(1200, "realistic", seed=11, namespace=f"handover-{uuid.uuid4().hex[:6]}")
+    before, during, after = events[:200], iter(events[200:1100]), events[1100:]
+    with driver_for(settings) as driver:
+        wipe(driver)
+    publisher = EventPublisher.from_settings(settings)
+    try:
+        with processor_process(env), sink_process(env) as sink:
+            publisher.send([publisher.encode(event) for event in before]).result(60)
+            wait_until(lambda: _sink_counts(sink.output_so_far())[0] >= len(before), 120, watch=[sink])
+
+            rebuild = subprocess.Popen([sys.executable, "-m", "kafka_lineage.app.cli", "replay", "--fresh", "--yes",
+                                        "--bulk"], env={**os.environ, **env}, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True)
+            sent = len(before)
+            while rebuild.poll() is None:  # a steady stream across the stop, the fold, the import and the start
+                if (pair := list(itertools.islice(during, 2))):
+                    publisher.send([publisher.encode(event) for event in pair]).result(60)
+                    sent += len(pair)
+                sleep_watching(0.25, [sink])
+            out, err = rebuild.communicate()
+            assert rebuild.returncode == 0, err[-3000:]
+            assert "the live graph sink takes over at" in out
+            rest = [*during, *after]
+            publisher.send([publisher.encode(event) for event in rest]).result(60)
+            sent += len(rest)
+            assert sent == len(events)
+            wait_until(lambda: sum(_sink_counts(sink.output_so_far())) >= len(events), 180, watch=[sink])
+    finally:
+        publisher.close()
+
+    with driver_for(settings) as driver:
+        coverage = read_coverage(driver)
+        live = graph_fingerprint(driver)
+    below = sum(coverage.ends.values())  # the events topic is written without transactions: an offset, a record
+    assert coverage.topic == settings.events_topic and set(coverage.ends) == {0, 1, 2}
+    assert len(before) < below < len(events), "the rebuild's end offsets fall inside the stream"
+    stopped = re.search(r"graph sink stopped: (\d+) events written, 0 dead letters, (\d+) held by a rebuild already; "
+                        rf"(\d+) written since the graph's rebuild {coverage.rebuild}", sink.output)
+    assert stopped, sink.output[-3000:]
+    written, held, since_rebuild = map(int, stopped.groups())
+    assert written + held == len(events)  # each record once: written or left to the import
+    assert held > 0  # records the sink had read but not written when Neo4j stopped: the import's
+    assert since_rebuild == len(events) - below  # into the rebuilt graph: exactly the records above its ends
+
+    # no gap: the graph equals a rebuild of the whole topic by the transactional replay
+    replayed = lineage("replay", "--fresh", "--yes", env=env)
+    assert f"{len(events)} events written" in replayed.stdout
+    with driver_for(settings) as driver:
+        assert graph_fingerprint(driver) == live

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from kafka_lineage.graph.batch import GraphBatch
+from kafka_lineage.graph.coverage import Coverage
 from kafka_lineage.graph.events import graph_batch
 from kafka_lineage.graph.keys import stored_key
 from kafka_lineage.graph.statements import STATEMENTS
@@ -21,6 +22,7 @@ from kafka_lineage.replay.bulk.tables import (
     TableError,
     csv_line,
     import_tables,
+    with_coverage,
     write_csv,
 )
 from tests.unit.replay.bulk_events import AWKWARD, LONG_NAME, rich_events
@@ -183,3 +185,13 @@ def test_array_delimiter_avoids_characters_in_values(tmp_path):
 def test_empty_tables_are_left_out(tmp_path):
     files = write_csv(ImportTables([Table("Job", [":ID(Job)"])], [Table("OF_JOB", [":START_ID(Run)"])]), tmp_path)
     assert files == CsvFiles((), (), "\x1f", False)
+
+
+def test_the_coverage_node_goes_with_the_files(tmp_path):
+    files = with_coverage(write_csv(ImportTables([], []), tmp_path), Coverage("r1", "lineage.events", {1: 7, 0: 12}),
+                          tmp_path)
+    (label, path), = files.nodes
+    assert label == "RebuildCoverage" and f"--nodes=RebuildCoverage={path}" in files.admin_arguments("neo4j", tmp_path)
+    header, row = read_csv(path)
+    assert header == [":ID(RebuildCoverage)", "rebuild:string", "topic:string", "partitions:int[]", "ends:long[]"]
+    assert row == ["coverage", "r1", "lineage.events", "0\x1f1", "12\x1f7"]
