@@ -30,9 +30,14 @@ from kafka_lineage.replay.local import wipe
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import prepare_pipeline
 from kafka_lineage_devtools.bench_events import run_pairs
+from kafka_lineage_devtools.checker import check, format_report
+from kafka_lineage_devtools.faults import graph_rows
+from kafka_lineage_devtools.partition_checker import check_graph, format_partition_report
+from kafka_lineage_devtools.partition_workload import generate_partitions
 from kafka_lineage_devtools.processes import pipeline_env, processor_process, sink_process, sleep_watching, wait_until
 from kafka_lineage_devtools.stack.config import StackSettings
 from kafka_lineage_devtools.stack.services import SERVICES_BY_NAME
+from kafka_lineage_devtools.workload import Delivery, generate
 from tests.integration.conftest import lineage
 from tests.unit.replay.bulk_events import PRODUCER, RUN_SCHEMA, facet, rich_events
 
@@ -193,6 +198,18 @@ def test_bulk_needs_fresh(bulk_env: dict[str, str]):
     assert refused.returncode == 1 and "--bulk rebuilds the whole graph" in refused.stderr
 
 
+def _settled_fingerprint(driver: Driver, watch: list[Any], quiet: float = 5.0, timeout: float = 120.0) -> str:
+    """The graph's fingerprint once it has not changed for ``quiet`` seconds (the processor holds a run's events
+    back for 2 s at most)."""
+    last, since, deadline = graph_fingerprint(driver), time.monotonic(), time.monotonic() + timeout
+    while time.monotonic() - since < quiet:
+        assert time.monotonic() < deadline, f"the graph kept changing for {timeout:.0f} s"
+        sleep_watching(0.5, watch)
+        if (current := graph_fingerprint(driver)) != last:
+            last, since = current, time.monotonic()
+    return last
+
+
 def _sink_counts(output: str) -> tuple[int, int]:
     """(written, held by a rebuild) from the graph sink's last report line."""
     reports = re.findall(r"graph sink: (\d+) events written, \d+ dead letters, (\d+) held by a rebuild", output)
@@ -256,3 +273,44 @@ def test_the_live_graph_sink_takes_over_exactly_where_a_rebuild_ended(
     assert f"{len(events)} events written" in replayed.stdout
     with driver_for(settings) as driver:
         assert graph_fingerprint(driver) == live
+
+
+def test_every_rebuild_builds_the_live_pipelines_graph_of_the_ground_truth_and_partition_workloads(
+        clients: ClientSettings, bulk_env: dict[str, str], tmp_path: Path):
+    """The two ground-truth workloads, delivered late, twice and out of order: the live pipeline's graph, the
+    transactional replay's, the single-process bulk's and the Spark bulk's (tasks of 40 records) are one graph."""
+    env = {"LINEAGE_NEO4J_HOME": bulk_env["LINEAGE_NEO4J_HOME"], "LINEAGE_SINK_POLL_SECONDS": "0.2",
+           "LINEAGE_REPORT_SECONDS": "0.5", **pipeline_env(f"test.rebuilds.{uuid.uuid4().hex[:8]}", 3,
+                                                          tmp_path / "processor")}
+    settings = ClientSettings.from_env({**os.environ, **env})
+    truth = generate(jobs=20, runs_per_job=4, seed=36, schema_changes=2, delivery=Delivery())
+    partitions = generate_partitions(jobs=8, days=8, seed=36, backfill_from=2, backfill_days=2)
+    assert truth.delivery["duplicates"] and truth.delivery["late_starts"] and truth.delivery["out_of_time_order"]
+    events = [*truth.events, *partitions.events]
+    with driver_for(settings) as driver:
+        wipe(driver)
+    with processor_process(env), sink_process(env) as sink:
+        publisher = EventPublisher.from_settings(settings)
+        try:
+            publisher.send([publisher.encode(event) for event in events]).result(120)
+        finally:
+            publisher.close()
+        runs = len({event["run"]["runId"] for event in events if "run" in event})
+        with driver_for(settings) as driver:
+            wait_until(lambda: driver.execute_query("MATCH (r:Run) RETURN count(r) AS n").records[0]["n"] >= runs,
+                       180, watch=[sink])
+            live = _settled_fingerprint(driver, [sink])
+    answers = {"live pipeline": live}
+    for engine, arguments in (("transactional replay", ()), ("bulk", ("--bulk",)),
+                              ("bulk on Spark", ("--bulk", "--engine", "spark", "--spark-master", "local[2]",
+                                                 "--task-records", "40"))):
+        lineage("replay", "--fresh", "--yes", *arguments, env=env)
+        with driver_for(settings) as driver:
+            answers[engine] = graph_fingerprint(driver)
+    assert set(answers.values()) == {live}, answers
+    # and that one graph is the truth (the Spark bulk's, last built)
+    report = check(truth.truth, graph_rows(settings, truth), None)
+    assert report.ok, format_report(report)
+    with driver_for(settings) as driver:
+        partition_report = check_graph(driver, partitions.truth)
+    assert partition_report.ok, format_partition_report(partition_report)
