@@ -456,17 +456,26 @@ def cmd_replay(args: argparse.Namespace) -> int:
         raise ConfigError("--task-records N (N >= 1) sizes the tasks of --bulk --engine spark: only with both")
     if args.work_dir is not None and not args.bulk:
         raise ConfigError("--work-dir is where --bulk writes its import files: only with --bulk")
+    if args.export is not None and (not args.bulk or args.work_dir is not None):
+        raise ConfigError("--export DIR writes the import files of --bulk for a Neo4j elsewhere: with --bulk, "
+                          "without --work-dir")
     try:
         if args.bulk:
             from kafka_lineage.replay.bulk import importer
             from kafka_lineage.replay.bulk.progress import PhaseProgress
 
+            spark_master = args.spark_master if args.engine == "spark" else None
             try:
-                report = importer.bulk_replay(clients, start=args.from_, end=args.to, processing=processing,
-                                              allow_partial_history=args.allow_partial_history,
-                                              phases=PhaseProgress(), work_dir=args.work_dir,
-                                              task_records=args.task_records,
-                                              spark_master=args.spark_master if args.engine == "spark" else None)
+                if args.export is not None:
+                    report = importer.export_bulk(clients, args.export, start=args.from_, end=args.to,
+                                                  processing=processing, phases=PhaseProgress(),
+                                                  allow_partial_history=args.allow_partial_history,
+                                                  task_records=args.task_records, spark_master=spark_master)
+                else:
+                    report = importer.bulk_replay(clients, start=args.from_, end=args.to, processing=processing,
+                                                  allow_partial_history=args.allow_partial_history,
+                                                  phases=PhaseProgress(), work_dir=args.work_dir,
+                                                  task_records=args.task_records, spark_master=spark_master)
             except importer.BulkImportUnavailable as exc:
                 print(f"lineage: {exc}", file=sys.stderr)
                 return importer.EXIT_UNAVAILABLE
@@ -486,8 +495,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.bulk and report.resumed_after:
         print(f"a rebuild killed in its {report.resumed_after} phase had left its mark: this one started over")
     if args.bulk:
-        print(f"import files {report.files_bytes / 1024 ** 2:,.0f} MiB, imported store "
-              f"{report.store_bytes / 1024 ** 2:,.0f} MiB; seconds per phase: "
+        stored = (f"import files in {args.export}: {report.files_bytes / 1024 ** 2:,.0f} MiB, the steps to import "
+                  f"them in {args.export / 'IMPORT.md'}" if args.export is not None else
+                  f"import files {report.files_bytes / 1024 ** 2:,.0f} MiB, imported store "
+                  f"{report.store_bytes / 1024 ** 2:,.0f} MiB")
+        print(f"{stored}; seconds per phase: "
               + ", ".join(f"{name} {seconds:.1f}" for name, seconds in report.phases.items()))
         ends = report.coverage.ends
         print(f"the live graph sink takes over at {report.coverage.topic} offsets "
@@ -539,10 +551,14 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
-    from kafka_lineage.graph.driver import driver_for, graph_fingerprint
+    from kafka_lineage.graph.driver import driver_for, ensure_indexes_online, graph_fingerprint
 
     with driver_for(ClientSettings.from_env()) as driver:
-        print(graph_fingerprint(driver))
+        if args.action == "indexes":
+            ensure_indexes_online(driver)
+            print("constraints and indexes online")
+        else:
+            print(graph_fingerprint(driver))
     return 0
 
 
@@ -716,6 +732,9 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--work-dir", type=Path, metavar="DIR",
                         help="with --bulk: where the import files are written (removed after; default: the "
                              "temporary directory); checked for space before Neo4j is stopped")
+    replay.add_argument("--export", type=Path, metavar="DIR",
+                        help="with --bulk, for a Neo4j on another machine, stopped first: write the import files, "
+                             "import.sh and IMPORT.md (the steps) into DIR instead of importing here")
     replay.add_argument("--allow-partial-history", action="store_true",
                         help="with --fresh: rebuild even when the topic no longer holds its first records")
     replay.add_argument("--engine", choices=["local", "spark"], default="local",
@@ -740,7 +759,9 @@ def build_parser() -> argparse.ArgumentParser:
     status_cmd.set_defaults(handler=cmd_status)
 
     graph = sub.add_parser("graph", help="the lineage graph in Neo4j")
-    graph.add_argument("action", choices=["fingerprint"], help="fingerprint: canonical hash of nodes and edges")
+    graph.add_argument("action", choices=["fingerprint", "indexes"],
+                       help="fingerprint: canonical hash of nodes and edges; indexes: create the constraints and "
+                            "indexes (after an import) and wait until they are online")
     graph.set_defaults(handler=cmd_graph)
 
     emit = sub.add_parser("emit", help="backfill OpenLineage events from an NDJSON file (- for stdin, .gz ok)")

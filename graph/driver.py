@@ -27,6 +27,13 @@ def ensure_constraints(driver: Driver) -> None:
             session.run(statement).consume()
 
 
+def ensure_indexes_online(driver: Driver, timeout_seconds: int = 600) -> None:
+    """The constraints and indexes, and the wait until they are online (after a bulk import: built in the
+    background, a query before then scans)."""
+    ensure_constraints(driver)
+    driver.execute_query(f"CALL db.awaitIndexes({int(timeout_seconds)})")
+
+
 def graph_fingerprint(driver: Driver) -> str:
     """Canonical hash of every node and relationship with its identity (``lineage graph fingerprint``)."""
     with driver.session() as session:

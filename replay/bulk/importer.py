@@ -26,10 +26,10 @@ from urllib.parse import urlsplit
 from neo4j.exceptions import Neo4jError, ServiceUnavailable
 
 from kafka_lineage.graph.coverage import NO_COVERAGE, Coverage
-from kafka_lineage.graph.driver import driver_for, ensure_constraints
+from kafka_lineage.graph.driver import driver_for, ensure_indexes_online
 from kafka_lineage.graph.events import graph_batch
 from kafka_lineage.processors.settings import ProcessorSettings
-from kafka_lineage.replay.bulk import space
+from kafka_lineage.replay.bulk import export, space
 from kafka_lineage.replay.bulk.mark import (
     RebuildMark,
     RebuildRunning,
@@ -39,7 +39,7 @@ from kafka_lineage.replay.bulk.mark import (
 )
 from kafka_lineage.replay.bulk.progress import PhaseProgress
 from kafka_lineage.replay.bulk.spark_fold import TASK_RECORDS, fold_on_spark, spark_session
-from kafka_lineage.replay.bulk.tables import import_tables, with_coverage, write_csv
+from kafka_lineage.replay.bulk.tables import CsvFiles, import_tables, with_coverage, write_csv
 from kafka_lineage.replay.local import (
     ALL_TIME,
     DEFAULT_PROCESSING,
@@ -105,7 +105,8 @@ class Neo4jInstallation:
         host = urlsplit(clients.neo4j_uri).hostname or ""
         if host not in _LOCAL_HOSTS and not host.startswith("127."):
             raise BulkImportUnavailable(f"--bulk imports into a database on this machine; NEO4J_URI is "
-                                        f"{clients.neo4j_uri} (replay without --bulk writes through Bolt)")
+                                        f"{clients.neo4j_uri} (replay without --bulk writes through Bolt; --bulk "
+                                        "--export DIR writes the import files and the steps for that server)")
         if not clients.neo4j_home:
             raise BulkImportUnavailable("--bulk needs LINEAGE_NEO4J_HOME: the home of the Neo4j installation "
                                         f"serving {clients.neo4j_uri} (with bin/neo4j-admin and bin/neo4j)")
@@ -149,6 +150,34 @@ def _events(clients: ClientSettings, begins: dict[int, int], ends: dict[int, int
 def _record_count(clients: ClientSettings, begins: dict[int, int], ends: dict[int, int]) -> int:
     """Records between the first offsets (``OFFSET_BEGINNING`` resolved) and the end offsets."""
     return sum(ends[p] - first for p, first in first_offsets(clients, begins).items() if p in ends)
+
+
+def _fold(clients: ClientSettings, spark: Any, begins: dict[int, int], ends: dict[int, int], directory: Path,
+          report: BulkReplayReport, *, processing: ProcessorSettings, batch_size: int, window: EventWindow,
+          phases: PhaseProgress, task_records: int | None) -> CsvFiles:
+    """The import files of ``begins``..``ends`` and of ``report.coverage`` under ``directory``, folded on Spark
+    (``spark``) or in this process; the counts into ``report``."""
+    if spark is not None:
+        fold = fold_on_spark(spark, clients, begins, ends, directory, processing=processing, batch_size=batch_size,
+                             window=window, phases=phases, task_records=task_records or TASK_RECORDS)
+        files, report.counts = fold.files, fold.counts
+        for name in ("records", "written", "dead_letters", "scanned", "schema_changes"):
+            setattr(report, name, getattr(fold.report, name))
+    else:
+        phases.begin("read", _record_count(clients, begins, ends))
+        batch = graph_batch(_events(clients, begins, ends, batch_size, processing, window, report,
+                                    lambda done, _total: phases.update(done.records)))
+        phases.begin("tables")
+        tables = import_tables(batch)
+        del batch
+        report.counts = tables.counts()
+        phases.begin("files")
+        files = write_csv(tables, directory)
+        del tables
+    files = with_coverage(files, report.coverage, directory)
+    phases.end()
+    report.files_bytes = space.files_size(directory)
+    return files
 
 
 def _default_database(clients: ClientSettings) -> str:
@@ -218,27 +247,8 @@ def bulk_replay(clients: ClientSettings, *, start: str | None = "earliest", end:
             report.coverage = Coverage(uuid.uuid4().hex, clients.events_topic, topic_ends)
             with tempfile.TemporaryDirectory(prefix="lineage-bulk-", dir=work_dir) as directory:
                 write_mark(store, mark := mark.at("fold", directory))
-                if spark is not None:
-                    fold = fold_on_spark(spark, clients, begins, ends, Path(directory), processing=processing,
-                                         batch_size=batch_size, window=window, phases=phases,
-                                         task_records=task_records or TASK_RECORDS)
-                    files, report.counts = fold.files, fold.counts
-                    for name in ("records", "written", "dead_letters", "scanned", "schema_changes"):
-                        setattr(report, name, getattr(fold.report, name))
-                else:
-                    phases.begin("read", _record_count(clients, begins, ends))
-                    batch = graph_batch(_events(clients, begins, ends, batch_size, processing, window, report,
-                                                lambda done, _total: phases.update(done.records)))
-                    phases.begin("tables")
-                    tables = import_tables(batch)
-                    del batch
-                    report.counts = tables.counts()
-                    phases.begin("files")
-                    files = write_csv(tables, Path(directory))
-                    del tables
-                files = with_coverage(files, report.coverage, Path(directory))
-                phases.end()
-                report.files_bytes = space.files_size(Path(directory))
+                files = _fold(clients, spark, begins, ends, Path(directory), report, processing=processing,
+                              batch_size=batch_size, window=window, phases=phases, task_records=task_records)
                 check_space(space.needs_after_fold(report.files_bytes, installation.data),
                             "for the import files written; the old graph is started again")
                 phases.begin("import")
@@ -257,10 +267,58 @@ def bulk_replay(clients: ClientSettings, *, start: str | None = "earliest", end:
             spark.stop()
     phases.begin("indexes")
     with driver_for(clients) as driver:
-        ensure_constraints(driver)
-        # the indexes are built in the background: the rebuild is done when they are online
-        driver.execute_query("CALL db.awaitIndexes(600)")
+        ensure_indexes_online(driver)  # the rebuild is done when they are online
     phases.end()
+    report.phases = dict(phases.seconds)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _neo4j_answers(clients: ClientSettings) -> bool:
+    try:
+        with driver_for(clients, connection_timeout=3) as driver:
+            driver.execute_query("RETURN 1")
+        return True
+    except (ServiceUnavailable, Neo4jError, OSError):
+        return False
+
+
+def export_bulk(clients: ClientSettings, directory: Path, *, start: str | None = "earliest", end: str | None = None,
+                allow_partial_history: bool = False, processing: ProcessorSettings = DEFAULT_PROCESSING,
+                batch_size: int = 2000, phases: PhaseProgress | None = None, spark_master: str | None = None,
+                task_records: int | None = None) -> BulkReplayReport:
+    """A rebuild for a Neo4j elsewhere (``replay.bulk.export``): the import files, ``import.sh`` and ``IMPORT.md``
+    under ``directory`` (new or empty). Neo4j must be stopped already: the offsets are taken now, and a graph sink
+    that could still write would write past them into a graph the import replaces."""
+    report = BulkReplayReport()
+    started = time.monotonic()
+    phases = phases or PhaseProgress(out=io.StringIO())
+    phases.begin("prepare")
+    if directory.exists() and any(directory.iterdir()):
+        raise BulkImportUnavailable(f"--export {directory}: not empty (the import replaces what its files say)")
+    if _neo4j_answers(clients):
+        raise BulkImportUnavailable(f"--export: Neo4j at {clients.neo4j_uri} still answers; stop it first (a "
+                                    "graph sink running meanwhile would write past the offsets the export takes, "
+                                    "into the graph the import replaces), then export, import and start it")
+    window = EventWindow.parse(start, end) if (start, end) != ("earliest", None) else ALL_TIME
+    ahead = processing.max_event_time_ahead_seconds
+    begins, ends, topic_ends = offset_bounds(clients, start, end, ahead)
+    if not allow_partial_history:
+        refuse_partial_history(clients, begins)
+    records = _record_count(clients, begins, ends)
+    check_space(space.needs_before_fold(records, directory, directory)[:1], f"at most, for the {records:,} records")
+    report.coverage = Coverage(uuid.uuid4().hex, clients.events_topic, topic_ends)
+    spark = spark_session(spark_master) if spark_master else None
+    try:
+        files = _fold(clients, spark, begins, ends, directory / "files", report, processing=processing,
+                      batch_size=batch_size, window=window, phases=phases, task_records=task_records)
+    finally:
+        if spark is not None:
+            spark.stop()
+    (directory / export.SCRIPT).write_text(export.import_script(export.relative(files, directory), report.coverage),
+                                           encoding="utf-8")
+    (directory / export.STEPS).write_text(export.import_steps(directory, report.files_bytes, report.coverage),
+                                          encoding="utf-8")
     report.phases = dict(phases.seconds)
     report.seconds = time.monotonic() - started
     return report

@@ -24,7 +24,7 @@ from kafka_lineage.graph.driver import driver_for, graph_fingerprint, read_cover
 from kafka_lineage.graph.fingerprint import fingerprint
 from kafka_lineage.graph.statements import CONSTRAINTS
 from kafka_lineage.producers.client.publisher import EventPublisher
-from kafka_lineage.replay.bulk.importer import Neo4jInstallation
+from kafka_lineage.replay.bulk.importer import Neo4jInstallation, wait_for_neo4j
 from kafka_lineage.replay.bulk.mark import read_mark
 from kafka_lineage.replay.local import wipe
 from kafka_lineage.runtime.config import ClientSettings
@@ -314,3 +314,34 @@ def test_every_rebuild_builds_the_live_pipelines_graph_of_the_ground_truth_and_p
     with driver_for(settings) as driver:
         partition_report = check_graph(driver, partitions.truth)
     assert partition_report.ok, format_partition_report(partition_report)
+
+
+def test_an_export_for_a_neo4j_elsewhere_follows_its_steps_to_the_same_graph(
+        clients: ClientSettings, bulk_env: dict[str, str], tmp_path: Path):
+    """`--bulk --export DIR` refuses while Neo4j answers; with Neo4j stopped it writes the files and the steps, and
+    following them (import.sh, start, `lineage graph indexes`) gives the graph the live replay builds."""
+    lineage("replay", "--fresh", "--yes", env=bulk_env)
+    with driver_for(clients) as driver:
+        expected, expected_nodes = graph_fingerprint(driver), graph_dump(driver)["nodes"]
+    export = tmp_path / "export"
+    refused = lineage("replay", "--fresh", "--yes", "--bulk", "--export", str(export), env=bulk_env, check=False)
+    assert refused.returncode == 3 and "still answers; stop it first" in refused.stderr
+    installation = Neo4jInstallation(Path(bulk_env["LINEAGE_NEO4J_HOME"]))
+    with driver_for(clients) as driver:
+        database = driver.execute_query("SHOW DEFAULT DATABASE YIELD name", database_="system").records[0]["name"]
+    installation.run(installation.control, "stop", step="stop")
+    try:
+        exported = lineage("replay", "--fresh", "--yes", "--bulk", "--engine", "spark", "--spark-master", "local[2]",
+                           "--export", str(export), env=bulk_env)
+        assert f"the steps to import them in {export / 'IMPORT.md'}" in exported.stdout
+        assert "import.sh" in (export / "IMPORT.md").read_text()
+        subprocess.run(["sh", str(export / "import.sh"), database], cwd="/", check=True, capture_output=True,
+                       env={**os.environ, "NEO4J_HOME": bulk_env["LINEAGE_NEO4J_HOME"]})
+    finally:
+        installation.run(installation.control, "start", step="start")
+        wait_for_neo4j(clients)
+    assert "constraints and indexes online" in lineage("graph", "indexes", env=bulk_env).stdout
+    with driver_for(clients) as driver:
+        assert graph_fingerprint(driver) == expected
+        assert graph_dump(driver)["nodes"] == expected_nodes
+        assert read_coverage(driver).topic == bulk_env["LINEAGE_EVENTS_TOPIC"]
