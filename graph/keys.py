@@ -57,6 +57,12 @@ _KEY_MARK = "#sha256:"
 _HASHED_KEY = re.compile(r"#sha256:[0-9a-f]{64}\Z")
 
 
+def may_be_stored_by_hash(value: str) -> bool:
+    """False for every value ``stored_key`` keeps as it is (True for every stored hash, and for a few values that
+    merely read like one)."""
+    return _KEY_MARK in value
+
+
 def stored_key(value: str) -> str:
     """What a node stores in a key property (``namespace``, ``name``, ``field``) for ``value``: the value itself, or
     for a value over ``KEY_MAX_BYTES`` UTF-8 bytes (or one that reads like such a key, so no name can take another's

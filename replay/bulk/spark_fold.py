@@ -6,13 +6,16 @@ range with confluent-kafka and runs the processor's pure core (decode, validate,
 ``replay.local.normalized_ranges``, as every replay does; a record's normalization needs no other record) and folds
 the events into ``GraphBatch`` slices (``graph_batches``: memory bounded by the slice). Their rows go into a
 shuffle keyed by (row kind, identity) and are merged there by the model's own rules (``graph.batch.merge_rows``:
-commutative, associative, idempotent, so any split and order gives the rows one process would build). What the
-statements derive from other rows is derived by key as well: a job's latest run (its ``of_job`` rows joined with the
-runs' sort keys, the largest kept), a run's totals (its ``read``/``wrote`` rows' statistics, summed), a node's whole
-names behind hashed keys (its ``…_names`` row). Every node's and relationship's CSV record needs only its own row
-(``tables.node_values``: node ids are hashes of identities), so each executor writes the records of its own shuffle
-partition, one file per table and partition, each with its header; the driver collects only the files' names, the
-row counts, the record counts and the schema histories (the driver finds the changes as every replay does).
+commutative, associative, idempotent, so any split and order gives the rows one process would build). The shuffle
+places rows by ``placement``: all rows of a run (``runs``, ``run_totals``, ``of_job``, ``read``, ``wrote``) in one
+partition, a node's ``…_names`` row with its node. So each partition's writer (``write_partition``, one pass over
+the merged rows) derives what the statements derive from other rows where those rows are: a run's totals (its
+``read``/``wrote`` statistics, summed) and each job's latest-run candidate among its runs there; every node's and
+relationship's CSV record needs only its own row otherwise (``tables.node_values``: node ids are hashes of
+identities). The executors write the files, one per table and partition, each with its header; the driver gets
+the files' names and counts, the schema histories, and the jobs (one row each, with the candidates: a job's runs are
+in every partition), whose one file it writes (``finish_files``). The array delimiter is the first candidate unless
+a list value holds it; then the files are written again with a free one (the shuffle's map side is not redone).
 """
 
 from __future__ import annotations
@@ -21,13 +24,14 @@ import io
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kafka_lineage.graph.batch import merge_rows, row_identity
 from kafka_lineage.graph.events import graph_batches
+from kafka_lineage.graph.keys import may_be_stored_by_hash
 from kafka_lineage.processors.settings import ProcessorSettings
 from kafka_lineage.replay.bulk.progress import PhaseProgress
 from kafka_lineage.replay.bulk.tables import (
@@ -35,6 +39,7 @@ from kafka_lineage.replay.bulk.tables import (
     NODES,
     RELATIONSHIPS,
     CsvFiles,
+    Row,
     TableError,
     add_totals,
     check_batch,
@@ -66,6 +71,7 @@ TASK_RECORDS = 50_000
 Keyed = tuple[tuple[str, Any], tuple[str, Any]]  # ((kind, identity), (kind, row)): the kind travels with the value
 Record = tuple[str, str, list[Any]]  # (nodes | relationships, label or type, the CSV record's values)
 Written = tuple[str, str, str, int, bool]  # (group, table, file, records, some value spans lines)
+Out = tuple[str, Any]  # what a partition's writer tells the driver, tagged: "file", "report", "latest", …
 
 
 @dataclass
@@ -121,72 +127,179 @@ def _combine(first: tuple[str, Any], second: tuple[str, Any]) -> tuple[str, Any]
     return kind, merge_rows(kind, first[1], second[1])
 
 
-def _node_part(item: Keyed) -> tuple[tuple[str, Any], tuple[str, Any]]:
-    """A node row or its ``…_names`` row, keyed by the node's (kind, identity)."""
-    (kind, identity), (_, row) = item
+# A run's rows meet in one shuffle partition: its totals (its ``read``/``wrote`` rows) and its job's latest-run
+# candidate (its ``of_job`` row and its sort key) are computed there. A node's ``…_names`` row meets the node.
+_RUN_PLACED = frozenset(("runs", "run_totals", "of_job", "read", "wrote"))
+_RUN_SPEC = _NODE_SPECS["runs"]
+_JOB_SPEC = _NODE_SPECS["jobs"]
+_HEADERS = {**{("nodes", spec.label): node_header(spec) for spec in NODES},
+            **{("relationships", rel.type): relationship_header(rel) for rel in RELATIONSHIPS}}
+_ARRAYS = {table: any(name.endswith("[]") for name in header) for table, header in _HEADERS.items()}
+
+
+def placement(key: tuple[str, Any]) -> Any:
+    """What decides a merged row's shuffle partition (its hash): the run, for the rows of a run; the node, for its
+    ``…_names`` row; the row's own key otherwise."""
+    kind, identity = key
+    if kind in _RUN_PLACED:
+        return "run", identity if kind in ("runs", "run_totals") else identity[0]
     if kind.endswith(_NAMES_SUFFIX):
-        return (kind[:-len(_NAMES_SUFFIX)], identity), ("names", row)
-    return (kind, identity), ("row", row)
+        return kind[:-len(_NAMES_SUFFIX)], identity
+    return key
 
 
-def _node_record(item: tuple[tuple[str, Any], Iterable[tuple[str, Any]]]) -> list[Record]:
-    (kind, _), parts = item
-    found = dict(parts)
-    if "row" not in found:  # derived facts of a node no event made (cannot happen: every end is added with its node)
-        raise TableError(f"{kind}: a node with derived values but no row of its own: {found}")
-    spec = _NODE_SPECS[kind]
-    latest = found.get("latest")  # (sort key, runId)
-    values = node_values(spec, found["row"], found.get("names"), (latest[1], latest[0]) if latest else None,
-                         found.get("totals"))
-    return [("nodes", spec.label, values)]
+def _placed(key: tuple[str, Any]) -> int:
+    from pyspark.rdd import portable_hash
+
+    return portable_hash(placement(key))
 
 
-def _relationship_record(item: Keyed) -> Record:
-    (kind, _), (_, row) = item
-    rel = _REL_SPECS[kind]
-    return "relationships", rel.type, relationship_values(rel, row)
+def _hashed_key(spec: Any, row: Row) -> bool:
+    """Whether one of a node's key values is stored by hash (``graph.keys.stored_key``): its names row exists."""
+    return any(may_be_stored_by_hash(value) for key in spec.keys if isinstance(value := row[key], str))
 
 
-def _delimiters_in(record: Record) -> set[str]:
+def _delimiters_in(values: Iterable[Any]) -> set[str]:
     """The array-delimiter candidates a record's list values hold."""
     used: set[str] = set()
-    for value in record[2]:
+    for value in values:
         if isinstance(value, list):
             for element in value:
                 used.update(candidate for candidate in ARRAY_DELIMITERS if candidate in element)
     return used
 
 
-def _writer(directory: str, delimiter: str) -> Callable[[int, Iterator[Record]], Iterator[Written]]:
-    """A Spark partition's records → one CSV file per table (header first) in ``directory``."""
-    headers = {**{("nodes", spec.label): node_header(spec) for spec in NODES},
-               **{("relationships", rel.type): relationship_header(rel) for rel in RELATIONSHIPS}}
+class _Files:
+    """One CSV file per table (header first) in ``directory``, named after the Spark partition ``index``."""
 
-    def write(index: int, records: Iterator[Record]) -> Iterator[Written]:
-        files: dict[tuple[str, str], Any] = {}
-        counts: dict[tuple[str, str], int] = {}
-        multiline: dict[tuple[str, str], bool] = {}
-        try:
-            for group, name, values in records:
-                key = (group, name)
-                out = files.get(key)
-                if out is None:
-                    path = Path(directory) / f"{group}-{name}-{index:05d}.csv"
-                    out = files[key] = path.open("w", encoding="utf-8", newline="")
-                    out.write(",".join(headers[key]) + "\n")
-                    counts[key], multiline[key] = 0, False
-                line = csv_line(values, delimiter)
-                if not multiline[key] and ("\n" in line[:-1] or "\r" in line):
-                    multiline[key] = True
-                out.write(line)
-                counts[key] += 1
-        finally:
-            for out in files.values():
-                out.close()
-        for (group, name), out in files.items():
-            yield group, name, out.name, counts[(group, name)], multiline[(group, name)]
+    def __init__(self, directory: str, index: int | str, delimiter: str) -> None:
+        self.directory, self.index, self.delimiter = Path(directory), index, delimiter
+        self.files: dict[tuple[str, str], Any] = {}
+        self.counts: dict[tuple[str, str], int] = {}
+        self.multiline: dict[tuple[str, str], bool] = {}
+        self.used: set[str] = set()  # delimiter candidates the list values hold
 
-    return write
+    def write(self, group: str, name: str, values: list[Any]) -> None:
+        key = (group, name)
+        out = self.files.get(key)
+        if out is None:
+            path = self.directory / f"{group}-{name}-{self.index}.csv"
+            out = self.files[key] = path.open("w", encoding="utf-8", newline="")
+            out.write(",".join(_HEADERS[key]) + "\n")
+            self.counts[key], self.multiline[key] = 0, False
+        if _ARRAYS[key]:
+            self.used |= _delimiters_in(values)
+        line = csv_line(values, self.delimiter)
+        if not self.multiline[key] and ("\n" in line[:-1] or "\r" in line):
+            self.multiline[key] = True
+        out.write(line)
+        self.counts[key] += 1
+
+    def close(self) -> list[Written]:
+        for out in self.files.values():
+            out.close()
+        return [(group, name, out.name, self.counts[(group, name)], self.multiline[(group, name)])
+                for (group, name), out in self.files.items()]
+
+
+def write_partition(index: int, items: Iterable[Keyed], directory: str, delimiter: str) -> Iterator[Out]:
+    """One shuffle partition's merged rows → its CSV files; out to the driver: the files written, the counts and
+    schema histories, the partition's jobs (their rows, names and latest-run candidates: a job's runs are spread
+    over every partition) and the delimiter candidates its list values hold."""
+    files = _Files(directory, f"{index:05d}", delimiter)
+    runs: dict[str, Row] = {}
+    with_totals: set[str] = set()
+    totals: dict[str, dict[str, int]] = {}
+    jobs_of: list[tuple[str, tuple[Any, ...]]] = []
+    held: dict[tuple[str, Any], dict[str, Row]] = {}  # nodes with a hashed key and their names rows
+    for (kind, identity), (_, row) in items:
+        if kind == _REPORT:
+            yield "report", row
+        elif kind == _DRIFT:
+            yield "drift", row
+        elif kind == "jobs" or kind == "jobs" + _NAMES_SUFFIX:
+            yield kind, (identity, row)
+        elif kind == "runs":
+            runs[identity] = row
+        elif kind == "run_totals":
+            with_totals.add(identity)
+        elif kind.endswith(_NAMES_SUFFIX):
+            held.setdefault((kind[:-len(_NAMES_SUFFIX)], identity), {})["names"] = row
+        elif (spec := _NODE_SPECS.get(kind)) is not None:
+            if _hashed_key(spec, row):
+                held.setdefault((kind, identity), {})["row"] = row
+            else:
+                files.write("nodes", spec.label, node_values(spec, row))
+        else:
+            rel = _REL_SPECS[kind]
+            if kind in ("read", "wrote"):
+                totals[row["runId"]] = add_totals(totals.get(row["runId"], {}), edge_totals(kind, row))
+            elif kind == "of_job":
+                jobs_of.append((row["runId"], (row["namespace"], row["name"])))
+            files.write("relationships", rel.type, relationship_values(rel, row))
+    for run_id, row in runs.items():
+        files.write("nodes", _RUN_SPEC.label, node_values(_RUN_SPEC, row, totals=totals.get(run_id, {})
+                                                          if run_id in with_totals else None))
+    latest: dict[tuple[Any, ...], tuple[str, str]] = {}
+    for run_id, job in jobs_of:
+        candidate = (run_sort_key(runs[run_id]) if run_id in runs else "", run_id)
+        latest[job] = latest_run(latest[job], candidate) if job in latest else candidate
+    yield from (("latest", item) for item in latest.items())
+    for (kind, identity), parts in held.items():
+        if "row" not in parts:  # (cannot happen: a names row is added with its node)
+            raise TableError(f"{kind} {identity}: the whole names of a node no event made")
+        spec = _NODE_SPECS[kind]
+        files.write("nodes", spec.label, node_values(spec, parts["row"], parts.get("names")))
+    yield from (("file", written) for written in files.close())
+    yield "delimiters", files.used
+
+
+def write_jobs(directory: str, delimiter: str, jobs: dict[Any, Row], names: dict[Any, Row],
+               latest: dict[Any, tuple[str, str]]) -> tuple[list[Written], set[str]]:
+    """The job nodes, written by the driver: each needs its latest run over every partition's candidates."""
+    files = _Files(directory, "jobs", delimiter)
+    for identity, row in sorted(jobs.items()):
+        key_and_run = latest.get(identity)
+        files.write("nodes", _JOB_SPEC.label, node_values(
+            _JOB_SPEC, row, names.get(identity), (key_and_run[1], key_and_run[0]) if key_and_run else None))
+    return files.close(), files.used
+
+
+def finish_files(out: Iterable[Out], directory: str, delimiter: str, drift: ReplayDrift
+                 ) -> tuple[CsvFiles, dict[str, int], dict[str, int]]:
+    """The driver's part, from what the partitions' writers told it: the job nodes' file, every file's name, the
+    records per table, the task counts summed; the schema histories into ``drift``."""
+    counts = dict.fromkeys(_COUNTS, 0)
+    jobs: dict[Any, Row] = {}
+    names: dict[Any, Row] = {}
+    latest: dict[Any, tuple[str, str]] = {}
+    written: list[Written] = []
+    for tag, value in out:
+        if tag == "report":
+            counts = {name: counts[name] + value[name] for name in _COUNTS}
+        elif tag == "drift":
+            drift.absorb(value)
+        elif tag == "jobs":
+            jobs[value[0]] = value[1]
+        elif tag == "jobs" + _NAMES_SUFFIX:
+            names[value[0]] = value[1]
+        elif tag == "latest":
+            job, candidate = value
+            latest[job] = latest_run(latest[job], candidate) if job in latest else candidate
+        elif tag == "file":
+            written.append(value)
+    job_files, job_used = write_jobs(directory, delimiter, jobs, names, latest)
+    if delimiter in job_used:  # (no job property is a list today)
+        raise TableError(f"a job's list value holds the array delimiter {delimiter!r}")
+    written += job_files
+    by_group: dict[str, list[tuple[str, Path]]] = {"nodes": [], "relationships": []}
+    table_counts: dict[str, int] = {}
+    for group, name, path, count, _ in sorted(written):
+        by_group[group].append((name, Path(path)))
+        table_counts[name] = table_counts.get(name, 0) + count
+    files = CsvFiles(tuple(by_group["nodes"]), tuple(by_group["relationships"]), delimiter,
+                     any(multiline for *_, multiline in written))
+    return files, table_counts, counts
 
 
 def spark_session(master: str) -> Any:
@@ -246,7 +359,6 @@ def fold_on_spark(spark: Any, clients: ClientSettings, begins: dict[int, int], e
                   task_records: int = TASK_RECORDS) -> SparkFold:
     """The import's CSV files for the topic's ``begins``..``ends`` under ``directory`` (module doc), read and folded
     in tasks of at most ``task_records``; ``phases``: where the fold, merge and files phases show their progress."""
-    from pyspark import StorageLevel
 
     context = spark.sparkContext
     ranges = task_ranges(first_offsets(clients, {p: begins[p] for p in ends}), ends, task_records)
@@ -255,48 +367,29 @@ def fold_on_spark(spark: Any, clients: ClientSettings, begins: dict[int, int], e
     def task(partition_ranges: Iterable[tuple[int, int, int]]) -> Iterator[Keyed]:
         return fold_task(clients, processing, batch_size, partition_ranges, window, task_records)
 
+    partitions = max(len(ranges), 4 * context.defaultParallelism)
     merged = (context.parallelize(ranges, max(len(ranges), 1)).mapPartitions(task)
-              .reduceByKey(_combine).persist(StorageLevel.MEMORY_AND_DISK))
-    try:
-        with _FoldWatch(context, ranges, phases):
-            totals_row = merged.filter(lambda item: item[0][0] == _REPORT).values().collect()
-        counts = totals_row[0][1] if totals_row else dict.fromkeys(_COUNTS, 0)
-        drift = ReplayDrift(processing.schema_history_limit)  # merged in any order: the same changes
-        for _, kept in merged.filter(lambda item: item[0][0] == _DRIFT).values().collect():
-            drift.absorb(kept)
-        run_keys = merged.filter(lambda item: item[0][0] == "runs").map(
-            lambda item: (item[0][1], run_sort_key(item[1][1])))
-        latest = (merged.filter(lambda item: item[0][0] == "of_job")
-                  .map(lambda item: (item[1][1]["runId"], (item[1][1]["namespace"], item[1][1]["name"])))
-                  .leftOuterJoin(run_keys)
-                  .map(lambda pair: (("jobs", pair[1][0]), ("latest", (pair[1][1] or "", pair[0]))))
-                  .reduceByKey(lambda a, b: ("latest", latest_run(a[1], b[1]))))
-        totals = (merged.filter(lambda item: item[0][0] in ("read", "wrote"))
-                  .map(lambda item: (("runs", item[1][1]["runId"]), ("totals", edge_totals(*item[1]))))
-                  .reduceByKey(lambda a, b: ("totals", add_totals(a[1], b[1]))))
-        nodes = (merged.filter(lambda item: item[0][0] in _NODE_SPECS or item[0][0].endswith(_NAMES_SUFFIX))
-                 .map(_node_part).union(latest).union(totals).groupByKey().flatMap(_node_record))
-        relationships = merged.filter(lambda item: item[0][0] in _REL_SPECS).map(_relationship_record)
-        records = nodes.union(relationships).persist(StorageLevel.MEMORY_AND_DISK)
-        phases.begin("files")
-        try:
-            used = set(records.flatMap(_delimiters_in).distinct().collect())
-            delimiter = next((candidate for candidate in ARRAY_DELIMITERS if candidate not in used), None)
-            if delimiter is None:
+              .reduceByKey(_combine, partitions, _placed))
+    directory.mkdir(parents=True, exist_ok=True)
+    with _FoldWatch(context, ranges, phases):
+        # One pass over the merged rows writes them (the shuffle's reduce side: phase "merge"); the delimiter is
+        # the first candidate, and only if a list value holds it are the files written again with another (the
+        # map side's shuffle files are reused: not folded twice).
+        delimiter = ARRAY_DELIMITERS[0]
+        out = merged.mapPartitionsWithIndex(lambda index, items: write_partition(
+            index, items, str(directory), delimiter)).collect()
+        used = set().union(*(value for tag, value in out if tag == "delimiters"))
+        if delimiter in used:
+            delimiter = next((candidate for candidate in ARRAY_DELIMITERS if candidate not in used), "")
+            if not delimiter:
                 raise TableError("every array delimiter candidate occurs in an array value")
-            directory.mkdir(parents=True, exist_ok=True)
-            written = records.mapPartitionsWithIndex(_writer(str(directory), delimiter)).collect()
-        finally:
-            records.unpersist()
-    finally:
-        merged.unpersist()
-    by_group: dict[str, list[tuple[str, Path]]] = {"nodes": [], "relationships": []}
-    table_counts: dict[str, int] = {}
-    for group, name, path, count, _ in sorted(written):
-        by_group[group].append((name, Path(path)))
-        table_counts[name] = table_counts.get(name, 0) + count
-    files = CsvFiles(tuple(by_group["nodes"]), tuple(by_group["relationships"]), delimiter,
-                     any(multiline for *_, multiline in written))
+            for _, (_, _, path, _, _) in (item for item in out if item[0] == "file"):
+                Path(path).unlink()
+            out = merged.mapPartitionsWithIndex(lambda index, items: write_partition(
+                index, items, str(directory), delimiter)).collect()
+    phases.begin("files")
+    drift = ReplayDrift(processing.schema_history_limit)  # merged in any order: the same changes
+    files, table_counts, counts = finish_files(out, str(directory), delimiter, drift)
     report = ReplayReport(records=counts["records"], written=counts["written"], dead_letters=counts["dead_letters"],
                           scanned=counts["scanned"], schema_changes=drift.findings())
     return SparkFold(files, table_counts, report)
