@@ -176,7 +176,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(bench_scaling.format_scaling(bench_scaling.run_scaling_bench(args.events, output)))
     elif args.stage == "collector":
         print(bench.format_collector(bench.run_collector_bench(args.events, output)))
-    elif args.stage == "replay-bulk":
+    elif args.stage in ("rebuild", "replay-bulk"):
         print(bench.format_bulk_replay(bench.run_bulk_replay_bench(args.events, output)))
     elif args.stage == "peer":
         from kafka_lineage_devtools import bench_peer
@@ -273,14 +273,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     bench = sub.add_parser("bench", help="measure throughput/latency side by side (writes a JSON result file)")
     bench.add_argument("stage", choices=["all", "e2e", "collector", "emit", "processor", "memory", "sink", "query",
-                                        "graph", "api", "partitions", "replay-bulk", "peer", "scaling"],
+                                        "graph", "api", "partitions", "rebuild", "replay-bulk", "peer", "scaling"],
                        help="all: every bench below (but memory) plus the whole pipeline end to end, in one JSON "
                             "file; e2e: the whole pipeline end to end (HTTP in) with each component's CPU "
                             "µs/event (the budget table); scaling: e2e on 1 core (everything pinned) vs 2 cores "
                             "vs 2 processor workers + 2 graph sinks (6, then 24 partitions), alternated (events/s "
                             "and CPU µs/event of each); collector: one event per request from 8 clients (and 100 "
-                            "per request); replay-bulk: live replay vs the neo4j-admin bulk import (replaces the "
-                            "stack's graph); peer: Marquez beside us on the same events (make peer-deps first; "
+                            "per request); rebuild (or replay-bulk): the live replay vs the bulk rebuild folded in "
+                            "one process and on Spark local[2], same topic (replaces the stack's graph); peer: "
+                            "Marquez beside us on the same events (make peer-deps first; "
                             "use --events 2000); memory: one processor worker's memory over --events "
                             "(e.g. 1000000) with the dedupe TTL --dedupe-ttl; sink: "
                             "graph sink backlog and replay events/s; query: impact/upstream latency on a generated "
