@@ -11,6 +11,10 @@ it and builds its statements; it then waits for N, stores N's offsets and commit
 At most one batch is in flight and one prepared (two batches of memory); the consumer stores offsets only for
 written batches (``enable.auto.offset.store`` off), so a commit never covers a batch still in flight, and a
 rebalance that takes partitions away first waits for the write in flight and commits it.
+
+After a bulk rebuild (``replay.bulk``) the graph holds the raw offsets its import covers (``graph.coverage``): each
+write's transaction first reads them, and a batch filtered with other ones is filtered again before it is written,
+so the sink leaves out exactly the records the import holds.
 """
 
 from __future__ import annotations
@@ -138,7 +142,7 @@ class GraphSink:
             prepared = self._prepare(messages, offsets, stop) if messages else None  # while the batch before is written
             self._finish()
             if prepared is not None:
-                if prepared.records:  # (also when the coverage leaves nothing: the write checks it is still hers)
+                if prepared.records:  # also when the coverage leaves none: the write checks it is the graph's
                     self._in_flight = (self._writer.submit(self._write_prepared, prepared, stop), prepared)
                 else:  # every record dead-lettered: nothing to write, commit them now
                     self._commit(prepared)
