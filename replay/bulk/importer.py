@@ -5,7 +5,9 @@ constraints and indexes (``ensure_constraints``).
 
 Only for a Neo4j on this machine whose installation ``LINEAGE_NEO4J_HOME`` names: ``bin/neo4j-admin`` imports,
 ``bin/neo4j stop|start`` stops and starts the server (Community Edition cannot stop one database). Anything else is
-``BulkImportUnavailable`` before the topic is read or the graph touched.
+``BulkImportUnavailable`` before the topic is read or the graph touched; for a Neo4j elsewhere, ``export_bulk``
+writes the files and the steps (``export``). The import carries the raw offsets it holds (``graph.coverage``):
+where the live graph sink takes over.
 """
 
 from __future__ import annotations
