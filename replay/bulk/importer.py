@@ -188,18 +188,23 @@ def _default_database(clients: ClientSettings) -> str:
     return str(records[0]["name"])
 
 
+def _unanswered(clients: ClientSettings) -> Exception | None:
+    """Why Neo4j does not answer a query now, or None when it does."""
+    try:
+        with driver_for(clients, connection_timeout=3) as driver:
+            driver.execute_query("RETURN 1")
+        return None
+    except (ServiceUnavailable, Neo4jError, OSError) as exc:
+        return exc
+
+
 def wait_for_neo4j(clients: ClientSettings, timeout: float = START_TIMEOUT_SECONDS) -> None:
     """Until a query answers (an installation's ``neo4j start`` returns before the server listens)."""
     deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with driver_for(clients, connection_timeout=3) as driver:
-                driver.execute_query("RETURN 1")
-            return
-        except (ServiceUnavailable, Neo4jError, OSError) as exc:
-            if time.monotonic() > deadline:
-                raise BulkImportFailed(f"start: Neo4j did not answer within {timeout:.0f}s: {exc}") from None
-            time.sleep(0.5)
+    while (problem := _unanswered(clients)) is not None:
+        if time.monotonic() > deadline:
+            raise BulkImportFailed(f"start: Neo4j did not answer within {timeout:.0f}s: {problem}")
+        time.sleep(0.5)
 
 
 def bulk_replay(clients: ClientSettings, *, start: str | None = "earliest", end: str | None = None,
@@ -276,15 +281,6 @@ def bulk_replay(clients: ClientSettings, *, start: str | None = "earliest", end:
     return report
 
 
-def _neo4j_answers(clients: ClientSettings) -> bool:
-    try:
-        with driver_for(clients, connection_timeout=3) as driver:
-            driver.execute_query("RETURN 1")
-        return True
-    except (ServiceUnavailable, Neo4jError, OSError):
-        return False
-
-
 def export_bulk(clients: ClientSettings, directory: Path, *, start: str | None = "earliest", end: str | None = None,
                 allow_partial_history: bool = False, processing: ProcessorSettings = DEFAULT_PROCESSING,
                 batch_size: int = 2000, phases: PhaseProgress | None = None, spark_master: str | None = None,
@@ -298,7 +294,7 @@ def export_bulk(clients: ClientSettings, directory: Path, *, start: str | None =
     phases.begin("prepare")
     if directory.exists() and any(directory.iterdir()):
         raise BulkImportUnavailable(f"--export {directory}: not empty (the import replaces what its files say)")
-    if _neo4j_answers(clients):
+    if _unanswered(clients) is None:
         raise BulkImportUnavailable(f"--export: Neo4j at {clients.neo4j_uri} still answers; stop it first (a "
                                     "graph sink running meanwhile would write past the offsets the export takes, "
                                     "into the graph the import replaces), then export, import and start it")

@@ -425,4 +425,3 @@ def with_coverage(files: CsvFiles, coverage: Coverage, directory: Path) -> CsvFi
               [str(end) for end in node["ends"]]]
     path.write_text(",".join(header) + "\n" + csv_line(values, files.array_delimiter), encoding="utf-8")
     return dataclasses.replace(files, nodes=(*files.nodes, (COVERAGE_LABEL, path)))
-

@@ -68,13 +68,14 @@ class _Prepared:
 
     def filter(self, coverage: Coverage) -> None:
         """Leave out what ``coverage`` holds; build the statements of the rest."""
-        self.coverage = coverage
-        self.decoded = [(message, event) for message, event, processing in self.records
-                        if not coverage.covers(processing)]
+        self.coverage, self.decoded, self.produced = coverage, [], []
+        for message, event, processing in self.records:
+            if not coverage.covers(processing):
+                self.decoded.append((message, event))
+                if processing.get("producedAt") is not None:
+                    self.produced.append(processing["producedAt"])
         self.covered = len(self.records) - len(self.decoded)
         self.work = statements(graph_batch([event for _, event in self.decoded])) if self.decoded else []
-        self.produced = [processing["producedAt"] for _, _, processing in self.records
-                         if processing.get("producedAt") is not None and not coverage.covers(processing)]
 
 
 class GraphSink:

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +28,11 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from kafka_lineage.graph.driver import graph_fingerprint
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import record_to_event
-from kafka_lineage_devtools.processes import collector_process, interrupting_on_child_exit
+from kafka_lineage_devtools.processes import collector_process, interrupting_on_child_exit, sleep_watching
 from kafka_lineage_devtools.stack.config import StackSettings
 from kafka_lineage_devtools.stack.manager import Stack
 from kafka_lineage_devtools.stack.smoke import ensure_topic
@@ -113,6 +114,18 @@ def events_topic(clients: ClientSettings) -> str:
     client = SchemaRegistryClient(clients.registry_config())
     assert all(report.ok for report in registry.register(client, {name: "openlineage_event"}))
     return name
+
+
+def settled_fingerprint(driver: Any, quiet: float = 2.0, timeout: float = 30.0, watch: Iterable[Any] = ()) -> str:
+    """The graph's fingerprint once it has not changed for ``quiet`` seconds (the processor holds a run's events
+    back for 2 s at most); fails when it keeps changing for ``timeout``, or when a ``watch``ed child dies."""
+    last, since, deadline = graph_fingerprint(driver), time.monotonic(), time.monotonic() + timeout
+    while time.monotonic() - since < quiet:
+        assert time.monotonic() < deadline, f"the graph kept changing for {timeout:.0f} s"
+        sleep_watching(0.3, watch)
+        if (current := graph_fingerprint(driver)) != last:
+            last, since = current, time.monotonic()
+    return last
 
 
 def consume(bootstrap: str | Mapping[str, object], topic: str, count: int, timeout: float = 30.0) -> list[Message]:

@@ -19,7 +19,7 @@ from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage_devtools.processes import alert_sink_process, pipeline_env, processor_process, sink_process
 from tests.openlineage_samples import PRODUCER
 
-from .conftest import consume_all, lineage
+from .conftest import consume_all, lineage, settled_fingerprint
 
 pytestmark = pytest.mark.integration
 SCHEMA_FACET = "https://openlineage.io/spec/facets/1-1-1/SchemaDatasetFacet.json"
@@ -37,19 +37,6 @@ def _dataset(name: str, fields: list[tuple[str, str]] | None = None) -> dict:
     facets = {"schema": {"_producer": PRODUCER, "_schemaURL": SCHEMA_FACET,
                          "fields": [{"name": n, "type": t} for n, t in fields]}} if fields else {}
     return {"namespace": "s3a://lake", "name": name, "facets": facets}
-
-
-def _settled_fingerprint(driver, quiet: float = 2.0, timeout: float = 30.0) -> str:
-    """The graph's fingerprint once it has stopped changing for ``quiet`` seconds."""
-    deadline, last, since = time.monotonic() + timeout, None, time.monotonic()
-    while time.monotonic() < deadline:
-        current = graph_fingerprint(driver)
-        if current != last:
-            last, since = current, time.monotonic()
-        elif time.monotonic() - since >= quiet:
-            return current
-        time.sleep(0.3)
-    return last
 
 
 def test_a_schema_change_becomes_an_alert_with_its_impact_and_a_rebuild_matches(
@@ -94,7 +81,7 @@ def test_a_schema_change_becomes_an_alert_with_its_impact_and_a_rebuild_matches(
         page = lineage("impact", "s3://lake", orders, "--format", "html", "--output", str(tmp_path / "i.html"),
                        env=env)
         with driver_for(settings) as driver:
-            live = _settled_fingerprint(driver)
+            live = settled_fingerprint(driver)
     rebuilt = lineage("replay", "--from", "earliest", "--fresh", "--yes", env=env)
     assert "replayed 6 records" in rebuilt.stdout and "6 events written" in rebuilt.stdout
     with driver_for(settings) as driver:
@@ -175,7 +162,7 @@ def test_a_path_and_its_table_symlink_are_one_lineage_under_their_own_names(clie
                     "MATCH (d:Dataset {namespace: 's3://lake'})-[e:SAME_AS]->(t:Dataset)-[:INPUT_TO]->(:Job) "
                     "RETURN d.name, t.namespace, t.name, e.type").records
                 time.sleep(0.3)
-            live = _settled_fingerprint(driver)
+            live = settled_fingerprint(driver)
             graph = GraphStore(driver).neighbourhood("dataset", "s3://lake", path, 1, 100)
             columns = GraphStore(driver).column_graph("s3://lake", path, "id", 2, ("down",), 100)
             derived_columns = column_impact(driver, "s3://lake", path, ["id"], depth=1)

@@ -38,7 +38,7 @@ from kafka_lineage_devtools.processes import pipeline_env, processor_process, si
 from kafka_lineage_devtools.stack.config import StackSettings
 from kafka_lineage_devtools.stack.services import SERVICES_BY_NAME
 from kafka_lineage_devtools.workload import Delivery, generate
-from tests.integration.conftest import lineage
+from tests.integration.conftest import lineage, settled_fingerprint
 from tests.unit.replay.bulk_events import PRODUCER, RUN_SCHEMA, facet, rich_events
 
 pytestmark = pytest.mark.integration
@@ -198,18 +198,6 @@ def test_bulk_needs_fresh(bulk_env: dict[str, str]):
     assert refused.returncode == 1 and "--bulk rebuilds the whole graph" in refused.stderr
 
 
-def _settled_fingerprint(driver: Driver, watch: list[Any], quiet: float = 5.0, timeout: float = 120.0) -> str:
-    """The graph's fingerprint once it has not changed for ``quiet`` seconds (the processor holds a run's events
-    back for 2 s at most)."""
-    last, since, deadline = graph_fingerprint(driver), time.monotonic(), time.monotonic() + timeout
-    while time.monotonic() - since < quiet:
-        assert time.monotonic() < deadline, f"the graph kept changing for {timeout:.0f} s"
-        sleep_watching(0.5, watch)
-        if (current := graph_fingerprint(driver)) != last:
-            last, since = current, time.monotonic()
-    return last
-
-
 def _sink_counts(output: str) -> tuple[int, int]:
     """(written, held by a rebuild) from the graph sink's last report line."""
     reports = re.findall(r"graph sink: (\d+) events written, \d+ dead letters, (\d+) held by a rebuild", output)
@@ -299,7 +287,7 @@ def test_every_rebuild_builds_the_live_pipelines_graph_of_the_ground_truth_and_p
         with driver_for(settings) as driver:
             wait_until(lambda: driver.execute_query("MATCH (r:Run) RETURN count(r) AS n").records[0]["n"] >= runs,
                        180, watch=[sink])
-            live = _settled_fingerprint(driver, [sink])
+            live = settled_fingerprint(driver, quiet=5.0, timeout=120.0, watch=[sink])
     answers = {"live pipeline": live}
     for engine, arguments in (("transactional replay", ()), ("bulk", ("--bulk",)),
                               ("bulk on Spark", ("--bulk", "--engine", "spark", "--spark-master", "local[2]",
