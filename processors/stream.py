@@ -67,6 +67,7 @@ from kafka_lineage.runtime.transactions import (
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.partitions import parse_patterns
+from kafka_lineage.schemas.validation_stamp import is_stamped
 from kafka_lineage.schemas.wire import AvroCodec
 
 log = logging.getLogger(__name__)
@@ -428,7 +429,7 @@ def build_app(clients: ClientSettings, settings: ProcessorSettings, metrics: Met
         async for batch in stream.take_events(settings.batch_size, within=settings.batch_seconds):
             incoming = [Incoming(e.message.key, e.message.value, e.message.partition, e.message.offset,
                                  int(e.message.timestamp * 1000) if e.message.timestamp else None,
-                                 e.message.topic) for e in batch]
+                                 e.message.topic, is_stamped(e.message.headers)) for e in batch]
             stats["in"] += len(incoming)
             metrics.events_in(STAGE, len(incoming))
             metrics.batch(STAGE, len(incoming))

@@ -43,6 +43,7 @@ from kafka_lineage.runtime.kafka_io import end_offsets, reading_consumer
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.partitions import parse_patterns
 from kafka_lineage.schemas.schema_diff import DriftFinding
+from kafka_lineage.schemas.validation_stamp import is_stamped
 from kafka_lineage.schemas.wire import AvroCodec
 
 # Replay without the processor's settings: no namespace aliases, the default future-eventTime bound.
@@ -183,7 +184,7 @@ def _batches(consumer: Consumer, topic: str, begins: dict[int, int], ends: dict[
                 continue
             timestamp = message.timestamp()[1]
             batch.append(Incoming(message.key(), message.value(), message.partition(), message.offset(),
-                                  timestamp if timestamp > 0 else None, topic))
+                                  timestamp if timestamp > 0 else None, topic, is_stamped(message.headers())))
         # Positions, not the last offset seen: a committed transaction's marker can be a partition's last offset,
         # and read_committed never returns it as a message.
         for position in consumer.position([TopicPartition(topic, p) for p in open_partitions]):

@@ -40,6 +40,7 @@ _TOO_LARGE = frozenset((KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TO
 _MALFORMED = frozenset((KafkaError.INVALID_RECORD, KafkaError.INVALID_MSG))
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
+Headers = list[tuple[str, bytes]] | None  # a record's headers, as librdkafka takes them
 
 
 def prepare_pipeline(clients: ClientSettings, partitions: int) -> None:
@@ -198,12 +199,12 @@ class AckingProducer:
         self._poller.start()
 
     def produce(self, topic: str, key: bytes | None, value: bytes | None, on_delivery: DeliveryCallback,
-                wait_for_room: bool = True) -> None:
+                wait_for_room: bool = True, headers: Headers = None) -> None:
         """Queue one record. A full local queue (Kafka slow or away) is waited out, or with ``wait_for_room`` False
         refused at once with ``QueueFull``."""
         while True:
             try:
-                self.producer.produce(topic, key=key, value=value, on_delivery=on_delivery)
+                self.producer.produce(topic, key=key, value=value, on_delivery=on_delivery, headers=headers)
                 return
             except BufferError:  # librdkafka's local queue is full: wait for deliveries to free room
                 if not wait_for_room:
@@ -211,8 +212,8 @@ class AckingProducer:
                                     "(or is unreachable); retry later") from None
                 self.producer.poll(0.05)
 
-    def send(self, topic: str, records: Sequence[tuple[bytes | None, bytes | None]], wait_for_room: bool = True
-             ) -> Future[int]:
+    def send(self, topic: str, records: Sequence[tuple[bytes | None, bytes | None]], wait_for_room: bool = True,
+             headers: Headers = None) -> Future[int]:
         """Produce every record; the future gives their count once all are acknowledged, or a PublishError.
         ``wait_for_room`` False: a full local queue fails the future at once with ``QueueFull`` (records produced
         before stay queued and may still be delivered: a retry of the request only repeats them)."""
@@ -242,7 +243,7 @@ class AckingProducer:
             done.set_result(0)
         for key, value in records:
             try:
-                self.produce(topic, key, value, on_delivery, wait_for_room)
+                self.produce(topic, key, value, on_delivery, wait_for_room, headers)
             except QueueFull as full:
                 if not done.done():
                     done.set_exception(full)

@@ -1,9 +1,11 @@
 """Validate, serialize and publish OpenLineage events to the events topic; one shell shared by every emitter.
 
 ``encode`` turns an event into (key, Confluent-framed Avro value) or raises ``InvalidEvent`` naming the field;
-``send`` produces a batch with an idempotent producer (acks=all) and returns a future that completes only when
-Kafka has acknowledged every record of the batch — the HTTP collector answers 2xx on that, ``lineage emit`` waits
-on it. A background thread serves librdkafka's delivery callbacks so callers never have to poll.
+``send`` produces a batch of encoded records with an idempotent producer (acks=all) and returns a future that
+completes only when Kafka has acknowledged every record of the batch — the HTTP collector answers 2xx on that,
+``lineage emit`` waits on it. A background thread serves librdkafka's delivery callbacks so callers never have to
+poll. Every record carries the stamp of the rules that validated it (``schemas.validation_stamp``): the processor
+does not validate it again.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from kafka_lineage.schemas.openlineage import (
     validate_event,
 )
 from kafka_lineage.schemas.registry import value_subject
+from kafka_lineage.schemas.validation_stamp import STAMPED
 
 # A minimal valid event: if it serializes, the registry is reachable and holds the schema.
 KNOWN_GOOD_EVENT: dict[str, Any] = {
@@ -95,12 +98,14 @@ class EventPublisher:
         return True
 
     def produce(self, key: bytes, value: bytes, on_delivery: DeliveryCallback) -> None:
-        self._kafka.produce(self.topic, key, value, on_delivery)
+        """Queue one record ``encode`` made: stamped as validated (``schemas.validation_stamp``)."""
+        self._kafka.produce(self.topic, key, value, on_delivery, headers=STAMPED)
 
     def send(self, records: Sequence[tuple[bytes, bytes]], wait_for_room: bool = True) -> Future[int]:
-        """Produce every record; the future gives their count once all are acknowledged, or a PublishError
-        (``QueueFull`` at once when the local queue is full and ``wait_for_room`` is False)."""
-        return self._kafka.send(self.topic, records, wait_for_room)
+        """Produce every record (each one ``encode`` made: they go out stamped as validated); the future gives their
+        count once all are acknowledged, or a PublishError (``QueueFull`` at once when the local queue is full and
+        ``wait_for_room`` is False)."""
+        return self._kafka.send(self.topic, records, wait_for_room, STAMPED)
 
     @property
     def kafka_down(self) -> bool:

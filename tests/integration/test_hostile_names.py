@@ -15,6 +15,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.graph.driver import driver_for
 from kafka_lineage.producers.client.publisher import EventPublisher
 from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.runtime.kafka_io import AckingProducer
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import event_to_record
 from kafka_lineage.schemas.wire import AvroCodec
@@ -76,8 +77,11 @@ def test_hostile_names_from_events_reach_every_cli_output_escaped(clients: Clien
                 time.sleep(0.3)
         changed = _run(ns, JOB, 20, [_dataset(source)], [_dataset(evil, "string")])
         publisher.send([publisher.encode(e) for e in changed]).result(30)
-        publisher.send([(b"bad", _unvalidated({**changed[0], "run": {"runId": f"not-a-uuid {EVIL}"}}, settings))]
+        unstamped = AckingProducer(settings.kafka_config())  # (the publisher stamps what it sends as validated)
+        unstamped.send(settings.events_topic, [(b"bad", _unvalidated(
+            {**changed[0], "run": {"runId": f"not-a-uuid {EVIL}"}}, settings))]
                        ).result(30)  # a dead letter of an event carrying hostile text
+        unstamped.close()
         publisher.close()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not (consume_all(settings.kafka_bootstrap_servers, settings.drift_topic)

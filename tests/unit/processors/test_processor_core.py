@@ -185,3 +185,18 @@ def test_a_dataset_event_carrying_a_run_flows_at_once() -> None:
              "dataset": {"namespace": "s3://lake", "name": "raw/orders"}, "run": {"runId": str(uuid.uuid4())}}
     out = _core().process(_incoming([event]), now=1.0)
     assert len(out.normalized) == 1 and not out.dead_letters  # not held back for a START it will never get
+
+
+def test_a_record_stamped_as_validated_is_not_validated_again_and_an_unstamped_one_is() -> None:
+    invalid = _event("not-a-uuid", "job", "COMPLETE", 1)
+    unstamped, stamped = _incoming([invalid, invalid])
+    stamped = Incoming(stamped.key, stamped.value, 0, 1, PRODUCED_MS, "events", validated=True)
+    events, out = _core().normalize([unstamped, stamped])
+    assert [event["run"]["runId"] for event in events] == ["not-a-uuid"]  # the stamped one: trusted
+    assert len(out.dead_letters) == 1 and out.dead_letters[0][1]["errorClass"] == "invalid-event"
+    assert out.dead_letters[0][1]["sourceOffset"] == 0
+    far_ahead = _event(str(uuid.uuid4()), "job", "COMPLETE", 1)  # what the record's own timestamp decides: checked
+    record = _incoming([far_ahead])[0]
+    events, out = _core().normalize([Incoming(record.key, record.value, 0, 2, 1_000_000_000_000, "events",
+                                              validated=True)])
+    assert not events and out.dead_letters[0][1]["errorClass"] == "event-time-in-future"
