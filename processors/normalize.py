@@ -285,7 +285,13 @@ def _partition(io: Any, found: PathPartition | None, map_key: str, final: Identi
 _Changes = tuple[Identity, dict[str, dict[str, Any]]]
 
 
-def _changed(dataset: Any, changes: _Changes | None) -> Any:
+def _merged(current: Any, entries: dict[str, Any]) -> dict[str, Any]:
+    """A facet map with ``entries`` rewritten or added."""
+    return {**current, **entries} if isinstance(current, dict) else dict(entries)
+
+
+def _changed(dataset: Any, changes: _Changes | None,
+             merged: Callable[[Any, dict[str, Any]], dict[str, Any]] = _merged) -> Any:
     """The dataset with its changes applied: a new object, or the same one if nothing changed."""
     if changes is None:
         return dataset
@@ -296,8 +302,7 @@ def _changed(dataset: Any, changes: _Changes | None) -> Any:
     if changed:
         out = out if out is not None else dict(dataset)
         for map_key, entries in changed.items():
-            current = dataset.get(map_key)
-            out[map_key] = {**current, **entries} if isinstance(current, dict) else dict(entries)
+            out[map_key] = merged(dataset.get(map_key), entries)
     return dataset if out is None else out
 
 
@@ -406,12 +411,23 @@ class NormalizeCache:
 
     def _changed(self, dataset: Any, changes: _Changes | None) -> Any:
         """A dataset of the cache changed as before: the same new object (remembered with the dataset, and holding
-        on to the changes it was made with, so that their id stays theirs)."""
-        if changes is None or not self.facets.holds(dataset):
-            return _changed(dataset, changes)
+        on to the changes it was made with, so that their id stays theirs). A dataset not in the cache (an output
+        with its run's statistics) is a new object, but its rewritten facet map, when that map is in the cache, is
+        the same one again: what is derived from a map (its record, the graph's rows) is computed once."""
+        if changes is None:
+            return dataset
+        if not self.facets.holds(dataset):
+            return _changed(dataset, changes, self._merged)
         done = self.facets.derived(dataset, f"normalized:{id(changes)}", lambda _: (changes, self._adopted(
-            _changed(dataset, changes), dataset)))
+            _changed(dataset, changes, self._merged), dataset)))
         return done[1] if done[0] is changes else _changed(dataset, changes)
+
+    def _merged(self, current: Any, entries: dict[str, Any]) -> dict[str, Any]:
+        if not self.facets.holds(current):
+            return _merged(current, entries)
+        done = self.facets.derived(current, f"merged:{id(entries)}", lambda _: (entries, self._adopted(
+            _merged(current, entries), current)))
+        return done[1] if done[0] is entries else _merged(current, entries)
 
     def _adopted(self, new: Any, dataset: Any) -> Any:
         if new is not dataset:

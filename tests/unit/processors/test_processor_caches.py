@@ -165,6 +165,26 @@ def test_normalize_cache_equals_normalize_event() -> None:
     assert NormalizeCache(FacetCache()).normalize([1]) == ([1], [])  # not an event: as normalize_event
 
 
+
+def test_an_output_with_its_runs_statistics_shares_its_rewritten_facet_map() -> None:
+    """A COMPLETE's output carries the run's own statistics, so the dataset is never the cache's; its facet map
+    (schema and column lineage, the same on every run) is, and its rewrite is one object on every run."""
+    cache = FacetCache(admit_after=1)
+    normalizer = NormalizeCache(cache)
+    maps = []
+    for rows in (10, 20, 30):
+        event = full_run_event()
+        output = event["outputs"][0]
+        output["facets"]["columnLineage"]["dataset"] = [{"namespace": "s3n://raw", "name": "orders", "field": "id"}]
+        output["outputFacets"] = {"outputStatistics": {"_producer": "p", "_schemaURL": "u", "rowCount": rows}}
+        (cached,) = _decoded([event], cache)
+        normalized, _ = normalizer.normalize(cached)
+        assert normalized == normalize_event(_decoded([event], None)[0])[0]
+        assert normalized["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == rows
+        maps.append(normalized["outputs"][0]["facets"])
+    assert maps[0]["columnLineage"]["dataset"][0]["namespace"] == "s3://raw"
+    assert maps[1] is maps[2] and cache.holds(maps[2])  # (the first run's map was not in the cache yet)
+
 def _frame(events: list[dict]) -> list[Incoming]:
     codec = CODECS["openlineage_event"]
     produced = 1_800_000_000_000  # Kafka timestamps after the events' times
