@@ -4,10 +4,12 @@ files, in parallel, written by the executors.
 Each topic partition's offset range is cut into ranges of at most ``TASK_RECORDS``, one task each, which reads its
 range with confluent-kafka and runs the processor's pure core (decode, validate, normalize:
 ``replay.local.normalized_ranges``, as every replay does; a record's normalization needs no other record) and folds
-the events into ``GraphBatch`` slices (``graph_batches``: memory bounded by the slice). Their rows go into a
-shuffle keyed by (row kind, identity) and are merged there by the model's own rules (``graph.batch.merge_rows``:
-commutative, associative, idempotent, so any split and order gives the rows one process would build). The shuffle
-places rows by ``placement``: all rows of a run (``runs``, ``run_totals``, ``of_job``, ``read``, ``wrote``) in one
+the events into ``GraphBatch`` slices (``graph_batches``: memory bounded by the slice). Each slice's rows go into
+the shuffle as one chunk per shuffle partition (``chunks``: few large records, not one per row), and each
+partition merges what it receives by identity with the model's own rules (``merged_rows``, a ``RowBuilder``:
+commutative, associative, idempotent, so any split and order gives the rows one process would build; a
+partition's memory is its share of the distinct rows, and there are as many partitions as tasks). Rows are
+placed by ``placement``: all rows of a run (``runs``, ``run_totals``, ``of_job``, ``read``, ``wrote``) in one
 partition, a node's ``…_names`` row with its node. So each partition's writer (``write_partition``, one pass over
 the merged rows) derives what the statements derive from other rows where those rows are: a run's totals (its
 ``read``/``wrote`` statistics, summed) and each job's latest-run candidate among its runs there; every node's and
@@ -24,12 +26,12 @@ import io
 import os
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kafka_lineage.graph.batch import merge_rows, row_identity
+from kafka_lineage.graph.batch import GraphBatch, RowBuilder, row_identity
 from kafka_lineage.graph.events import graph_batches
 from kafka_lineage.graph.keys import may_be_stored_by_hash
 from kafka_lineage.processors.settings import ProcessorSettings
@@ -68,7 +70,8 @@ _NAMES_SUFFIX = "_names"
 # progress bar that moves). Larger tasks repeat fewer rows: every run of a job in a task shares its datasets' rows.
 TASK_RECORDS = 50_000
 
-Keyed = tuple[tuple[str, Any], tuple[str, Any]]  # ((kind, identity), (kind, row)): the kind travels with the value
+Keyed = tuple[tuple[str, Any], tuple[str, Any]]  # ((kind, identity), (kind, row)): a merged row and its key
+Chunk = tuple[int, list[tuple[str, Any]]]  # (shuffle partition, [(kind, row), …]): what a task sends there
 Record = tuple[str, str, list[Any]]  # (nodes | relationships, label or type, the CSV record's values)
 Written = tuple[str, str, str, int, bool]  # (group, table, file, records, some value spans lines)
 Out = tuple[str, Any]  # what a partition's writer tells the driver, tagged: "file", "report", "latest", …
@@ -83,9 +86,9 @@ class SparkFold:
 
 def fold_task(clients: ClientSettings, processing: ProcessorSettings, batch_size: int,
               ranges: Iterable[tuple[int, int, int]], window: EventWindow = ALL_TIME,
-              slice_events: int = TASK_RECORDS) -> Iterator[Keyed]:
-    """One task: its partitions' ``(partition, first offset, end offset)`` ranges → their batch's rows, keyed by
-    (kind, identity), and the task's counts."""
+              slice_events: int = TASK_RECORDS, partitions: int = 1) -> Iterator[Chunk]:
+    """One task: its partitions' ``(partition, first offset, end offset)`` ranges → their batch's rows in chunks,
+    one per shuffle partition (``chunks``), and the task's counts and schema histories (to partition 0)."""
     ranges = list(ranges)
     report = ReplayReport()
     drift = ReplayDrift(processing.schema_history_limit)
@@ -102,15 +105,40 @@ def fold_task(clients: ClientSettings, processing: ProcessorSettings, batch_size
                 dead_letters += len(output.dead_letters)
                 yield from batch_events
 
-        for batch in graph_batches(events(), slice_events):  # merged in the shuffle, which spills to disk
+        for batch in graph_batches(events(), slice_events):  # memory bounded by the slice
             check_batch(batch)  # a kind or column the import does not map fails the job here, before any file
-            for kind, rows in batch.rows.items():
-                for row in rows:
-                    yield (kind, row_identity(kind, row)), (kind, row)
+            yield from chunks(batch, partitions, _portable_hash)
     counts = dict(zip(_COUNTS, (report.records, written, dead_letters, report.scanned), strict=True))
-    yield (_REPORT, 0), (_REPORT, counts)
+    yield 0, [(_REPORT, counts)]
     if ranges:
-        yield (_DRIFT, ranges[0][:2]), (_DRIFT, drift.kept())  # one per task: never combined
+        yield 0, [(_DRIFT, drift.kept())]
+
+
+def chunks(batch: GraphBatch, partitions: int, hash_of: Callable[[Any], int]) -> Iterator[Chunk]:
+    """A batch's rows as one chunk per shuffle partition, placed by ``placement`` (hashed by ``hash_of``): what
+    the shuffle moves is a few large records per task, not one per row (PySpark pickles, combines and places each
+    record in Python: that was ~a third of the fold's time)."""
+    spread: dict[int, list[tuple[str, Row]]] = {}
+    for kind, rows in batch.rows.items():
+        for row in rows:
+            index = hash_of(placement((kind, row_identity(kind, row)))) % partitions
+            spread.setdefault(index, []).append((kind, row))
+    yield from spread.items()
+
+
+def merged_rows(chunks_in: Iterable[Chunk]) -> Iterator[Keyed]:
+    """A shuffle partition's chunks → its rows merged by identity (``RowBuilder``: the model's rules), each with
+    its key, and every task's counts and schema histories as they came."""
+    builder = RowBuilder()
+    for _, chunk in chunks_in:
+        for kind, row in chunk:
+            if kind in (_REPORT, _DRIFT):
+                yield (kind, 0), (kind, row)
+            else:
+                builder.add(kind, row)
+    for kind, rows in builder.rows.items():
+        for identity, row in rows.items():
+            yield (kind, identity), (kind, row)
 
 
 def task_ranges(firsts: dict[int, int], ends: dict[int, int], records: int) -> list[tuple[int, int, int]]:
@@ -118,13 +146,6 @@ def task_ranges(firsts: dict[int, int], ends: dict[int, int], records: int) -> l
     normalization needs no other record, and the tasks' rows merge in any split)."""
     return [(p, first, min(first + records, ends[p])) for p in sorted(ends)
             for first in range(firsts[p], ends[p], records)]
-
-
-def _combine(first: tuple[str, Any], second: tuple[str, Any]) -> tuple[str, Any]:
-    kind = first[0]
-    if kind == _REPORT:
-        return kind, {name: first[1][name] + second[1][name] for name in _COUNTS}
-    return kind, merge_rows(kind, first[1], second[1])
 
 
 # A run's rows meet in one shuffle partition: its totals (its ``read``/``wrote`` rows) and its job's latest-run
@@ -148,10 +169,14 @@ def placement(key: tuple[str, Any]) -> Any:
     return key
 
 
-def _placed(key: tuple[str, Any]) -> int:
+def _portable_hash(value: Any) -> int:
     from pyspark.rdd import portable_hash
 
-    return portable_hash(placement(key))
+    return portable_hash(value)
+
+
+def _own_index(index: int) -> int:
+    return index
 
 
 def _hashed_key(spec: Any, row: Row) -> bool:
@@ -364,20 +389,21 @@ def fold_on_spark(spark: Any, clients: ClientSettings, begins: dict[int, int], e
     ranges = task_ranges(first_offsets(clients, {p: begins[p] for p in ends}), ends, task_records)
     phases = phases or PhaseProgress(out=io.StringIO())
 
-    def task(partition_ranges: Iterable[tuple[int, int, int]]) -> Iterator[Keyed]:
-        return fold_task(clients, processing, batch_size, partition_ranges, window, task_records)
-
     partitions = max(len(ranges), 4 * context.defaultParallelism)
-    merged = (context.parallelize(ranges, max(len(ranges), 1)).mapPartitions(task)
-              .reduceByKey(_combine, partitions, _placed))
+
+    def task(partition_ranges: Iterable[tuple[int, int, int]]) -> Iterator[Chunk]:
+        return fold_task(clients, processing, batch_size, partition_ranges, window, task_records, partitions)
+
+    shuffled = (context.parallelize(ranges, max(len(ranges), 1)).mapPartitions(task)
+                .partitionBy(partitions, _own_index))
     directory.mkdir(parents=True, exist_ok=True)
     with _FoldWatch(context, ranges, phases):
         # One pass over the merged rows writes them (the shuffle's reduce side: phase "merge"); the delimiter is
         # the first candidate, and only if a list value holds it are the files written again with another (the
         # map side's shuffle files are reused: not folded twice).
         delimiter = ARRAY_DELIMITERS[0]
-        out = merged.mapPartitionsWithIndex(lambda index, items: write_partition(
-            index, items, str(directory), delimiter)).collect()
+        out = shuffled.mapPartitionsWithIndex(lambda index, items: write_partition(
+            index, merged_rows(items), str(directory), delimiter)).collect()
         used = set().union(*(value for tag, value in out if tag == "delimiters"))
         if delimiter in used:
             delimiter = next((candidate for candidate in ARRAY_DELIMITERS if candidate not in used), "")
@@ -385,8 +411,8 @@ def fold_on_spark(spark: Any, clients: ClientSettings, begins: dict[int, int], e
                 raise TableError("every array delimiter candidate occurs in an array value")
             for _, (_, _, path, _, _) in (item for item in out if item[0] == "file"):
                 Path(path).unlink()
-            out = merged.mapPartitionsWithIndex(lambda index, items: write_partition(
-                index, items, str(directory), delimiter)).collect()
+            out = shuffled.mapPartitionsWithIndex(lambda index, items: write_partition(
+                index, merged_rows(items), str(directory), delimiter)).collect()
     phases.begin("files")
     drift = ReplayDrift(processing.schema_history_limit)  # merged in any order: the same changes
     files, table_counts, counts = finish_files(out, str(directory), delimiter, drift)
