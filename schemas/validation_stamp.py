@@ -2,14 +2,14 @@
 
 Every record the ``EventPublisher`` writes (collector, ``lineage emit``, the bridge, the openlineage-python
 transport: all validate with ``validate_event`` before they encode) carries the header ``HEADER`` with ``STAMP``, a
-digest of everything that decides what is valid: the code of the validation (``spec``, ``limits``, ``openlineage``),
-the project's facet schemas, and the openlineage-python version whose generated model the spec's schemas are built
-from. The processor (and every replay, which runs its core) skips ``validate_event`` for a record whose stamp equals
-its own: validation is ~20% of its CPU per realistic event, and the answer cannot differ. A stamp from another
-version of the rules (an older collector during an upgrade, a topic replayed after the rules changed), a record
-without one (written to the topic by anything else, or republished by ``lineage dlq redrive``) is validated as
-before. The stamp is a claim, not a signature: whoever can write the events topic can claim it, as they could write
-any other record there.
+digest of everything that decides what is valid: the code of the validation (``spec``, ``limits``, ``openlineage``,
+``partitions``), the project's facet schemas, the project's version, and the openlineage-python version whose
+generated model the spec's schemas are built from. The processor (and every replay, which runs its core) skips
+``validate_event`` for a record whose stamp equals its own: validation was a third of its core's CPU per realistic
+event, and the answer cannot differ. A record stamped under other rules (an older collector during an upgrade, a
+topic replayed after the rules changed) or without a stamp (written to the topic by anything else, or republished
+by ``lineage dlq redrive``) is validated as before. The stamp is a claim, not a signature: whoever can write the
+events topic can claim it, as they could write any other record there.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ _RULES = ("spec.py", "limits.py", "openlineage.py", "partitions.py")
 def rules_digest(directory: Path = _HERE, client_version: str | None = None) -> bytes:
     """The stamp of the rules in ``directory`` (this package's by default) under openlineage-python
     ``client_version`` (the installed one by default)."""
-    digest = hashlib.sha256((client_version or version("openlineage-python")).encode())
+    digest = hashlib.sha256(f"{version('kafka-lineage')}\0{client_version or version('openlineage-python')}".encode())
     for path in [*(directory / name for name in _RULES), *sorted((directory / "facets").glob("*.json"))]:
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        # (an installation without sources stamps their absence: every process of it stamps alike)
+        digest.update(path.name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"-") + b"\0")
     return b"v1:" + digest.hexdigest()[:32].encode()
 
 
