@@ -181,13 +181,6 @@ def row_identity(kind: str, row: Row) -> Any:
     return _KEY_OF[kind](row)
 
 
-def merge_rows(kind: str, first: Row, second: Row) -> Row:
-    """A new row, the merge of two ``kind`` rows of one identity (as ``merge_batches`` merges them)."""
-    merged = dict(first)
-    _merge_into(kind, merged, second)
-    return merged
-
-
 class RowBuilder:
     def __init__(self) -> None:
         self.rows: dict[str, dict[Any, Row]] = {kind: {} for kind in _KEYS}

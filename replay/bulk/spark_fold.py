@@ -105,9 +105,11 @@ def fold_task(clients: ClientSettings, processing: ProcessorSettings, batch_size
                 dead_letters += len(output.dead_letters)
                 yield from batch_events
 
+        from pyspark.rdd import portable_hash  # (Spark's hash of the placement: equal in every worker)
+
         for batch in graph_batches(events(), slice_events):  # memory bounded by the slice
             check_batch(batch)  # a kind or column the import does not map fails the job here, before any file
-            yield from chunks(batch, partitions, _portable_hash)
+            yield from chunks(batch, partitions, portable_hash)
     counts = dict(zip(_COUNTS, (report.records, written, dead_letters, report.scanned), strict=True))
     yield 0, [(_REPORT, counts)]
     if ranges:
@@ -167,12 +169,6 @@ def placement(key: tuple[str, Any]) -> Any:
     if kind.endswith(_NAMES_SUFFIX):
         return kind[:-len(_NAMES_SUFFIX)], identity
     return key
-
-
-def _portable_hash(value: Any) -> int:
-    from pyspark.rdd import portable_hash
-
-    return portable_hash(value)
 
 
 def _own_index(index: int) -> int:

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from kafka_lineage.graph.batch import GraphBatch, merge_batches, merge_rows, row_identity
+from kafka_lineage.graph.batch import GraphBatch, RowBuilder, merge_batches, row_identity
 from kafka_lineage.graph.events import graph_batch, graph_batches
 from kafka_lineage_devtools.bench_events import run_pairs
 from kafka_lineage_devtools.partition_workload import generate_partitions
@@ -69,8 +69,8 @@ def test_merging_leaves_its_inputs_unchanged():
 
 @pytest.mark.parametrize("name", list(STREAMS))
 def test_rows_reduced_by_identity_in_any_order_give_the_whole_streams_rows(name):
-    """What a shuffle does (Spark's reduceByKey): every part's rows keyed by (kind, identity), reduced pairwise in
-    an order the engine picks."""
+    """What the Spark fold's shuffle does (``spark_fold.merged_rows``): every part's rows, arriving in an order the
+    engine picks, merged by identity into one row each."""
     events = STREAMS[name]
     rng = random.Random(len(name))
     split: list[list[dict]] = [[] for _ in range(5)]
@@ -79,9 +79,10 @@ def test_rows_reduced_by_identity_in_any_order_give_the_whole_streams_rows(name)
     keyed = [((kind, row_identity(kind, row)), row) for part in split
              for kind, rows in graph_batch(part).rows.items() for row in rows]
     rng.shuffle(keyed)
-    reduced: dict[tuple, dict] = {}
-    for key, row in keyed:
-        reduced[key] = merge_rows(key[0], reduced[key], row) if key in reduced else row
+    builder = RowBuilder()
+    for (kind, _), row in keyed:
+        builder.add(kind, copy.deepcopy(row))  # (each arrives unpickled: its own copy)
+    reduced = {(kind, identity): row for kind, rows in builder.rows.items() for identity, row in rows.items()}
     whole = graph_batch(events)
     assert reduced == {
         (kind, row_identity(kind, row)): row for kind, rows in whole.rows.items() for row in rows}
