@@ -26,7 +26,8 @@ import io
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator
+import zlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,26 +106,29 @@ def fold_task(clients: ClientSettings, processing: ProcessorSettings, batch_size
                 dead_letters += len(output.dead_letters)
                 yield from batch_events
 
-        from pyspark.rdd import portable_hash  # (Spark's hash of the placement: equal in every worker)
-
         for batch in graph_batches(events(), slice_events):  # memory bounded by the slice
             check_batch(batch)  # a kind or column the import does not map fails the job here, before any file
-            yield from chunks(batch, partitions, portable_hash)
+            yield from chunks(batch, partitions)
     counts = dict(zip(_COUNTS, (report.records, written, dead_letters, report.scanned), strict=True))
     yield 0, [(_REPORT, counts)]
     if ranges:
         yield 0, [(_DRIFT, drift.kept())]
 
 
-def chunks(batch: GraphBatch, partitions: int, hash_of: Callable[[Any], int]) -> Iterator[Chunk]:
-    """A batch's rows as one chunk per shuffle partition, placed by ``placement`` (hashed by ``hash_of``): what
-    the shuffle moves is a few large records per task, not one per row (PySpark pickles, combines and places each
-    record in Python: that was ~a third of the fold's time)."""
+def placed(key: tuple[str, Any], partitions: int) -> int:
+    """The shuffle partition of a row's ``placement``: a checksum of its text, the same in every worker and run
+    (no ``PYTHONHASHSEED``; PySpark's ``portable_hash`` combines a tuple's hashes in Python, ~3x slower)."""
+    return zlib.crc32(repr(placement(key)).encode("utf-8", "surrogatepass")) % partitions
+
+
+def chunks(batch: GraphBatch, partitions: int) -> Iterator[Chunk]:
+    """A batch's rows as one chunk per shuffle partition (``placed``): what the shuffle moves is a few large
+    records per task, not one per row (PySpark pickles, combines and places each record in Python: that was ~a
+    third of the fold's time)."""
     spread: dict[int, list[tuple[str, Row]]] = {}
     for kind, rows in batch.rows.items():
         for row in rows:
-            index = hash_of(placement((kind, row_identity(kind, row)))) % partitions
-            spread.setdefault(index, []).append((kind, row))
+            spread.setdefault(placed((kind, row_identity(kind, row)), partitions), []).append((kind, row))
     yield from spread.items()
 
 

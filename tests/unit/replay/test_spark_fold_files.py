@@ -44,7 +44,7 @@ def test_the_partitions_writers_write_the_single_process_records(tmp_path: Path,
     # three tasks' slices (a run's events and a dataset's rows in several), chunked as the tasks send them
     spread: dict[int, list] = defaultdict(list)
     for task in (events[0::3], events[1::3], events[2::3]):
-        for index, chunk in chunks(graph_batch(task), partitions, hash):
+        for index, chunk in chunks(graph_batch(task), partitions):
             spread[index].append((index, copy.deepcopy(chunk)))  # (unpickled on the other side: its own rows)
         spread[0].append((0, [(_REPORT, {"records": 1, "written": 1, "dead_letters": 0, "scanned": 1})]))
     directory = tmp_path / "spark"
