@@ -177,9 +177,13 @@ def _batches(consumer: Consumer, topic: str, begins: dict[int, int], ends: dict[
              ) -> Iterator[list[Incoming]]:
     consumer.assign([TopicPartition(topic, p, begins[p]) for p in ends])
     open_partitions = set(ends)
+    # Offsets left to read per partition: a batch asks for no more, so the last one does not wait out the timeout
+    # for records past the ends (1 s a range read to its partition's end). Transaction markers take offsets too:
+    # then the last ask may still wait once.
+    left = {p: ends[p] - max(begins[p], 0) for p in ends}
     while open_partitions:
         batch = []
-        for message in consumer.consume(batch_size, 1.0):
+        for message in consumer.consume(max(1, min(batch_size, sum(left[p] for p in open_partitions))), 1.0):
             if message.error() is not None or message.offset() >= ends[message.partition()]:
                 continue
             timestamp = message.timestamp()[1]
@@ -187,9 +191,15 @@ def _batches(consumer: Consumer, topic: str, begins: dict[int, int], ends: dict[
                                   timestamp if timestamp > 0 else None, topic, is_stamped(message.headers())))
         # Positions, not the last offset seen: a committed transaction's marker can be a partition's last offset,
         # and read_committed never returns it as a message.
+        done = []
         for position in consumer.position([TopicPartition(topic, p) for p in open_partitions]):
             if position.offset >= ends[position.partition]:
                 open_partitions.discard(position.partition)
+                done.append(TopicPartition(topic, position.partition))
+            elif position.offset >= 0:
+                left[position.partition] = ends[position.partition] - position.offset
+        if done:  # no more fetches past the ends (librdkafka drops what it fetched ahead for a paused partition)
+            consumer.pause(done)
         if batch:
             yield batch
 

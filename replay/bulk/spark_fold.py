@@ -23,6 +23,7 @@ a list value holds it; then the files are written again with a free one (the shu
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import sys
 import threading
@@ -149,9 +150,18 @@ def merged_rows(chunks_in: Iterable[Chunk]) -> Iterator[Keyed]:
 
 def task_ranges(firsts: dict[int, int], ends: dict[int, int], records: int) -> list[tuple[int, int, int]]:
     """Each partition's ``firsts``..``ends`` in ranges of at most ``records`` offsets, one task each (a record's
-    normalization needs no other record, and the tasks' rows merge in any split)."""
-    return [(p, first, min(first + records, ends[p])) for p in sorted(ends)
-            for first in range(firsts[p], ends[p], records)]
+    normalization needs no other record, and the tasks' rows merge in any split). A partition's ranges are of equal
+    size (±1), and the largest come first: Spark starts tasks in this order, so the last to end are short ones and
+    the cores finish together (a 67k-record partition in 50k + 17k left one core idle for the 50k's last part)."""
+    ranges = []
+    for p in sorted(ends):
+        size = ends[p] - firsts[p]
+        if size <= 0:
+            continue
+        pieces = -(-size // records)
+        bounds = [firsts[p] + size * piece // pieces for piece in range(pieces + 1)]
+        ranges += [(p, first, end) for first, end in itertools.pairwise(bounds)]
+    return sorted(ranges, key=lambda item: item[1] - item[2])  # stable: partition order among equal sizes
 
 
 # A run's rows meet in one shuffle partition: its totals (its ``read``/``wrote`` rows) and its job's latest-run

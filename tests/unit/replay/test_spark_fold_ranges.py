@@ -5,9 +5,10 @@ from __future__ import annotations
 from kafka_lineage.replay.bulk.spark_fold import task_ranges
 
 
-def test_each_partition_is_cut_into_tasks_of_at_most_the_given_records():
+def test_each_partition_is_cut_into_equal_tasks_of_at_most_the_given_records_largest_first():
     ranges = task_ranges({0: 0, 1: 120, 2: 7}, {0: 250, 1: 130, 2: 7}, 100)
-    assert ranges == [(0, 0, 100), (0, 100, 200), (0, 200, 250), (1, 120, 130)]  # partition 2 holds nothing
+    # 250 in three tasks of 83-84, not 100 + 100 + 50; partition 2 holds nothing
+    assert ranges == [(0, 166, 250), (0, 0, 83), (0, 83, 166), (1, 120, 130)]
 
 
 def test_the_tasks_cover_every_offset_once():
