@@ -74,7 +74,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from itertools import islice
 from typing import Any
 
-from kafka_lineage.graph.batch import GraphBatch, RowBuilder, property_group
+from kafka_lineage.graph.batch import ROW_IDENTITY, GraphBatch, RowBuilder, property_group
 from kafka_lineage.graph.facets import (
     add_facet_documents,
     as_dict,
@@ -186,15 +186,15 @@ def _dataset_facets(b: RowBuilder, dataset: Any, first: str | None, last: str | 
 
 
 
-class _Repeats:
-    """When a dataset with one facets object was seen, after its rows were first built at ``done`` (``_dataset``)."""
+class _Seen:
+    """The eventTimes something was seen at in a batch: the earliest, the latest, and whether once without one."""
 
-    __slots__ = ("dataset", "done", "earliest", "latest", "untimed")
+    __slots__ = ("earliest", "latest", "untimed")
 
-    def __init__(self, dataset: Any, time: str | None) -> None:
-        self.dataset, self.done = dataset, time
-        self.earliest = self.latest = time
-        self.untimed = time is None
+    def __init__(self) -> None:
+        self.earliest: str | None = None
+        self.latest: str | None = None
+        self.untimed = False
 
     def seen(self, time: str | None) -> None:
         if time is None:
@@ -204,6 +204,27 @@ class _Repeats:
             self.earliest = time
         if self.latest is None or time > self.latest:
             self.latest = time
+
+
+class _Repeats(_Seen):
+    """When a dataset with one facets object was seen, after its rows were first built at ``done`` (``_dataset``)."""
+
+    __slots__ = ("dataset", "done")
+
+    def __init__(self, dataset: Any, time: str | None) -> None:
+        super().__init__()
+        self.dataset, self.done = dataset, time
+        self.seen(time)
+
+
+class _SeenJob(_Seen):
+    """When a job object was seen, and its stored identity (``_job``)."""
+
+    __slots__ = ("ident", "job")
+
+    def __init__(self, job: dict[str, Any], ident: tuple[str, str]) -> None:
+        super().__init__()
+        self.job, self.ident = job, ident
 
 
 def _dataset(b: RowBuilder, dataset: Any, time: str | None) -> tuple[str, str] | None:
@@ -234,6 +255,60 @@ def _built_repeats(b: RowBuilder) -> None:
         if repeats.untimed and repeats.done is not None:
             _dataset_facets(b, repeats.dataset, None, None)
     b.repeats.clear()
+
+
+def _job(b: RowBuilder, job: Any) -> _SeenJob | None:
+    """A job object's ``_SeenJob`` (None: no identity). Its rows are built when the batch is (``_built_jobs``), once
+    per object: the decoder shares one object per distinct job (the FacetCache), so every run of a job hands over
+    the same one, and its rows (node, job type, facet documents) differ only by time, merged by max or latest."""
+    seen = b.jobs_seen.get(id(job))
+    if seen is None or seen.job is not job:  # (kept alive, so an id stays its own)
+        ident = _identity(b, job)
+        if ident is None:
+            return None
+        seen = b.jobs_seen[id(job)] = _SeenJob(job, ident)
+    return seen
+
+
+def _job_rows(b: RowBuilder, job: dict[str, Any], ident: tuple[str, str], time: str | None) -> None:
+    facets = as_dict(job.get("facets"))
+    job_type = facet_content(as_dict(facets.get("jobType")))
+    type_group = property_group(time or NO_TIME_MAX, processingType=job_type.get("processingType"),
+                                integration=job_type.get("integration"), jobType=job_type.get("jobType"),
+                                eventContentMode=as_text(as_dict(job_type.get("emissionPattern")).get(
+                                    "eventContentMode")))
+    b.job(*ident, time, type_group if job_type else None)
+    add_facet_documents(b, "Job", *ident, facets, time)
+
+
+def _built_jobs(b: RowBuilder) -> None:
+    """Each job's rows at the latest time it was seen, and without a time if it once was: what building them at
+    every time merges to (every time-dependent property of a job's rows is kept by max or latest)."""
+    for seen in b.jobs_seen.values():
+        if seen.latest is not None:
+            _job_rows(b, seen.job, seen.ident, seen.latest)
+        if seen.untimed:
+            _job_rows(b, seen.job, seen.ident, None)
+    b.jobs_seen.clear()
+
+
+def _seen_edge(b: RowBuilder, kind: str, key: tuple[str, str, str, str], time: str | None) -> None:
+    """An ``input_to``/``outputs`` edge seen at ``time``: one row per edge and batch, its ``firstSeen``/``lastSeen``
+    the earliest/latest time (what merging a row per event by min/max gives; ``_built_edges``)."""
+    span = b.edge_spans.get((kind, key))
+    if span is None:
+        b.edge_spans[(kind, key)] = [time, time]
+    elif time is not None:
+        if span[0] is None or time < span[0]:
+            span[0] = time
+        if span[1] is None or time > span[1]:
+            span[1] = time
+
+
+def _built_edges(b: RowBuilder) -> None:
+    for (kind, key), (first, last) in b.edge_spans.items():
+        b.add(kind, {**dict(zip(ROW_IDENTITY[kind], key, strict=True)), "firstSeen": first, "lastSeen": last})
+    b.edge_spans.clear()
 
 
 def _partition(b: RowBuilder, ident: tuple[str, str], facet: Any, time: str | None) -> str | None:
@@ -291,14 +366,11 @@ def _add_event(b: RowBuilder, event: Mapping[str, Any]) -> None:
         if ident is not None and facet is not None:
             _partition(b, ident, facet, time)  # a completion-marker report (or the dataset's marker rule)
         return
-    job_ident = _identity(b, event.get("job"))
-    if job_ident is not None:
-        job_type = facet_content(as_dict(as_dict(event["job"].get("facets")).get("jobType")))
-        type_group = property_group(time or NO_TIME_MAX, processingType=job_type.get("processingType"),
-                            integration=job_type.get("integration"), jobType=job_type.get("jobType"),
-                            eventContentMode=as_text(as_dict(job_type.get("emissionPattern")).get("eventContentMode")))
-        b.job(*job_ident, time, type_group if job_type else None)
-        add_facet_documents(b, "Job", *job_ident, as_dict(event["job"].get("facets")), time)
+    seen_job = _job(b, event.get("job"))
+    job_ident = None
+    if seen_job is not None:
+        seen_job.seen(time)
+        job_ident = seen_job.ident
 
     run = as_dict(event.get("run"))
     run_id = as_text(run.get("runId"))
@@ -340,9 +412,7 @@ def _add_event(b: RowBuilder, event: Mapping[str, Any]) -> None:
         if ident is None:
             continue
         if job_ident is not None:
-            b.add("input_to", {"namespace": ident[0], "name": ident[1],
-                               "jobNamespace": job_ident[0], "jobName": job_ident[1], "firstSeen": time,
-                               "lastSeen": time})
+            _seen_edge(b, "input_to", (*ident, *job_ident), time)
         if run_id is not None:
             input_facets = as_dict(dataset.get("inputFacets"))
             _partition_io(b, "read", run_id, ident, input_facets, order, time)
@@ -361,8 +431,7 @@ def _add_event(b: RowBuilder, event: Mapping[str, Any]) -> None:
         if ident is None:
             continue
         if job_ident is not None:
-            b.add("outputs", {"jobNamespace": job_ident[0], "jobName": job_ident[1],
-                              "namespace": ident[0], "name": ident[1], "firstSeen": time, "lastSeen": time})
+            _seen_edge(b, "outputs", (*job_ident, *ident), time)
         if run_id is not None:
             output_facets = as_dict(dataset.get("outputFacets"))
             _partition_io(b, "wrote", run_id, ident, output_facets, order, time)
@@ -384,6 +453,8 @@ def graph_batch(events: Iterable[Mapping[str, Any]]) -> GraphBatch:
         if isinstance(event, Mapping):
             _add_event(b, event)
     _built_repeats(b)
+    _built_jobs(b)
+    _built_edges(b)
     return b.batch()
 
 

@@ -89,13 +89,19 @@ def test_rows_reduced_by_identity_in_any_order_give_the_whole_streams_rows(name)
 
 
 def _sharing_facets(events: list[dict], rng: random.Random) -> list[dict]:
-    """The events with one facets object per distinct dataset facets content (as the decoder's FacetCache hands
-    them out), some of them without an eventTime."""
+    """The events with one facets object per distinct dataset facets content and one job object per distinct job
+    (as the decoder's FacetCache hands them out), some of them without an eventTime (all of one job's)."""
     shared: dict[str, dict] = {}
     events = copy.deepcopy(events)
+    untimed_job = min(str(event["job"].get("name")) for event in events if isinstance(event.get("job"), dict))
     for event in events:
-        if rng.random() < 0.1:
+        if rng.random() < 0.1 or event.get("job", {}).get("name") == untimed_job:  # one job never has a time
             event.pop("eventTime", None)
+        if isinstance(event.get("job"), dict):
+            facets = event["job"].setdefault("facets", {})  # a job type and a document: rows kept by latest
+            facets.setdefault("jobType", {"processingType": "BATCH", "integration": "SPARK", "jobType": "JOB"})
+            facets.setdefault("documentation", {"description": f"job {event['job'].get('name')}"})
+            event["job"] = shared.setdefault(json.dumps(event["job"], sort_keys=True), event["job"])
         datasets = [*event.get("inputs", []), *event.get("outputs", [])]
         if isinstance(event.get("dataset"), dict):
             datasets.append(event["dataset"])
@@ -107,14 +113,19 @@ def _sharing_facets(events: list[dict], rng: random.Random) -> list[dict]:
 
 @pytest.mark.parametrize("name", list(STREAMS))
 @pytest.mark.parametrize("seed", range(3))
-def test_datasets_sharing_one_facets_object_give_the_rows_of_separate_objects(name, seed):
-    """graph_batch builds a dataset's rows once per facets object and merges the other times in (events._dataset):
-    the same rows as building them for every event."""
+def test_datasets_and_jobs_sharing_one_object_give_the_rows_of_separate_objects(name, seed):
+    """graph_batch builds a dataset's rows once per facets object and merges the other times in (events._dataset),
+    and a job's once per job object (events._job): the same rows as building them for every event."""
     rng = random.Random(seed)
     events = STREAMS[name] * 3  # every dataset repeated, at its run's times
     rng.shuffle(events)
     events = _sharing_facets(events, rng)
-    assert graph_batch(events) == graph_batch(json.loads(json.dumps(events)))  # (deepcopy keeps the sharing)
+    # the reference builds each event's rows alone (a batch of one shares nothing), merged by the model's rules
+    batch = graph_batch(events)
+    assert batch == merge_batches(graph_batch([event]) for event in json.loads(json.dumps(events)))
+    untimed = [event["job"] for event in events if isinstance(event.get("job"), dict) and "eventTime" not in event]
+    assert {(job["namespace"], job["name"]) for job in untimed} <= {(row["namespace"], row["name"])
+                                                                    for row in batch["jobs"]}
 
 
 @pytest.mark.parametrize("name", list(STREAMS))
