@@ -201,6 +201,7 @@ class RowBuilder:
         self.documents: dict[tuple[int, str], tuple[Any, str | None, str]] = {}
         # ((namespace, name), id(facets)) → the times that dataset was seen at since its rows were built (events.py)
         self.repeats: dict[tuple[tuple[str, str], int], Any] = {}
+        self.datasets_seen: dict[int, tuple[Any, Any, tuple[str, str]]] = {}  # id(dataset) → it, its repeats, identity
         self.jobs_seen: dict[int, Any] = {}  # id(job object) → when it was seen (events.py: built once per object)
         self.edge_spans: dict[tuple[str, tuple[str, ...]], list[Any]] = {}  # INPUT_TO/OUTPUTS → [first, last] seen
 

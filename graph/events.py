@@ -233,6 +233,10 @@ def _dataset(b: RowBuilder, dataset: Any, time: str | None) -> tuple[str, str] |
     differ only by time. Every time-dependent property of those rows merges by min, earliest, max or latest, so the
     rows built once more over the span of the other times (and without a time, if one had none) merge to what
     building them at every time gives; that is done when the batch is built (``_built_repeats``)."""
+    known = b.datasets_seen.get(id(dataset))  # the same dataset object again (an input: shared as a whole)
+    if known is not None and known[0] is dataset:
+        known[1].seen(time)
+        return known[2]
     facets = as_dict(dataset).get("facets")
     if not facets:
         return _dataset_facets(b, dataset, time, time)
@@ -242,8 +246,10 @@ def _dataset(b: RowBuilder, dataset: Any, time: str | None) -> tuple[str, str] |
     key = (ident, id(facets))
     repeats = b.repeats.get(key)
     if repeats is None or repeats.dataset.get("facets") is not facets:  # (kept alive, so an id stays its own)
-        b.repeats[key] = _Repeats(dataset, time)
+        b.repeats[key] = repeats = _Repeats(dataset, time)
+        b.datasets_seen[id(dataset)] = (dataset, repeats, ident)
         return _dataset_facets(b, dataset, time, time)
+    b.datasets_seen[id(dataset)] = (dataset, repeats, ident)
     repeats.seen(time)
     return ident
 
@@ -255,6 +261,7 @@ def _built_repeats(b: RowBuilder) -> None:
         if repeats.untimed and repeats.done is not None:
             _dataset_facets(b, repeats.dataset, None, None)
     b.repeats.clear()
+    b.datasets_seen.clear()
 
 
 def _job(b: RowBuilder, job: Any) -> _SeenJob | None:

@@ -79,9 +79,13 @@ def stored_key(value: str) -> str:
 
 
 # --- small pure helpers --------------------------------------------------------------------------------------------
+# one encoder: json.dumps with these options makes one per call
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical_json(value: Any) -> str:
     """Canonical JSON (sorted keys) for values stored or hashed by this module."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(value)
 
 
 def value_digest(value: Any) -> str:
