@@ -9,7 +9,7 @@ the shuffle as one chunk per shuffle partition (``chunks``: few large records, n
 partition merges what it receives by identity with the model's own rules (``merged_rows``, a ``RowBuilder``:
 commutative, associative, idempotent, so any split and order gives the rows one process would build; a
 partition's memory is its share of the distinct rows, and there are as many partitions as tasks). Rows are
-placed by ``placement``: all rows of a run (``runs``, ``run_totals``, ``of_job``, ``read``, ``wrote``) in one
+placed by ``placement_text``: all rows of a run (``runs``, ``run_totals``, ``of_job``, ``read``, ``wrote``) in one
 partition, a node's ``…_names`` row with its node. So each partition's writer (``write_partition``, one pass over
 the merged rows) derives what the statements derive from other rows where those rows are: a run's totals (its
 ``read``/``wrote`` statistics, summed) and each job's latest-run candidate among its runs there; every node's and
@@ -28,12 +28,13 @@ import os
 import sys
 import threading
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from kafka_lineage.graph.batch import GraphBatch, RowBuilder, row_identity
+from kafka_lineage.graph.batch import ROW_IDENTITY, GraphBatch, RowBuilder
 from kafka_lineage.graph.events import graph_batches
 from kafka_lineage.graph.keys import may_be_stored_by_hash
 from kafka_lineage.processors.settings import ProcessorSettings
@@ -116,20 +117,16 @@ def fold_task(clients: ClientSettings, processing: ProcessorSettings, batch_size
         yield 0, [(_DRIFT, drift.kept())]
 
 
-def placed(key: tuple[str, Any], partitions: int) -> int:
-    """The shuffle partition of a row's ``placement``: a checksum of its text, the same in every worker and run
-    (no ``PYTHONHASHSEED``; PySpark's ``portable_hash`` combines a tuple's hashes in Python, ~3x slower)."""
-    return zlib.crc32(repr(placement(key)).encode("utf-8", "surrogatepass")) % partitions
-
-
 def chunks(batch: GraphBatch, partitions: int) -> Iterator[Chunk]:
-    """A batch's rows as one chunk per shuffle partition (``placed``): what the shuffle moves is a few large
-    records per task, not one per row (PySpark pickles, combines and places each record in Python: that was ~a
-    third of the fold's time)."""
+    """A batch's rows as one chunk per shuffle partition (a checksum of the row's ``placement_text``, the same in
+    every worker and run): what the shuffle moves is a few large records per task, not one per row (PySpark
+    pickles, combines and places each record in Python: that was ~a third of the fold's time)."""
     spread: dict[int, list[tuple[str, Row]]] = {}
     for kind, rows in batch.rows.items():
+        text = placement_text(kind)
         for row in rows:
-            spread.setdefault(placed((kind, row_identity(kind, row)), partitions), []).append((kind, row))
+            spread.setdefault(zlib.crc32(text(row).encode("utf-8", "surrogatepass")) % partitions, []).append(
+                (kind, row))
     yield from spread.items()
 
 
@@ -174,15 +171,14 @@ _HEADERS = {**{("nodes", spec.label): node_header(spec) for spec in NODES},
 _ARRAYS = {table: any(name.endswith("[]") for name in header) for table, header in _HEADERS.items()}
 
 
-def placement(key: tuple[str, Any]) -> Any:
-    """What decides a merged row's shuffle partition (its hash): the run, for the rows of a run; the node, for its
-    ``…_names`` row; the row's own key otherwise."""
-    kind, identity = key
+def placement_text(kind: str) -> Callable[[Row], str]:
+    """What places a ``kind`` row in a shuffle partition, as text: the run's id, for the rows of a run; the node's
+    kind and identity, for a node and its ``…_names`` row; the row's own kind and identity otherwise."""
     if kind in _RUN_PLACED:
-        return "run", identity if kind in ("runs", "run_totals") else identity[0]
-    if kind.endswith(_NAMES_SUFFIX):
-        return kind[:-len(_NAMES_SUFFIX)], identity
-    return key
+        return itemgetter("runId")
+    owner = kind[:-len(_NAMES_SUFFIX)] if kind.endswith(_NAMES_SUFFIX) else kind
+    identity = itemgetter(*ROW_IDENTITY[kind])
+    return lambda row: f"{owner}\x00{identity(row)!r}"
 
 
 def _own_index(index: int) -> int:
