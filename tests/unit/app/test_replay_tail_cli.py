@@ -15,6 +15,7 @@ from kafka_lineage.replay import local as replay
 from kafka_lineage.runtime import tail
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.schemas.wire import WireFormatError
+from tests.unit.kafka_fakes import FakeMessage
 
 
 def test_times_before_the_epoch_are_the_epoch() -> None:
@@ -45,23 +46,6 @@ def test_no_record_at_or_after_the_time_means_the_end_of_the_partition() -> None
     assert replay._offsets(consumer, "t", 123, lambda _p: OFFSET_BEGINNING, high) == {0: 4, 1: 7}
     assert replay._offsets(consumer, "t", None, lambda _p: OFFSET_BEGINNING, high) == {0: OFFSET_BEGINNING,
                                                                                         1: OFFSET_BEGINNING}
-
-
-class FakeMessage:
-    def __init__(self, partition: int, offset: int, value: bytes) -> None:
-        self._partition, self._offset, self._value = partition, offset, value
-
-    def error(self) -> None:
-        return None
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        return self._offset
-
-    def value(self) -> bytes:
-        return self._value
 
 
 class FakeTailConsumer:

@@ -7,32 +7,7 @@ from typing import Any
 from confluent_kafka import TopicPartition
 
 from kafka_lineage.replay.local import _batches
-
-
-class _Message:
-    def __init__(self, partition: int, offset: int) -> None:
-        self._partition, self._offset = partition, offset
-
-    def error(self) -> None:
-        return None
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        return self._offset
-
-    def key(self) -> bytes:
-        return b"k"
-
-    def value(self) -> bytes:
-        return b"v"
-
-    def timestamp(self) -> tuple[int, int]:
-        return 1, 1_700_000_000_000
-
-    def headers(self) -> None:
-        return None
+from tests.unit.kafka_fakes import FakeMessage
 
 
 class _Partitions:
@@ -51,7 +26,7 @@ class _Partitions:
         out = []
         for p in sorted(self.positions):
             while len(out) < count and self.positions[p] < self.sizes[p]:
-                out.append(_Message(p, self.positions[p]))
+                out.append(FakeMessage(p, self.positions[p], b"v", b"k"))
                 self.positions[p] += 1
         return out
 
