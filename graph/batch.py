@@ -203,7 +203,7 @@ class RowBuilder:
         self.repeats: dict[tuple[tuple[str, str], int], Any] = {}
         self.datasets_seen: dict[int, tuple[Any, Any, tuple[str, str]]] = {}  # id(dataset) → it, its repeats, identity
         self.jobs_seen: dict[int, Any] = {}  # id(job object) → when it was seen (events.py: built once per object)
-        self.edge_spans: dict[tuple[str, tuple[str, ...]], list[Any]] = {}  # INPUT_TO/OUTPUTS → [first, last] seen
+        self.edge_spans: dict[tuple[str, tuple[str, ...]], Any] = {}  # INPUT_TO/OUTPUTS → when seen (events.py)
 
     def add(self, kind: str, row: Row) -> None:
         key = _KEY_OF[kind](row)

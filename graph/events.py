@@ -245,13 +245,13 @@ def _dataset(b: RowBuilder, dataset: Any, time: str | None) -> tuple[str, str] |
         return None
     key = (ident, id(facets))
     repeats = b.repeats.get(key)
-    if repeats is None or repeats.dataset.get("facets") is not facets:  # (kept alive, so an id stays its own)
+    fresh = repeats is None or repeats.dataset.get("facets") is not facets  # (kept alive, so an id stays its own)
+    if fresh:
         b.repeats[key] = repeats = _Repeats(dataset, time)
-        b.datasets_seen[id(dataset)] = (dataset, repeats, ident)
-        return _dataset_facets(b, dataset, time, time)
+    else:
+        repeats.seen(time)
     b.datasets_seen[id(dataset)] = (dataset, repeats, ident)
-    repeats.seen(time)
-    return ident
+    return _dataset_facets(b, dataset, time, time) if fresh else ident
 
 
 def _built_repeats(b: RowBuilder) -> None:
@@ -302,19 +302,16 @@ def _built_jobs(b: RowBuilder) -> None:
 def _seen_edge(b: RowBuilder, kind: str, key: tuple[str, str, str, str], time: str | None) -> None:
     """An ``input_to``/``outputs`` edge seen at ``time``: one row per edge and batch, its ``firstSeen``/``lastSeen``
     the earliest/latest time (what merging a row per event by min/max gives; ``_built_edges``)."""
-    span = b.edge_spans.get((kind, key))
-    if span is None:
-        b.edge_spans[(kind, key)] = [time, time]
-    elif time is not None:
-        if span[0] is None or time < span[0]:
-            span[0] = time
-        if span[1] is None or time > span[1]:
-            span[1] = time
+    seen = b.edge_spans.get((kind, key))
+    if seen is None:
+        seen = b.edge_spans[(kind, key)] = _Seen()
+    seen.seen(time)
 
 
 def _built_edges(b: RowBuilder) -> None:
-    for (kind, key), (first, last) in b.edge_spans.items():
-        b.add(kind, {**dict(zip(ROW_IDENTITY[kind], key, strict=True)), "firstSeen": first, "lastSeen": last})
+    for (kind, key), seen in b.edge_spans.items():
+        b.add(kind, {**dict(zip(ROW_IDENTITY[kind], key, strict=True)), "firstSeen": seen.earliest,
+                     "lastSeen": seen.latest})
     b.edge_spans.clear()
 
 
