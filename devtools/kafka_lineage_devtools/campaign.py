@@ -38,6 +38,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from confluent_kafka.schema_registry import SchemaRegistryClient
+from neo4j.exceptions import TransientError
 
 from kafka_lineage.processors.identity import dedupe_id
 from kafka_lineage.runtime.config import ClientSettings
@@ -427,12 +428,14 @@ def _quiescence(clients: ClientSettings, env: Mapping[str, str], workload: Workl
 
 def _distance(clients: ClientSettings, env: Mapping[str, str], workload: Workload) -> int | None:
     """Records the groups lag behind plus the graph's differences from the truth; None when not answerable yet
-    (offsets held by an open transaction, a topic not readable to its end)."""
+    (offsets held by an open transaction, a topic not readable to its end, a graph the sink keeps changing under
+    a whole read)."""
     try:
         lag = sum(_lags(clients, env).values())
-    except (KafkaException, TimeoutError):
+        rows = graph_rows(clients, workload)
+    except (KafkaException, TimeoutError, TransientError):
         return None
-    return lag + check_graph_truth(workload.truth, graph_rows(clients, workload), drift_alerts(clients)).problems()
+    return lag + check_graph_truth(workload.truth, rows, drift_alerts(clients)).problems()
 
 
 # --- reading back ----------------------------------------------------------------------------------------------

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from neo4j.exceptions import TransientError
+
 from kafka_lineage.graph.driver import driver_for
 from kafka_lineage.producers.client.publisher import EventPublisher, PublishError
 from kafka_lineage.runtime.config import ClientSettings
@@ -101,7 +103,8 @@ def graph_rows(clients: ClientSettings, workload: Workload) -> dict[str, list[di
     def read(tx: Any) -> dict[str, list[dict[str, Any]]]:
         return {kind: [record.data() for record in tx.run(query, parameters)] for kind, query in GRAPH_QUERIES.items()}
 
-    # a managed read: retried when the sink's concurrent writes make Neo4j ask for it
+    # a managed read: retried when the sink's concurrent writes make Neo4j ask for it (for the driver's 30 s; a
+    # sink still catching up can outlast that: TransientError, which the polling callers take as "not yet")
     with driver_for(clients) as driver, driver.session() as session:
         return session.execute_read(read)
 
@@ -197,7 +200,12 @@ def run_faults(stack_settings: StackSettings, base: ClientSettings, *, jobs: int
         say(f"  {report.publish_seconds:6.1f}s  all {len(workload.events)} events acknowledged by Kafka")
 
         def converged() -> bool:
-            report.check = check(workload.truth, graph_rows(clients, workload), drift_alerts(clients))
+            try:
+                rows = graph_rows(clients, workload)
+            except TransientError as exc:  # the sink still writing all the while: read again at the next look
+                say(f"  {time.monotonic() - started:6.1f}s  graph read not possible yet: {exc.code}")
+                return False
+            report.check = check(workload.truth, rows, drift_alerts(clients))
             return report.check.ok
 
         with contextlib.suppress(TimeoutError):  # not converged: the last check is the report
