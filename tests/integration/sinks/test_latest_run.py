@@ -18,8 +18,8 @@ pytestmark = pytest.mark.integration
 PRODUCER = "https://github.com/kafka-lineage/kafka-lineage/tree/main/tests/integration/sinks"
 BRUTE_FORCE = ("MATCH (x:Run)-[:OF_JOB]->(j:Job {namespace: $ns, name: 'job'}) "
                "WITH x, coalesce(x.startTime, x.lastEventTime, '') AS key ORDER BY key DESC, x.runId DESC LIMIT 1 "
-               "RETURN x.runId")
-POINTER = "MATCH (j:Job {namespace: $ns, name: 'job'}) RETURN j.latestRunId"
+               "RETURN [x.runId, key]")
+POINTER = "MATCH (j:Job {namespace: $ns, name: 'job'}) RETURN [j.latestRunId, j.latestRunKey]"
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +59,9 @@ def test_a_late_start_hands_the_pointer_back(driver: Driver) -> None:
     ns, x, y = f"latest-{uuid.uuid4().hex[:8]}", str(uuid.uuid4()), str(uuid.uuid4())
     write_events(driver, [_event(ns, "COMPLETE", x, 50)])  # x: no START yet, keyed by its last event (50)
     write_events(driver, [_event(ns, "START", y, 40)])
-    assert driver.execute_query(POINTER, ns=ns).records[0][0] == x
+    assert driver.execute_query(POINTER, ns=ns).records[0][0][0] == x
     write_events(driver, [_event(ns, "START", x, 35)])  # x started at 35: y (40) is the latest
-    assert driver.execute_query(POINTER, ns=ns).records[0][0] == y
+    assert driver.execute_query(POINTER, ns=ns).records[0][0][0] == y
 
 
 def test_older_graphs_get_their_pointers_at_start(driver: Driver) -> None:
