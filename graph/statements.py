@@ -59,19 +59,19 @@ def _union_set(var: str, prop: str) -> str:
 
 
 _JOB = "MATCH (j:Job {namespace: row.jobNamespace, name: row.jobName})"
-# A job points at its latest run (``latestRunId``, with that run's key in ``latestRunKey``): the run with the largest
-# (start time, else last event time; runId), so a lineage graph's hundreds of jobs do not each sort their years of
-# runs. Once per job and batch (``latest_runs``, after the batch's runs and OF_JOB edges are in): the best of the
-# batch's runs of the job takes the pointer when its key passes the pointed run's; when the pointed run is one of
-# the batch's and its key went down (its START came after a later event), every run of the job is ranked again.
-# A batch holds several runs of a job: ranking per OF_JOB row was ~18% of a realistic batch's Neo4j time.
+# A run's OF_JOB edge, and its job's pointer to its latest run (``latestRunId``, with that run's key in
+# ``latestRunKey``): the run with the largest (start time, else last event time; runId), so a lineage graph's hundreds
+# of jobs do not each sort their years of runs. One row per job and batch (``of_job_rows``; after the batch's runs
+# are in): its runs' edges, then the best of them takes the pointer when its key passes the pointed run's; when the
+# pointed run is one of the batch's and its key went down (its START came after a later event), every run of the job
+# is ranked again. Ranked per OF_JOB row instead, a job with several runs in a batch was ranked once for each.
 _RUN_KEY = "coalesce({0}.startTime, {0}.lastEventTime, '')"
 _LATEST_RUN_OF = ("MATCH (x:Run)-[:OF_JOB]->(j) WITH j, x, " + _RUN_KEY.format("x") + " AS xKey "
                   "ORDER BY xKey DESC, x.runId DESC LIMIT 1")
-LATEST_RUNS = (
+_OF_JOB = (
     "UNWIND $rows AS row\nMATCH (j:Job {namespace: row.namespace, name: row.name})\n"
     "CALL (j, row) {\n"
-    "  UNWIND row.runIds AS id MATCH (x:Run {runId: id})\n"
+    "  UNWIND row.runIds AS id MATCH (x:Run {runId: id}) MERGE (x)-[:OF_JOB]->(j)\n"
     "  WITH x, " + _RUN_KEY.format("x") + " AS xKey ORDER BY xKey DESC, x.runId DESC LIMIT 1\n"
     "  RETURN x.runId AS best, xKey AS bestKey\n"
     "}\n"
@@ -159,8 +159,7 @@ STATEMENTS: dict[str, str] = {
                              "MATCH (n:SchemaVersion {namespace: row.namespace, name: row.name, hash: row.hash})\n"
                              "SET n.fullNamespace = row.fullNamespace, n.fullName = row.fullName",
     # --- relationships (every end has a node row in the same batch, written above)
-    "of_job": "UNWIND $rows AS row\nMATCH (r:Run {runId: row.runId})\n"
-              "MATCH (j:Job {namespace: row.namespace, name: row.name})\nMERGE (r)-[:OF_JOB]->(j)",
+    "of_job": _OF_JOB,  # rows: of_job_rows
     "child_of": "UNWIND $rows AS row\nMATCH (r:Run {runId: row.runId})\nMATCH (p:Run {runId: row.parentRunId})\n"
                 "MERGE (r)-[:CHILD_OF]->(p)",
     "read": f"UNWIND $rows AS row\nMATCH (r:Run {{runId: row.runId}})\n{_DATASET}\nMERGE (r)-[e:READ]->(d)\n"
@@ -253,7 +252,7 @@ BACKFILL: list[str] = [
 
 def statements(batch: GraphBatch) -> list[tuple[str, dict[str, Any]]]:
     """``(cypher, {"rows": rows})`` for every non-empty row list, nodes before relationships: run all in ONE
-    transaction (relationship statements MATCH their ends). ``LATEST_RUNS`` follows the OF_JOB edges.
+    transaction (relationship statements MATCH their ends).
 
     The fields of the batch's schema versions (``batch.schema_paths``) go with their ``schema_versions`` rows
     (``paths``), written only for a version new to the graph; the ``fields``/``has_field`` statements get the other
@@ -269,18 +268,18 @@ def statements(batch: GraphBatch) -> list[tuple[str, dict[str, Any]]]:
         if name == "schema_versions":
             params = [{**row, "paths": list(paths.get((row["namespace"], row["name"], row["hash"]), ()))}
                       for row in rows]
+        elif name == "of_job":
+            params = of_job_rows(rows)
         elif covered and name in ("fields", "has_field"):
             params = [dict(row) for row in rows if (row["namespace"], row["name"], row["field"]) not in covered]
         else:
             params = [dict(row) for row in rows]
         work.append((STATEMENTS[name], {"rows": params}))
-        if name == "of_job":
-            work.append((LATEST_RUNS, {"rows": latest_run_rows(rows)}))
     return work
 
 
-def latest_run_rows(of_job: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """``LATEST_RUNS``' rows: one per job of the ``of_job`` rows, with the ids of its runs in the batch."""
+def of_job_rows(of_job: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The ``of_job`` statement's rows: one per job of the batch's OF_JOB rows, with the ids of its runs."""
     runs: dict[tuple[str, str], list[str]] = {}
     for row in of_job:
         runs.setdefault((row["namespace"], row["name"]), []).append(row["runId"])

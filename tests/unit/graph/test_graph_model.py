@@ -17,7 +17,7 @@ from kafka_lineage.graph.events import graph_batch
 from kafka_lineage.graph.facets import RUN_FACETS_MAX_BYTES, field_paths, run_facets_json, transformation_text
 from kafka_lineage.graph.fingerprint import FINGERPRINT_QUERIES, fingerprint
 from kafka_lineage.graph.keys import KEY_MAX_BYTES, state_rank, stored_key, utc_time
-from kafka_lineage.graph.statements import CONSTRAINTS, LATEST_RUNS, STATEMENTS, latest_run_rows, statements
+from kafka_lineage.graph.statements import CONSTRAINTS, STATEMENTS, of_job_rows, statements
 from kafka_lineage.schemas.schema_diff import schema_fields, schema_version
 from tests.openlineage_samples import dataset_event, full_run_event, job_event
 
@@ -444,19 +444,18 @@ def test_statements_are_parameterized():
 def test_statement_texts_are_constants():
     for name, query in STATEMENTS.items():
         assert "UNWIND $rows AS row" in query and ("MERGE" in query or name == "run_totals" or name.endswith("_names"))
-    assert {q for q, _ in statements(graph_batch(scenario()))} <= {*STATEMENTS.values(), LATEST_RUNS}
+    assert {q for q, _ in statements(graph_batch(scenario()))} <= set(STATEMENTS.values())
 
 
 def _statement_name(query: str) -> str:
-    return next(n for n, q in {**STATEMENTS, "latest_runs": LATEST_RUNS}.items() if q == query)
+    return next(n for n, q in STATEMENTS.items() if q == query)
 
 
 def test_statements_order_nodes_first_and_skip_empty():
     pairs = statements(graph_batch(scenario()))
     names = [_statement_name(query) for query, _ in pairs]
-    assert names == ["jobs", "runs", "datasets", "fields", "facets", "schema_versions", "of_job", "latest_runs",
-                     "child_of", "read", "wrote", "input_to", "outputs", "has_field", "derives_from", "same_as",
-                     "has_schema", "run_totals"]
+    assert names == ["jobs", "runs", "datasets", "fields", "facets", "schema_versions", "of_job", "child_of", "read",
+                     "wrote", "input_to", "outputs", "has_field", "derives_from", "same_as", "has_schema", "run_totals"]
     node_kinds = {"jobs", "runs", "datasets", "fields", "facets", "schema_versions"}
     last_node = max(i for i, n in enumerate(names) if n in node_kinds)
     assert all(n not in node_kinds for n in names[last_node + 1:])
@@ -465,12 +464,11 @@ def test_statements_order_nodes_first_and_skip_empty():
     assert statements(graph_batch([])) == []
 
 
-def test_latest_runs_rows_name_each_jobs_runs_of_the_batch():
+def test_of_job_rows_name_each_jobs_runs_of_the_batch():
     rows = [{"runId": "r1", "namespace": "ns", "name": "a"}, {"runId": "r2", "namespace": "ns", "name": "b"},
             {"runId": "r3", "namespace": "ns", "name": "a"}]
-    assert latest_run_rows(rows) == [{"namespace": "ns", "name": "a", "runIds": ["r1", "r3"]},
-                                     {"namespace": "ns", "name": "b", "runIds": ["r2"]}]
-    assert "OF_JOB" not in LATEST_RUNS.split("OPTIONAL CALL")[0]  # ranks only the batch's runs unless it must rescan
+    assert of_job_rows(rows) == [{"namespace": "ns", "name": "a", "runIds": ["r1", "r3"]},
+                                 {"namespace": "ns", "name": "b", "runIds": ["r2"]}]
 
 
 def test_statement_rows_are_copies():
@@ -623,5 +621,5 @@ def test_schema_fields_go_with_their_version_and_every_field_is_still_sent():
     assert {(r["namespace"], r["name"], r["field"]) for r in batch["has_field"]} == every  # the rows keep them all
     # a batch built by hand (no schema paths) sends every field row itself
     plain = statements(GraphBatch(batch.rows))
-    assert [len(params["rows"]) for query, params in plain if query != LATEST_RUNS] == [
-        len(batch[name]) for name in STATEMENTS if batch[name]]
+    assert [len(params["rows"]) for query, params in plain if query != STATEMENTS["of_job"]] == [
+        len(batch[name]) for name in STATEMENTS if batch[name] and name != "of_job"]

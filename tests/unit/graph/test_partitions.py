@@ -18,7 +18,7 @@ from kafka_lineage.graph.partitions import (
     partition_status,
     readiness,
 )
-from kafka_lineage.graph.statements import CONSTRAINTS, LATEST_RUNS, STATEMENTS, statements
+from kafka_lineage.graph.statements import CONSTRAINTS, STATEMENTS, statements
 
 P = "https://example.com/producer"
 LAKE = "s3://lake"
@@ -128,7 +128,7 @@ def test_key_order_is_kept_and_malformed_facets_are_skipped():
 
 def test_statements_constraints_and_fingerprint_cover_partitions():
     pairs = statements(graph_batch([run_event("COMPLETE", 1, reads=(("raw", DAY),)), marker_event(2)]))
-    names = [next(n for n, q in {**STATEMENTS, "latest_runs": LATEST_RUNS}.items() if q == query) for query, _ in pairs]
+    names = [next(n for n, q in STATEMENTS.items() if q == query) for query, _ in pairs]
     assert {"partitions", "partition_versions", "has_partition", "has_version", "wrote_partition",
             "read_partition"} <= set(names)
     assert names.index("partition_versions") < names.index("has_version") < names.index("wrote_partition")
