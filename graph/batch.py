@@ -167,7 +167,7 @@ _KEY_OF: dict[str, Callable[[Row], Any]] = {kind: itemgetter(*columns) for kind,
 _VERSIONS: dict[str, str] = {}
 
 
-def _merge_into(kind: str, old: Row, new: Row) -> None:
+def merge_into(kind: str, old: Row, new: Row) -> None:
     """``old`` becomes the merge of ``old`` and ``new``, two rows of one identity, by the rules of their kind."""
     for prop, rule in _RULES.get(kind, {}).items():
         if prop in old or prop in new:  # an optional property (a run's backfill) stays absent when never sent
@@ -212,7 +212,7 @@ class RowBuilder:
         if old is None:
             rows[key] = row
             return
-        _merge_into(kind, old, row)
+        merge_into(kind, old, row)
 
     def key(self, value: str) -> str:
         """``stored_key(value)``, remembering the value when it is stored by hash (for its node's full names)."""

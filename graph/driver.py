@@ -7,6 +7,7 @@ from typing import Any
 
 from neo4j import Driver, GraphDatabase
 
+from kafka_lineage.graph import epoch
 from kafka_lineage.graph.coverage import READ_QUERY, Coverage, CoverageChanged, coverage_from
 from kafka_lineage.graph.events import graph_batch
 from kafka_lineage.graph.fingerprint import FINGERPRINT_QUERIES, PARTITION_FINGERPRINT_QUERIES, fingerprint
@@ -23,7 +24,7 @@ def driver_for(clients: ClientSettings, **options: Any) -> Driver:
 
 def ensure_constraints(driver: Driver) -> None:
     with driver.session() as session:
-        for statement in CONSTRAINTS + BACKFILL:
+        for statement in [*CONSTRAINTS, epoch.CONSTRAINT, *BACKFILL]:
             session.run(statement).consume()
 
 
@@ -53,14 +54,17 @@ def read_coverage(driver: Driver) -> Coverage:
     return coverage_from([record.data() for record in records])
 
 
-def write_statements(driver: Driver, work: list[tuple[str, dict[str, Any]]], expected: Coverage | None = None
-                     ) -> None:
+def write_statements(driver: Driver, work: list[tuple[str, dict[str, Any]]], expected: Coverage | None = None,
+                     graph_epoch: epoch.Epoch | None = None) -> None:
     """Run prepared ``graph.statements.statements`` in one write transaction (a thread may do this while the caller
     prepares the next batch: the driver waits on the socket without holding the GIL). ``expected``: the rebuild
     coverage the batch was filtered with; the transaction first reads the graph's own and, if it is another, writes
-    nothing and raises ``CoverageChanged`` with it."""
+    nothing and raises ``CoverageChanged`` with it. ``graph_epoch``: the epoch the batch's rows were left out for
+    (``graph.known``), read before and after the statements: another raises ``EpochChanged`` (rolled back)."""
 
     def transaction(tx: Any) -> None:
+        if graph_epoch is not None:
+            epoch.check(tx, graph_epoch)
         if expected is not None:
             found = coverage_from([record.data() for record in tx.run(READ_QUERY)])
             if found.rebuild != expected.rebuild:
@@ -68,6 +72,8 @@ def write_statements(driver: Driver, work: list[tuple[str, dict[str, Any]]], exp
         for query, parameters in work:
             if parameters.get("rows") != []:  # a statement whose rows all went with another (schema fields)
                 tx.run(query, parameters).consume()
+        if graph_epoch is not None:  # a deleter that began meanwhile may have removed rows left out as known
+            epoch.check(tx, graph_epoch)
 
     with driver.session() as session:
         session.execute_write(transaction)

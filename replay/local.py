@@ -30,6 +30,8 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from neo4j import Driver
 
 from kafka_lineage.graph.driver import driver_for, ensure_constraints, write_statements
+from kafka_lineage.graph.epoch import LABEL as EPOCH_LABEL
+from kafka_lineage.graph.epoch import deleting
 from kafka_lineage.graph.events import graph_batch
 from kafka_lineage.graph.keys import utc_time
 from kafka_lineage.graph.statements import statements
@@ -114,11 +116,13 @@ def parse_moment(text: str | None, option: str) -> int | None:
 
 
 def wipe(driver: Driver) -> None:
-    """Delete every relationship, then every node, in inner transactions of bounded size (a dataset read by many
-    runs has many relationships: deleting nodes with theirs can exceed the transaction memory limit)."""
-    with driver.session() as session:
+    """Delete every relationship, then every node but the epoch (a new one: writers forget what they knew), in inner
+    transactions of bounded size (a dataset read by many runs has many relationships: deleting nodes with theirs can
+    exceed the transaction memory limit)."""
+    with deleting(driver), driver.session() as session:
         session.run("MATCH ()-[r]->() CALL (r) { DELETE r } IN TRANSACTIONS OF 10000 ROWS").consume()
-        session.run("MATCH (n) CALL (n) { DELETE n } IN TRANSACTIONS OF 10000 ROWS").consume()
+        session.run(f"MATCH (n) WHERE NOT n:{EPOCH_LABEL} CALL (n) {{ DELETE n }} IN TRANSACTIONS OF 10000 ROWS"
+                    ).consume()
 
 
 def _offsets(consumer: Consumer, topic: str, moment: int | None, default: Callable[[int], int],
@@ -314,7 +318,8 @@ def replay(clients: ClientSettings, *, start: str | None = "earliest", end: str 
     begins, ends = prepare_replay(clients, start, end, fresh, allow_partial_history,
                                   processing.max_event_time_ahead_seconds)
     produced = Produced() if repair else None
-    with driver_for(clients) as driver:
+    with driver_for(clients) as driver, deleting(driver) if repair else contextlib.nullcontext():
+        # a repair deletes runs and edges and lowers seen times: writers (graph.known) forget what they knew
         if produced is not None and window.start is not None:
             forgotten, forgotten_ids = forget_runs(driver, window.start, window.end)
         replay_ranges(clients, driver, begins, ends, batch_size=batch_size, report=report,

@@ -15,6 +15,11 @@ rebalance that takes partitions away first waits for the write in flight and com
 After a bulk rebuild (``replay.bulk``) the graph holds the raw offsets its import covers (``graph.coverage``): each
 write's transaction first reads them, and a batch filtered with other ones is filtered again before it is written,
 so the sink leaves out exactly the records the import holds.
+
+The sink remembers the rows it wrote (``graph.known``) and leaves out of a batch those that would not change the
+graph: on a steady stream, most of what a job's next run repeats. The memory is about one graph epoch
+(``graph.epoch``): each write's transaction reads the epoch first and last, and a wipe, repair or rebuild since
+makes the sink forget and write the batch whole.
 """
 
 from __future__ import annotations
@@ -32,9 +37,12 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from neo4j.exceptions import DriverError, Neo4jError
 
+from kafka_lineage.graph.batch import GraphBatch
 from kafka_lineage.graph.coverage import NO_COVERAGE, Coverage, CoverageChanged
 from kafka_lineage.graph.driver import driver_for, ensure_constraints, write_statements
+from kafka_lineage.graph.epoch import UNKNOWN, Epoch, EpochChanged
 from kafka_lineage.graph.events import graph_batch
+from kafka_lineage.graph.known import KnownRows
 from kafka_lineage.graph.neo4j_errors import is_record_fault
 from kafka_lineage.graph.statements import statements
 from kafka_lineage.runtime.config import ClientSettings
@@ -62,12 +70,15 @@ class _Prepared:
     records: list[tuple[Message, dict[str, Any], dict[str, Any]]]  # every decodable one: message, event, processing
     coverage: Coverage = NO_COVERAGE  # the graph's rebuild coverage the batch was filtered with
     decoded: list[tuple[Message, dict[str, Any]]] = field(default_factory=list)  # the records it leaves
+    batch: GraphBatch = field(default_factory=GraphBatch)  # their rows
+    epoch: Epoch = UNKNOWN  # the graph epoch the rows known in it were left out for
     work: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     produced: list[datetime] = field(default_factory=list)
     covered: int = 0  # records left out: the rebuild's import holds them
 
-    def filter(self, coverage: Coverage) -> None:
-        """Leave out what ``coverage`` holds; build the statements of the rest."""
+    def filter(self, coverage: Coverage, known: KnownRows) -> None:
+        """Leave out what ``coverage`` holds; build the statements of the rest, without the rows ``known`` says
+        the graph holds."""
         self.coverage, self.decoded, self.produced = coverage, [], []
         for message, event, processing in self.records:
             if not coverage.covers(processing):
@@ -75,7 +86,13 @@ class _Prepared:
                 if processing.get("producedAt") is not None:
                     self.produced.append(processing["producedAt"])
         self.covered = len(self.records) - len(self.decoded)
-        self.work = statements(graph_batch([event for _, event in self.decoded])) if self.decoded else []
+        self.batch = graph_batch([event for _, event in self.decoded]) if self.decoded else GraphBatch()
+        self.plan(known)
+
+    def plan(self, known: KnownRows) -> None:
+        """The statements of the batch's rows that ``known`` does not say the graph holds."""
+        self.epoch = known.epoch
+        self.work = statements(known.changes(self.batch)) if self.decoded else []
 
 
 class GraphSink:
@@ -104,6 +121,7 @@ class GraphSink:
         self.neo4j_problem: str | None = None  # why the last write failed, while it is the environment's fault
         self._backoff = Backoff()  # waits for Neo4j, from the first failure of a write on
         self.facets = FacetCache()  # every run of a job repeats its datasets' schema facets: parse each text once
+        self.known = KnownRows()  # rows the graph holds: a batch sends only what changes it
 
     def run(self, stop: threading.Event) -> None:
         self._stop = stop
@@ -111,7 +129,8 @@ class GraphSink:
         print(f"graph sink ready: {self.clients.normalized_topic} → {self.clients.neo4j_uri}", flush=True)
         report = throttled(self.settings.report_seconds,
                            lambda: log.info("graph sink: %d events written, %d dead letters, %d held by a rebuild "
-                                            "already", self.written, self.dead, self.covered))
+                                            "already, %d rows the graph held left out", self.written, self.dead,
+                                            self.covered, self.known.left_out))
         try:
             self._with_retry(lambda: ensure_constraints(self.driver), stop)  # Neo4j may refuse us until fixed
             self._loop(stop, report)
@@ -130,7 +149,7 @@ class GraphSink:
             since = (f"; {self.written_since_coverage} written since the graph's rebuild {self.coverage.rebuild}"
                      if self.coverage.rebuild else "")
             print(f"graph sink stopped: {self.written} events written, {self.dead} dead letters, {self.covered} "
-                  f"held by a rebuild already{since}", flush=True)
+                  f"held by a rebuild already{since}; {self.known.left_out} rows the graph held left out", flush=True)
 
     def _loop(self, stop: threading.Event, every: Callable[[], None]) -> None:
         """Poll, prepare and write until ``stop``; a batch's offsets are committed once its transaction committed."""
@@ -191,12 +210,13 @@ class GraphSink:
                 reason = exc.error_class if isinstance(exc, WireFormatError) else "undecodable"
                 self._dead([(message, reason, str(exc))])
         prepared = _Prepared(messages, offsets, records)
-        prepared.filter(self.coverage)
+        prepared.filter(self.coverage, self.known)
         return prepared
 
     def _write_prepared(self, prepared: _Prepared, stop: threading.Event) -> None:
-        """The writer thread: the batch, filtered again whenever the graph's rebuild coverage is not the one it was
-        filtered with (checked in the write's own transaction: a rebuild replaced the graph meanwhile)."""
+        """The writer thread: the batch, filtered again whenever the graph's rebuild coverage or epoch is not the one
+        it was filtered with (checked in the write's own transaction: a rebuild replaced the graph meanwhile, or a
+        wipe or repair deleted from it)."""
         while True:
             try:
                 self._write_filtered(prepared, stop)
@@ -208,7 +228,13 @@ class GraphSink:
                          "holds are left out", changed.coverage.rebuild, changed.coverage.topic,
                          len(changed.coverage.ends))
                 self.coverage, self.written_since_coverage = changed.coverage, 0
-                prepared.filter(changed.coverage)
+                self.known.reset(UNKNOWN)  # the epoch is read again first
+                prepared.filter(changed.coverage, self.known)
+            except EpochChanged as changed:
+                if self.known.epoch.id is not None:
+                    log.info("graph sink: %s; rows written before are written again", changed)
+                self.known.reset(changed.epoch)
+                prepared.plan(self.known)
 
     def _write_filtered(self, prepared: _Prepared, stop: threading.Event) -> None:
         """One transaction for the batch; refused → record by record, the refused to the DLQ."""
@@ -216,7 +242,9 @@ class GraphSink:
         while True:
             try:
                 with self.metrics.neo4j_timer():
-                    self._with_retry(lambda: write_statements(self.driver, prepared.work, coverage), stop)
+                    self._with_retry(lambda: write_statements(self.driver, prepared.work, coverage, prepared.epoch),
+                                     stop)
+                self.known.learn(prepared.batch, prepared.epoch)
                 self._written(len(decoded), produced)
                 return
             except Neo4jError as exc:  # refused for a record it carries: find which one(s)

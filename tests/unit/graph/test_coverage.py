@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kafka_lineage.graph.coverage import NO_COVERAGE, Coverage, coverage_from
+from kafka_lineage.graph.known import KnownRows
 from kafka_lineage.sinks.graph.sink import _Prepared
 
 COVERAGE = Coverage("r1", "lineage.events", {0: 10, 2: 0})
@@ -47,16 +48,17 @@ def test_a_batch_is_filtered_again_with_a_new_coverage() -> None:
     records = [(f"message-{offset}", _event(f"00000000-0000-0000-0000-{offset:012d}"),
                 {**source("lineage.events", 0, offset), "producedAt": None}) for offset in (8, 9, 10, 11)]
     prepared = _Prepared([], {}, records)  # type: ignore[arg-type]
-    prepared.filter(NO_COVERAGE)
+    prepared.filter(NO_COVERAGE, KnownRows())
     assert [message for message, _ in prepared.decoded] == ["message-8", "message-9", "message-10", "message-11"]
     assert prepared.covered == 0 and prepared.work
 
-    prepared.filter(COVERAGE)
+    prepared.filter(COVERAGE, KnownRows())
     assert [message for message, _ in prepared.decoded] == ["message-10", "message-11"]
     assert prepared.covered == 2 and prepared.coverage is COVERAGE
     written_runs = {row["runId"] for _, parameters in prepared.work for row in parameters.get("rows", ())
                     if "runId" in row}
     assert written_runs == {"00000000-0000-0000-0000-000000000010", "00000000-0000-0000-0000-000000000011"}
 
-    prepared.filter(Coverage("r2", "lineage.events", {0: 100}))  # everything held: nothing to write but the check
+    # everything held: nothing to write but the check
+    prepared.filter(Coverage("r2", "lineage.events", {0: 100}), KnownRows())
     assert prepared.decoded == [] and prepared.work == [] and prepared.covered == 4

@@ -1,0 +1,97 @@
+"""What a writer knows the graph holds, so a batch sends only rows that change it. Pure.
+
+Every row kind merges by rules that form a semilattice (``graph.batch``: min, max, latest group, bounded union; the
+Cypher statements apply the same rules), and nothing but a deleter (``graph.epoch``) lowers what the graph holds.
+So a row this writer wrote, merged with the others it wrote of the same identity, is a lower bound of the graph's
+element, whatever other writers did since; and a new row whose merge into that bound leaves the bound as it was
+leaves the graph as it is too: it is left out. On a steady stream almost every event is another run of a known job,
+with the same datasets, schemas and column lineage: their schema versions, HAS_SCHEMA and field rows, and any node
+or edge an event repeats without a later time, are such rows. Rows whose times move (an edge's lastSeen, a job's
+lastEventTime, a facet's latest document) still go, once per identity and batch (``graph_batch`` folds them).
+
+A run's own rows (the run, OF_JOB, CHILD_OF, READ, WROTE, run totals, partition versions and their edges) are never
+left out: a run is new, so remembering them would only push the repeating rows out. The memory is bounded (least
+recently used out) and lives in one process: a restart, another epoch or a bulk rebuild start it empty, and an
+empty memory leaves nothing out.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from kafka_lineage.graph.batch import GraphBatch, Row, merge_into, row_identity
+from kafka_lineage.graph.epoch import UNKNOWN, Epoch
+
+# Kinds whose rows repeat across a job's runs (identity → merged row remembered).
+REMEMBERED = frozenset({
+    "jobs", "datasets", "fields", "facets", "schema_versions", "input_to", "outputs", "has_field", "derives_from",
+    "same_as", "depends_on", "has_schema", "partitions", "has_partition", "jobs_names", "datasets_names",
+    "fields_names", "schema_versions_names"})
+DEFAULT_LIMIT = 200_000  # rows; a realistic job's repeating rows are ~30, so ~6,000 jobs' worth
+
+
+class KnownRows:
+    """Rows known to be in the graph of one epoch. Thread safe: a sink prepares one batch while it writes another."""
+
+    def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
+        self.limit = limit
+        self.epoch: Epoch = UNKNOWN
+        self._rows: OrderedDict[tuple[str, Any], Row] = OrderedDict()
+        self._lock = threading.Lock()
+        self.left_out = 0  # rows left out of batches so far
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def reset(self, epoch: Epoch) -> None:
+        """Forget everything: the graph is now ``epoch``'s."""
+        with self._lock:
+            self._rows.clear()
+            self.epoch = epoch
+
+    def changes(self, batch: GraphBatch) -> GraphBatch:
+        """``batch`` without the rows that would not change the graph."""
+        with self._lock:
+            if not self._rows:
+                return batch
+            rows = {}
+            for kind, kind_rows in batch.rows.items():
+                if kind not in REMEMBERED:
+                    rows[kind] = kind_rows
+                    continue
+                kept = tuple(row for row in kind_rows if self._changes(kind, row))
+                self.left_out += len(kind_rows) - len(kept)
+                if kept:
+                    rows[kind] = kept
+        return GraphBatch(rows, batch.schema_paths)
+
+    def _changes(self, kind: str, row: Row) -> bool:
+        key = (kind, row_identity(kind, row))
+        known = self._rows.get(key)
+        if known is None:
+            return True
+        self._rows.move_to_end(key)
+        merged = dict(known)
+        merge_into(kind, merged, row)
+        return merged != known
+
+    def learn(self, batch: GraphBatch, epoch: Epoch) -> None:
+        """The graph of ``epoch`` now holds ``batch`` (its transaction committed)."""
+        with self._lock:
+            if epoch != self.epoch or not epoch.stable:
+                return
+            for kind, kind_rows in batch.rows.items():
+                if kind not in REMEMBERED:
+                    continue
+                for row in kind_rows:
+                    key = (kind, row_identity(kind, row))
+                    known = self._rows.get(key)
+                    if known is None:
+                        self._rows[key] = dict(row)
+                    else:
+                        merge_into(kind, known, row)
+                        self._rows.move_to_end(key)
+            while len(self._rows) > self.limit:
+                self._rows.popitem(last=False)
