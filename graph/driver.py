@@ -8,9 +8,11 @@ from typing import Any
 from neo4j import Driver, GraphDatabase
 
 from kafka_lineage.graph import epoch
+from kafka_lineage.graph.batch import GraphBatch
 from kafka_lineage.graph.coverage import READ_QUERY, Coverage, CoverageChanged, coverage_from
 from kafka_lineage.graph.events import graph_batch
 from kafka_lineage.graph.fingerprint import FINGERPRINT_QUERIES, PARTITION_FINGERPRINT_QUERIES, fingerprint
+from kafka_lineage.graph.known import KnownRows
 from kafka_lineage.graph.statements import BACKFILL, CONSTRAINTS, statements
 from kafka_lineage.runtime.config import ClientSettings
 
@@ -77,3 +79,17 @@ def write_statements(driver: Driver, work: list[tuple[str, dict[str, Any]]], exp
 
     with driver.session() as session:
         session.execute_write(transaction)
+
+
+def write_changes(driver: Driver, batch: GraphBatch, known: KnownRows) -> None:
+    """Write the rows of ``batch`` that ``known`` does not say the graph holds, in one transaction (the whole batch
+    again when the graph's epoch is not the memory's), then remember them."""
+    while True:
+        planned = known.epoch
+        try:
+            write_statements(driver, statements(known.changes(batch)), graph_epoch=planned)
+        except epoch.EpochChanged as changed:
+            known.reset(changed.epoch)
+            continue
+        known.learn(batch, planned)
+        return

@@ -29,12 +29,12 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from neo4j import Driver
 
-from kafka_lineage.graph.driver import driver_for, ensure_constraints, write_statements
+from kafka_lineage.graph.driver import driver_for, ensure_constraints, write_changes
 from kafka_lineage.graph.epoch import LABEL as EPOCH_LABEL
 from kafka_lineage.graph.epoch import deleting
 from kafka_lineage.graph.events import graph_batch
 from kafka_lineage.graph.keys import utc_time
-from kafka_lineage.graph.statements import statements
+from kafka_lineage.graph.known import KnownRows
 from kafka_lineage.processors.core import Incoming, Output, ProcessorCore
 from kafka_lineage.processors.normalize import parse_aliases
 from kafka_lineage.processors.settings import ProcessorSettings
@@ -340,16 +340,18 @@ class PipelinedWriter:
         self.driver = driver
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay-writer")
         self.pending: Future[None] | None = None
+        # rows written: a batch leaves out what the graph holds (graph.known; nothing during a repair, whose
+        # deleting makes the graph's epoch unstable)
+        self.known = KnownRows()
 
     def write(self, events: list[dict[str, Any]], output: Output, report: ReplayReport,
               produced: Produced | None = None) -> None:
         batch = graph_batch(events) if events else None
         if batch is not None and produced is not None:
             produced.add(batch)
-        work = statements(batch) if batch is not None else []
-        self.wait()
-        if work:
-            self.pending = self.executor.submit(write_statements, self.driver, work)
+        self.wait()  # the batch before is in, and known: this one leaves its rows out
+        if batch is not None:
+            self.pending = self.executor.submit(write_changes, self.driver, batch, self.known)
         report.written += len(events)
         report.dead_letters += len(output.dead_letters)
 

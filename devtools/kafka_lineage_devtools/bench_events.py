@@ -124,11 +124,13 @@ def _template(job: int, complete: bool, shape: str, jobs: int) -> str:
 
 
 def run_pairs(count: int, shape: str = "realistic", seed: int | None = None, jobs: int = JOBS,
-              namespace: str | None = None) -> list[dict[str, Any]]:
+              namespace: str | None = None, churn: bool = False) -> list[dict[str, Any]]:
     """``count`` events as START/COMPLETE pairs of fresh runs of the DAG's jobs (in run order: nothing is held back).
 
     ``namespace`` replaces the job namespace, so a bench's events never mix with another's in the graph. Without a
     ``seed`` every call makes runs of its own (a bench's later phase must not repeat its backlog's run ids).
+    ``churn``: every run's output schema is one no run had before (a column named after the run added): the
+    worst case for writing only what changed.
     """
     if shape not in SHAPES:
         raise ValueError(f"unknown event shape {shape!r}: one of {', '.join(SHAPES)}")
@@ -152,6 +154,9 @@ def run_pairs(count: int, shape: str = "realistic", seed: int | None = None, job
             event = json.loads(text)
             if namespace is not None:
                 event["job"]["namespace"] = namespace
+            if churn:
+                for output in event["outputs"]:
+                    output["facets"]["schema"]["fields"].append({"name": f"added_{run[:8]}", "type": "string"})
             events.append(event)
     return events
 

@@ -32,6 +32,8 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from kafka_lineage.graph import events as current_events
 from kafka_lineage.graph import statements as current_statements
 from kafka_lineage.graph.driver import driver_for, ensure_constraints
+from kafka_lineage.graph.epoch import read as read_epoch
+from kafka_lineage.graph.known import KnownRows
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import AckingProducer, prepare_pipeline
 from kafka_lineage.schemas import registry
@@ -105,7 +107,7 @@ def _written(url: str) -> float | None:
 
 
 def _sink_rate(settings: ClientSettings, count: int, shape: str, namespace: str, seed: int,
-               pythonpath: Path | None, extra_env: dict[str, str]) -> dict[str, Any]:
+               pythonpath: Path | None, extra_env: dict[str, str], churn: bool = False) -> dict[str, Any]:
     """Events/s of one sink process reading a backlog of ``count`` events produced before it starts, by its
     ``events_out`` counter: from its first written batch to its last (group join and start-up left out), and from
     its readiness (a pipelined sink prepares its second batch while the first is written: timing from the first
@@ -116,7 +118,7 @@ def _sink_rate(settings: ClientSettings, count: int, shape: str, namespace: str,
         env["PYTHONPATH"] = f"{pythonpath}{os.pathsep}{env.get('PYTHONPATH', '')}"
     local = ClientSettings.from_env(env)
     prepare_pipeline(local, 6)
-    records = _records(local, run_pairs(count, shape, seed=seed, namespace=namespace))
+    records = _records(local, run_pairs(count, shape, seed=seed, namespace=namespace, churn=churn))
     producer = AckingProducer({"bootstrap.servers": local.kafka_bootstrap_servers})
     producer.send(local.normalized_topic, records).result(600)
     producer.close()
@@ -157,16 +159,19 @@ def _python_costs(model: Any, events: list[dict[str, Any]], codec: AvroCodec, en
     return {"decode_us_per_event": decode / len(encoded) * 1e6, "model_us_per_event": build / len(events) * 1e6}
 
 
-def _statement_times(driver: Any, model: Any, batches: list[list[dict[str, Any]]]) -> dict[str, Any]:
+def _statement_times(driver: Any, model: Any, batches: list[list[dict[str, Any]]],
+                     known: KnownRows | None = None) -> dict[str, Any]:
     """Per statement of the model: rows per batch and Neo4j's time per batch (server: available + consumed, ms) and
     the client's (ms, packing and sending the rows included); the commit (the transaction's time beside its
-    statements: Neo4j applies the writes then); medians over ``batches`` (one transaction each)."""
+    statements: Neo4j applies the writes then); medians over ``batches`` (one transaction each). ``known``: the
+    rows the graph holds, left out as the sink leaves them out (and learned after each batch)."""
     per: dict[str, dict[str, list[float]]] = {}
     totals: list[float] = []
     commits: list[float] = []
     names = {query: name for name, query in model.STATEMENTS.items()}
     for events in batches:
-        work = model.statements(model.graph_batch(events))
+        batch = model.graph_batch(events)
+        work = model.statements(known.changes(batch) if known is not None else batch)
         timings: list[tuple[str, int, float, float]] = []
 
         def transaction(tx: Any, work: list[tuple[str, dict[str, Any]]] = work,
@@ -183,6 +188,8 @@ def _statement_times(driver: Any, model: Any, batches: list[list[dict[str, Any]]
         with driver.session() as session:
             session.execute_write(transaction)
         totals.append((time.perf_counter() - started) * 1000)
+        if known is not None:
+            known.learn(batch, known.epoch)
         commits.append(totals[-1] - sum(client for *_, client in timings))  # commit (applying the writes) + begin
         for name, rows, server, client in timings:
             entry = per.setdefault(name, {"rows": [], "server_ms": [], "client_ms": []})
@@ -197,19 +204,28 @@ def _statement_times(driver: Any, model: Any, batches: list[list[dict[str, Any]]
                            for name, entry in per.items()}}
 
 
+WORKLOADS = ("steady", "churn")
+
+
 def bench_graph_sink(settings: ClientSettings, count: int, shape: str = "realistic", *, baseline: str | None = None,
-                     batches: int = 3, rounds: int = 1, sink_env: dict[str, str] | None = None) -> dict[str, Any]:
+                     batches: int = 3, rounds: int = 1, sink_env: dict[str, str] | None = None,
+                     workload: str = "steady") -> dict[str, Any]:
     """Events/s and CPU µs/event of a ``lineage sink`` process on a backlog of ``count`` normalized ``shape``
     events, plus Neo4j time per statement per batch (``batches`` transactions of ``LINEAGE_SINK_BATCH`` events,
     written in-process; 0: none) and the Python costs per event. ``baseline``: a checkout whose sink and model are
     measured in the same call, alternating over ``rounds``; ``sink_env``: extra environment for the sink processes
-    (``LINEAGE_SINK_BATCH``)."""
+    (``LINEAGE_SINK_BATCH``). ``workload``: "steady" (new runs of the known DAG) or "churn" (every run's output
+    schema new)."""
+    if workload not in WORKLOADS:
+        raise ValueError(f"unknown workload {workload!r}: one of {', '.join(WORKLOADS)}")
+    churn = workload == "churn"
     extra = dict(sink_env or {})
     batch_size = int(extra.get("LINEAGE_SINK_BATCH", os.environ.get("LINEAGE_SINK_BATCH", "2000")))
     namespace = f"bench-gsink-{uuid.uuid4().hex[:6]}"
     current = SimpleNamespace(graph_batch=current_events.graph_batch, statements=current_statements.statements,
                               STATEMENTS=current_statements.STATEMENTS)
     variants: dict[str, tuple[Any, Path | None]] = {"new": (current, None)}
+    known = KnownRows()  # the new sink's memory, warmed as a running sink's is
     if baseline is not None:
         variants = {"old": (_load_model(Path(baseline)), _baseline_path(Path(baseline))), **variants}
     prefix = f"lineage.bench.gsink.{uuid.uuid4().hex[:8]}"
@@ -218,25 +234,30 @@ def bench_graph_sink(settings: ClientSettings, count: int, shape: str = "realist
     codec = AvroCodec("normalized_event", registry.schema_fetcher(SchemaRegistryClient(local.registry_config())))
     with driver_for(settings) as driver:
         ensure_constraints(driver)
+        with driver.session() as session:
+            known.reset(session.execute_write(read_epoch))
         # warm-up: the DAG's jobs, datasets, fields and schema versions exist, as on a running platform
         warm = run_pairs(8000, shape, seed=1, namespace=namespace)  # 4,000 runs: nearly every job of the DAG
         for start in range(0, len(warm), batch_size):
             current_model_write(driver, warm[start:start + batch_size])
+            known.learn(current_events.graph_batch(warm[start:start + batch_size]), known.epoch)
         seed = 100
-        result: dict[str, Any] = {"events": count, "shape": shape, "batch": batch_size, "namespace": namespace,
+        result: dict[str, Any] = {"events": count, "shape": shape, "workload": workload, "batch": batch_size,
+                                  "namespace": namespace,
                                   **{name: {} for name in variants}}
         for name, (model, _) in variants.items() if batches else ():  # batches=0: the sink processes only
-            events = run_pairs(batch_size * batches, shape, seed=(seed := seed + 1), namespace=namespace)
+            events = run_pairs(batch_size * batches, shape, seed=(seed := seed + 1), namespace=namespace, churn=churn)
             result[name]["neo4j"] = _statement_times(
-                driver, model, [events[i:i + batch_size] for i in range(0, len(events), batch_size)])
-            sample = run_pairs(min(count, 4000), shape, seed=(seed := seed + 1), namespace=namespace)
+                driver, model, [events[i:i + batch_size] for i in range(0, len(events), batch_size)],
+                known if model is current else None)
+            sample = run_pairs(min(count, 4000), shape, seed=(seed := seed + 1), namespace=namespace, churn=churn)
             encoded = [value for _, value in _records(local, sample)]
             result[name]["python"] = _python_costs(model, sample, codec, encoded, batch_size)
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
     for turn in range(rounds):  # alternating, each variant first in every other round
         for name, (_, path) in (variants.items() if turn % 2 == 0 else reversed(variants.items())):
             seed += 1
-            runs[name].append(_sink_rate(settings, count, shape, namespace, seed, path, extra))
+            runs[name].append(_sink_rate(settings, count, shape, namespace, seed, path, extra, churn))
     for name, measured in runs.items():
         for key in ("events_per_s", "events_per_s_from_ready", "cpu_us_per_event", "load_average"):
             result[name][key] = [round(run[key], 1) for run in measured]
@@ -255,6 +276,37 @@ def bench_graph_sink(settings: ClientSettings, count: int, shape: str = "realist
     return result
 
 
+def run_stream_bench(count: int, workload: str, baseline: str | None, rounds: int, output: Path) -> dict[str, Any]:
+    """``lineage bench sink-stream``: ``bench_graph_sink`` on the stack, saved to ``output``."""
+    from kafka_lineage_devtools.bench import EVENT_SHAPE, saved
+
+    return saved("sink-stream", output, **bench_graph_sink(ClientSettings.from_env(os.environ), count, EVENT_SHAPE,
+                                                            baseline=baseline, rounds=rounds, workload=workload))
+
+
+def format_stream(result: dict[str, Any]) -> str:
+    """Events/s, CPU and Neo4j's transaction per variant, then the statements' server ms per batch side by side."""
+    variants = [name for name in ("old", "new") if result.get(name)]
+    lines = [f"{result['events']:,} {result['shape']} events, workload {result['workload']}, batches of "
+             f"{result['batch']:,}"]
+    for name in variants:
+        figures = result[name]
+        neo4j = figures.get("neo4j", {})
+        lines.append(f"{name}: {statistics.median(figures['events_per_s']):,.0f} events/s, "
+                     f"{statistics.median(figures['cpu_us_per_event']):,.0f} sink CPU µs/event, Neo4j transaction "
+                     f"{neo4j.get('transaction_ms', 0):,.0f} ms a batch (commit {neo4j.get('commit_ms', 0):,.0f})")
+    names = sorted({statement for name in variants for statement in result[name].get("neo4j", {}).get(
+        "statements", {})})
+    for statement in names:
+        cells = [result[name]["neo4j"]["statements"].get(statement, {}) for name in variants]
+        lines.append(f"  {statement[:24]:<24} " + "   ".join(
+            f"{cell.get('rows', 0):>6,.0f} rows {cell.get('server_ms', 0):>6.0f} ms" for cell in cells))
+    for key in ("ratio_events_per_s", "ratio_cpu_us_per_event", "ratio_neo4j_transaction"):
+        if key in result:
+            lines.append(f"{key}: {result[key]}")
+    return "\n".join(lines)
+
+
 def current_model_write(driver: Any, events: list[dict[str, Any]]) -> None:
     """Write ``events`` with this checkout's statements, one transaction."""
     work = current_statements.statements(current_events.graph_batch(events))
@@ -267,10 +319,11 @@ def current_model_write(driver: Any, events: list[dict[str, Any]]) -> None:
         session.execute_write(transaction)
 
 
-if __name__ == "__main__":  # python -m kafka_lineage_devtools.bench_sink COUNT [BASELINE_CHECKOUT [ROUNDS [BATCHES]]]
+if __name__ == "__main__":  # python -m kafka_lineage_devtools.bench_sink COUNT [BASELINE [ROUNDS [BATCHES [WORKLOAD]]]]
     import json
 
     print(json.dumps(bench_graph_sink(ClientSettings.from_env(os.environ), int(sys.argv[1]),
-                                      baseline=sys.argv[2] if len(sys.argv) > 2 else None,
+                                      baseline=sys.argv[2] if len(sys.argv) > 2 and sys.argv[2] != "-" else None,
                                       rounds=int(sys.argv[3]) if len(sys.argv) > 3 else 1,
-                                      batches=int(sys.argv[4]) if len(sys.argv) > 4 else 3), indent=1))
+                                      batches=int(sys.argv[4]) if len(sys.argv) > 4 else 3,
+                                      workload=sys.argv[5] if len(sys.argv) > 5 else "steady"), indent=1))

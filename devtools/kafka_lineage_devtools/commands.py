@@ -193,6 +193,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(bench.format_memory(bench.run_memory_bench(args.events, output, args.dedupe_ttl)))
     elif args.stage == "partitions":
         print(bench.format_partitions(bench.run_partition_bench(args.partitions, output)))
+    elif args.stage == "sink-stream":
+        from kafka_lineage_devtools import bench_sink
+
+        print(bench_sink.format_stream(bench_sink.run_stream_bench(args.events, args.workload, args.baseline,
+                                                                   args.rounds, output)))
     else:
         print(bench.format_graph(bench.run_graph_bench(args.stage, args.events, args.graph_jobs, output)))
     print(f"results: {output}")
@@ -272,8 +277,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     workload.set_defaults(handler=_failing_as_commands(cmd_workload), inject=False, neo4j_outage=0.0)
 
     bench = sub.add_parser("bench", help="measure throughput/latency side by side (writes a JSON result file)")
-    bench.add_argument("stage", choices=["all", "e2e", "collector", "emit", "processor", "memory", "sink", "query",
-                                        "graph", "api", "partitions", "rebuild", "replay-bulk", "peer", "scaling"],
+    bench.add_argument("stage", choices=["all", "e2e", "collector", "emit", "processor", "memory", "sink",
+                                        "sink-stream", "query", "graph", "api", "partitions", "rebuild",
+                                        "replay-bulk", "peer", "scaling"],
                        help="all: every bench below (but memory) plus the whole pipeline end to end, in one JSON "
                             "file; e2e: the whole pipeline end to end (HTTP in) with each component's CPU "
                             "µs/event (the budget table); scaling: e2e on 1 core (everything pinned) vs 2 cores "
@@ -282,7 +288,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                             "per request); rebuild (or replay-bulk): the live replay vs the bulk rebuild folded in "
                             "one process and on Spark local[2], same topic (replaces the stack's graph); peer: "
                             "Marquez beside us on the same events (make peer-deps first; "
-                            "use --events 2000); memory: one processor worker's memory over --events "
+                            "use --events 2000); sink-stream: one graph sink on a running platform's stream "
+                            "(--workload steady: new runs of a known 2,000-job DAG; churn: every run's output "
+                            "schema new), its Neo4j time "
+                            "per statement, beside --baseline (a checkout) over --rounds; memory: one processor "
+                            "worker's memory over --events "
                             "(e.g. 1000000) with the dedupe TTL --dedupe-ttl; sink: "
                             "graph sink backlog and replay events/s; query: impact/upstream latency on a generated "
                             "DAG; graph: both; api: the lineage server (lineage, column lineage, search over HTTP, "
@@ -300,6 +310,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                             "3000 datasets)")
     bench.add_argument("--dedupe-ttl", type=float, default=60.0,
                        help="memory: the processor's LINEAGE_DEDUPE_TTL in seconds (default 60)")
+    bench.add_argument("--workload", choices=["steady", "churn"], default="steady",
+                       help="sink-stream: the stream (default steady)")
+    bench.add_argument("--baseline", help="sink-stream: a checkout of an older commit measured alongside "
+                                          "(git worktree add DIR COMMIT)")
+    bench.add_argument("--rounds", type=int, default=2, help="sink-stream: alternated rounds (default 2)")
     bench.add_argument("--output", help="JSON result file (default .lineage/bench/<stage>.json)")
     bench.set_defaults(handler=_failing_as_commands(cmd_bench))
 
