@@ -176,6 +176,21 @@ def merge_into(kind: str, old: Row, new: Row) -> None:
         _merge_state(old, new)
 
 
+def merge_changes(kind: str, old: Row, new: Row) -> bool:
+    """Whether ``merge_into(kind, old, new)`` would change ``old`` (a run's state aside: ``kind`` is not "runs")."""
+    for prop, rule in _RULES.get(kind, {}).items():
+        value = new.get(prop)
+        if value is None:  # every rule keeps the other side of a None
+            continue
+        known = old.get(prop)
+        if known is None:
+            return True
+        merged = rule(known, value)
+        if merged is not known and merged != known:
+            return True
+    return False
+
+
 def row_identity(kind: str, row: Row) -> Any:
     """The identity of a ``kind`` row: its ``ROW_IDENTITY`` columns' values (one value for a one-column identity)."""
     return _KEY_OF[kind](row)

@@ -86,10 +86,11 @@ def write_changes(driver: Driver, batch: GraphBatch, known: KnownRows) -> None:
     again when the graph's epoch is not the memory's), then remember them."""
     while True:
         planned = known.epoch
+        sent = known.changes(batch)
         try:
-            write_statements(driver, statements(known.changes(batch)), graph_epoch=planned)
+            write_statements(driver, statements(sent), graph_epoch=planned)
         except epoch.EpochChanged as changed:
             known.reset(changed.epoch)
             continue
-        known.learn(batch, planned)
+        known.learn(sent, planned)
         return

@@ -21,14 +21,17 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from kafka_lineage.graph.batch import GraphBatch, Row, merge_into, row_identity
+from kafka_lineage.graph.batch import GraphBatch, Row, merge_changes, merge_into, row_identity
 from kafka_lineage.graph.epoch import UNKNOWN, Epoch
 
-# Kinds whose rows repeat across a job's runs (identity → merged row remembered).
+# Kinds whose rows repeat across a job's runs (identity → merged row remembered). Not fields and HAS_FIELD: a
+# batch holds one for every schema field (~30 an event), and the statements send only those no schema version
+# of the batch carries (column lineage naming a field outside every schema; ARCHITECTURE 61), so checking them
+# cost more than the few it would leave out.
 REMEMBERED = frozenset({
-    "jobs", "datasets", "fields", "facets", "schema_versions", "input_to", "outputs", "has_field", "derives_from",
-    "same_as", "depends_on", "has_schema", "partitions", "has_partition", "jobs_names", "datasets_names",
-    "fields_names", "schema_versions_names"})
+    "jobs", "datasets", "facets", "schema_versions", "input_to", "outputs", "derives_from", "same_as",
+    "depends_on", "has_schema", "partitions", "has_partition", "jobs_names", "datasets_names",
+    "schema_versions_names"})
 DEFAULT_LIMIT = 200_000  # rows; a realistic job's repeating rows are ~30, so ~6,000 jobs' worth
 
 
@@ -52,46 +55,50 @@ class KnownRows:
             self.epoch = epoch
 
     def changes(self, batch: GraphBatch) -> GraphBatch:
-        """``batch`` without the rows that would not change the graph."""
+        """``batch`` without the rows that would not change the graph (what to send, and then to ``learn``)."""
         with self._lock:
             if not self._rows:
                 return batch
             rows = {}
+            known = self._rows
             for kind, kind_rows in batch.rows.items():
                 if kind not in REMEMBERED:
                     rows[kind] = kind_rows
                     continue
-                kept = tuple(row for row in kind_rows if self._changes(kind, row))
+                kept = []
+                for row in kind_rows:
+                    key = (kind, row_identity(kind, row))
+                    old = known.get(key)
+                    if old is None:
+                        kept.append(row)
+                    else:
+                        known.move_to_end(key)
+                        if merge_changes(kind, old, row):
+                            kept.append(row)
                 self.left_out += len(kind_rows) - len(kept)
                 if kept:
-                    rows[kind] = kept
+                    rows[kind] = tuple(kept)
         return GraphBatch(rows, batch.schema_paths)
 
-    def _changes(self, kind: str, row: Row) -> bool:
-        key = (kind, row_identity(kind, row))
-        known = self._rows.get(key)
-        if known is None:
-            return True
-        self._rows.move_to_end(key)
-        merged = dict(known)
-        merge_into(kind, merged, row)
-        return merged != known
-
-    def learn(self, batch: GraphBatch, epoch: Epoch) -> None:
-        """The graph of ``epoch`` now holds ``batch`` (its transaction committed)."""
+    def learn(self, sent: GraphBatch, epoch: Epoch) -> None:
+        """The graph of ``epoch`` now holds ``sent`` (what ``changes`` left of a batch; its transaction committed).
+        The rows it left out changed nothing known: the known rows have only grown since."""
         with self._lock:
             if epoch != self.epoch or not epoch.stable:
                 return
-            for kind, kind_rows in batch.rows.items():
+            known = self._rows
+            for kind, kind_rows in sent.rows.items():
                 if kind not in REMEMBERED:
                     continue
                 for row in kind_rows:
                     key = (kind, row_identity(kind, row))
-                    known = self._rows.get(key)
-                    if known is None:
-                        self._rows[key] = dict(row)
+                    old = known.get(key)
+                    if old is None:
+                        known[key] = row  # batches' rows are not changed once built
                     else:
-                        merge_into(kind, known, row)
-                        self._rows.move_to_end(key)
-            while len(self._rows) > self.limit:
-                self._rows.popitem(last=False)
+                        merged = dict(old)
+                        merge_into(kind, merged, row)
+                        known[key] = merged
+                        known.move_to_end(key)
+            while len(known) > self.limit:
+                known.popitem(last=False)

@@ -171,7 +171,9 @@ def _statement_times(driver: Any, model: Any, batches: list[list[dict[str, Any]]
     names = {query: name for name, query in model.STATEMENTS.items()}
     for events in batches:
         batch = model.graph_batch(events)
-        work = model.statements(known.changes(batch) if known is not None else batch)
+        if known is not None:
+            batch = known.changes(batch)
+        work = model.statements(batch)
         timings: list[tuple[str, int, float, float]] = []
 
         def transaction(tx: Any, work: list[tuple[str, dict[str, Any]]] = work,

@@ -71,6 +71,7 @@ class _Prepared:
     coverage: Coverage = NO_COVERAGE  # the graph's rebuild coverage the batch was filtered with
     decoded: list[tuple[Message, dict[str, Any]]] = field(default_factory=list)  # the records it leaves
     batch: GraphBatch = field(default_factory=GraphBatch)  # their rows
+    sent: GraphBatch = field(default_factory=GraphBatch)  # the rows that change the graph: what ``work`` writes
     epoch: Epoch = UNKNOWN  # the graph epoch the rows known in it were left out for
     work: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     produced: list[datetime] = field(default_factory=list)
@@ -92,7 +93,8 @@ class _Prepared:
     def plan(self, known: KnownRows) -> None:
         """The statements of the batch's rows that ``known`` does not say the graph holds."""
         self.epoch = known.epoch
-        self.work = statements(known.changes(self.batch)) if self.decoded else []
+        self.sent = known.changes(self.batch)
+        self.work = statements(self.sent) if self.decoded else []
 
 
 class GraphSink:
@@ -244,7 +246,7 @@ class GraphSink:
                 with self.metrics.neo4j_timer():
                     self._with_retry(lambda: write_statements(self.driver, prepared.work, coverage, prepared.epoch),
                                      stop)
-                self.known.learn(prepared.batch, prepared.epoch)
+                self.known.learn(prepared.sent, prepared.epoch)
                 self._written(len(decoded), produced)
                 return
             except Neo4jError as exc:  # refused for a record it carries: find which one(s)

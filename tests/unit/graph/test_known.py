@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from kafka_lineage.graph.batch import GraphBatch, merge_batches
+from kafka_lineage.graph.batch import GraphBatch, merge_batches, merge_changes, merge_into, row_identity
 from kafka_lineage.graph.epoch import UNKNOWN, Epoch
 from kafka_lineage.graph.events import graph_batch
 from kafka_lineage.graph.known import REMEMBERED, KnownRows
@@ -34,9 +34,9 @@ def _memory(limit: int) -> KnownRows:
 
 def _write(graph: GraphBatch, known: KnownRows, events: list[dict]) -> GraphBatch:
     """What a sink does with a batch: send the rows that change the graph, then learn the whole batch."""
-    batch = graph_batch(copy.deepcopy(events))
-    graph = merge_batches([graph, known.changes(batch)])
-    known.learn(batch, EPOCH)
+    sent = known.changes(graph_batch(copy.deepcopy(events)))
+    graph = merge_batches([graph, sent])
+    known.learn(sent, EPOCH)
     return graph
 
 
@@ -87,3 +87,24 @@ def test_rows_are_learned_only_for_the_memorys_stable_epoch() -> None:
     assert len(known) > 0 and known.changes(batch) != batch
     known.reset(Epoch("e2"))
     assert len(known) == 0 and known.changes(batch) == batch
+
+
+@pytest.mark.parametrize("name", list(STREAMS))
+def test_merge_changes_says_whether_a_merge_changes_the_row(name: str) -> None:
+    events = STREAMS[name]
+    halves = [graph_batch(copy.deepcopy(events[start::3])) for start in range(3)]
+    compared = changed = 0
+    for kind in REMEMBERED:
+        for first in halves:
+            by_identity = {row_identity(kind, row): row for row in first[kind]}
+            for second in halves:
+                for row in second[kind]:
+                    old = by_identity.get(row_identity(kind, row))
+                    if old is None:
+                        continue
+                    merged = dict(old)
+                    merge_into(kind, merged, row)
+                    assert merge_changes(kind, old, row) == (merged != old), (kind, old, row)
+                    compared += 1
+                    changed += merged != old
+    assert compared and changed  # both answers were asked for
