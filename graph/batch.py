@@ -197,8 +197,11 @@ def row_identity(kind: str, row: Row) -> Any:
 
 
 class RowBuilder:
-    def __init__(self) -> None:
+    def __init__(self, schema_field_rows: bool = True) -> None:
         self.rows: dict[str, dict[Any, Row]] = {kind: {} for kind in _KEYS}
+        # Field and HAS_FIELD rows for a schema version's fields too (the bulk import writes them from rows); a
+        # writer that runs ``statements`` sends those with the version (``schema_paths``) and needs none of them
+        self.schema_field_rows = schema_field_rows
         self.originals: dict[str, str] = {}  # stored key → the value it stands for, for values stored by hash
         # (namespace, name, version) whose field rows are in: every event of a job repeats its output's schema
         self.schemas_done: set[tuple[str, str, str]] = set()

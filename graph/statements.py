@@ -259,7 +259,10 @@ def statements(batch: GraphBatch) -> list[tuple[str, dict[str, Any]]]:
     fields (column lineage naming a field no schema of the batch has), and may then have no rows (nothing to run).
     """
     paths = batch.schema_paths
-    covered = {(namespace, name, path) for (namespace, name, _), keys in paths.items() for path in keys}
+    covered: dict[tuple[str, str], set[str]] = {}  # (namespace, name) → the fields its versions write
+    if batch["fields"] or batch["has_field"]:
+        for (namespace, name, _), keys in paths.items():
+            covered.setdefault((namespace, name), set()).update(keys)
     work = []
     for name in _ORDER:
         rows = batch[name]
@@ -271,9 +274,9 @@ def statements(batch: GraphBatch) -> list[tuple[str, dict[str, Any]]]:
         elif name == "of_job":
             params = of_job_rows(rows)
         elif covered and name in ("fields", "has_field"):
-            params = [dict(row) for row in rows if (row["namespace"], row["name"], row["field"]) not in covered]
+            params = [row for row in rows if row["field"] not in covered.get((row["namespace"], row["name"]), ())]
         else:
-            params = [dict(row) for row in rows]
+            params = list(rows)  # the batch's own rows: the driver only reads them
         work.append((STATEMENTS[name], {"rows": params}))
     return work
 

@@ -346,7 +346,7 @@ class PipelinedWriter:
 
     def write(self, events: list[dict[str, Any]], output: Output, report: ReplayReport,
               produced: Produced | None = None) -> None:
-        batch = graph_batch(events) if events else None
+        batch = graph_batch(events, schema_field_rows=False) if events else None
         if batch is not None and produced is not None:
             produced.add(batch)
         self.wait()  # the batch before is in, and known: this one leaves its rows out

@@ -87,7 +87,8 @@ class _Prepared:
                 if processing.get("producedAt") is not None:
                     self.produced.append(processing["producedAt"])
         self.covered = len(self.records) - len(self.decoded)
-        self.batch = graph_batch([event for _, event in self.decoded]) if self.decoded else GraphBatch()
+        self.batch = (graph_batch([event for _, event in self.decoded], schema_field_rows=False) if self.decoded
+                      else GraphBatch())
         self.plan(known)
 
     def plan(self, known: KnownRows) -> None:

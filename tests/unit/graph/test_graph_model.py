@@ -19,6 +19,7 @@ from kafka_lineage.graph.fingerprint import FINGERPRINT_QUERIES, fingerprint
 from kafka_lineage.graph.keys import KEY_MAX_BYTES, state_rank, stored_key, utc_time
 from kafka_lineage.graph.statements import CONSTRAINTS, STATEMENTS, of_job_rows, statements
 from kafka_lineage.schemas.schema_diff import schema_fields, schema_version
+from kafka_lineage_devtools.bench_events import run_pairs
 from tests.openlineage_samples import dataset_event, full_run_event, job_event
 
 RUN, PARENT, FAILED = ("11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222",
@@ -471,11 +472,18 @@ def test_of_job_rows_name_each_jobs_runs_of_the_batch():
                                  {"namespace": "ns", "name": "b", "runIds": ["r2"]}]
 
 
-def test_statement_rows_are_copies():
+def test_a_writer_without_schema_field_rows_sends_the_same_statements():
+    for events in (scenario(), run_pairs(60, "realistic", seed=3)):
+        assert statements(graph_batch(copy.deepcopy(events), schema_field_rows=False)) == statements(
+            graph_batch(copy.deepcopy(events)))
+        assert len(graph_batch(events, schema_field_rows=False)["fields"]) < len(graph_batch(events)["fields"])
+
+
+def test_statements_leave_the_batch_as_it_was():
     batch = graph_batch(scenario())
-    (_, params), *_ = statements(batch)
-    params["rows"][0]["name"] = "changed"
-    assert batch["jobs"][0]["name"] == "dag.task"
+    before = copy.deepcopy(batch)
+    statements(batch)
+    assert batch == before
 
 
 def test_run_state_moves_forward_in_cypher():
