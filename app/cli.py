@@ -551,12 +551,16 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
+    from kafka_lineage.graph import epoch
     from kafka_lineage.graph.driver import driver_for, ensure_indexes_online, graph_fingerprint
 
     with driver_for(ClientSettings.from_env()) as driver:
         if args.action == "indexes":
             ensure_indexes_online(driver)
             print("constraints and indexes online")
+        elif args.action == "forget":
+            epoch.renew(driver)
+            print("the graph has a new epoch: running graph sinks and replays forget the rows they knew it held")
         else:
             print(graph_fingerprint(driver))
     return 0
@@ -759,9 +763,11 @@ def build_parser() -> argparse.ArgumentParser:
     status_cmd.set_defaults(handler=cmd_status)
 
     graph = sub.add_parser("graph", help="the lineage graph in Neo4j")
-    graph.add_argument("action", choices=["fingerprint", "indexes"],
+    graph.add_argument("action", choices=["fingerprint", "indexes", "forget"],
                        help="fingerprint: canonical hash of nodes and edges; indexes: create the constraints and "
-                            "indexes (after an import) and wait until they are online")
+                            "indexes (after an import) and wait until they are online; forget: a new graph epoch, "
+                            "after deleting from the graph by hand: running writers forget the rows they knew it "
+                            "held and write them again")
     graph.set_defaults(handler=cmd_graph)
 
     emit = sub.add_parser("emit", help="backfill OpenLineage events from an NDJSON file (- for stdin, .gz ok)")

@@ -7,8 +7,10 @@ node a new id and marks a deleter at work before, and a new id and no deleter af
 and last in each write transaction (``check``): another id than the one its memory is about, or a deleter at work,
 and it writes everything (remembers nothing) instead; an id that changes during its own transaction rolls the
 transaction back. A deleter that dies leaves its mark: writers then write everything until the next deleter ends —
-slower, never wrong (two deleters at once were never supported: the first to end clears the mark). The node is not
-lineage: the fingerprint and every query leave it out, and a wipe keeps it.
+slower, never wrong (two deleters at once were never supported: the first to end clears the mark). Whoever deletes
+by hand while writers run gives the graph a new epoch after (``renew``: ``lineage graph forget``), or a writer may
+leave out a row it wrote before and the graph no longer holds. The node is not lineage: the fingerprint and every
+query leave it out, and a wipe keeps it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ _NODE = f"MERGE (e:{LABEL} {{key: 'graph'}}) ON CREATE SET e.id = randomUUID(), 
 READ_QUERY = _NODE + "RETURN e.id AS id, e.deleting AS deleting"
 _BEGIN = _NODE + "SET e.id = randomUUID(), e.deleting = 1"
 _END = _NODE + "SET e.id = randomUUID(), e.deleting = 0"
+_RENEW = _NODE + "SET e.id = randomUUID()"
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,11 @@ def check(tx: Any, expected: Epoch) -> None:
     found = read(tx)
     if found != expected:
         raise EpochChanged(found)
+
+
+def renew(driver: Driver) -> None:
+    """A new epoch: running writers forget what they knew (``lineage graph forget``, after deleting by hand)."""
+    driver.execute_query(_RENEW)
 
 
 @contextmanager

@@ -1,6 +1,7 @@
 """A `lineage sink` that leaves out rows it knows the graph holds (``graph.known``) builds, property for property,
 the graph one plain write of the same events builds: in small batches, across a restart (a cold memory), and after
-a wipe while it runs (the graph's epoch changes: what it knew is gone)."""
+a wipe while it runs (the graph's epoch changes: what it knew is gone); and after a deletion by hand, once
+`lineage graph forget` gave the graph a new epoch."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import pytest
 import requests
 from neo4j import Driver
 
-from kafka_lineage.graph.driver import driver_for, write_events
+from kafka_lineage.graph.driver import driver_for, ensure_constraints, write_changes, write_events
+from kafka_lineage.graph.events import graph_batch
+from kafka_lineage.graph.known import KnownRows
 from kafka_lineage.replay.local import wipe
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import prepare_pipeline
@@ -22,7 +25,9 @@ from kafka_lineage_devtools.bench_events import run_pairs
 from kafka_lineage_devtools.partition_workload import generate_partitions
 from kafka_lineage_devtools.processes import ChildProcess, sink_process
 from kafka_lineage_devtools.workload import Delivery, generate
-from tests.integration.sinks.test_graph_sink import _publish, _settings
+from tests.integration.conftest import lineage
+from tests.integration.sinks.test_graph_sink import SCHEMA_FACET, _publish, _settings
+from tests.openlineage_samples import PRODUCER
 
 pytestmark = pytest.mark.integration
 _WRITTEN = re.compile(r'^lineage_events_out_total\{stage="graph-sink"\} (\S+)$', re.MULTILINE)
@@ -93,3 +98,35 @@ def test_a_sink_leaving_known_rows_out_builds_the_plain_writes_graph(clients: Cl
         assert "rows written before are written again" in restarted.output  # the wipe was noticed
         assert _plain(driver, first + second) == live_before_wipe
         assert _plain(driver, third) == live_after_wipe
+
+
+def _run_events(namespace: str, run: int) -> list[dict[str, Any]]:
+    """A run of each of three jobs, each writing a table of its own with a schema (no name shared with other tests)."""
+    schema = {"_producer": PRODUCER, "_schemaURL": SCHEMA_FACET,
+              "fields": [{"name": "id", "type": "bigint"}, {"name": "total", "type": "double"}]}
+    return [{"eventType": "COMPLETE", "eventTime": f"2024-05-01T12:{run:02d}:{job:02d}Z", "producer": PRODUCER,
+             "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+             "run": {"runId": str(uuid.uuid4())}, "job": {"namespace": namespace, "name": f"job-{job}"},
+             "inputs": [], "outputs": [{"namespace": "s3://lake", "name": f"{namespace}/table-{job}",
+                                        "facets": {"schema": schema}}]} for job in range(3)]
+
+
+def test_a_writer_writes_again_what_was_deleted_by_hand_once_the_graph_has_a_new_epoch(
+        clients: ClientSettings, sink_env: dict[str, str]) -> None:
+    namespace = f"known-{uuid.uuid4().hex[:6]}"
+    first, later = _run_events(namespace, 1), _run_events(namespace, 2)
+    count = ("MATCH (:Job {namespace: $ns})-[:OUTPUTS]->(d:Dataset)-[:HAS_SCHEMA]->(:SchemaVersion) "
+             "RETURN count(DISTINCT d)")
+    known = KnownRows()
+    with driver_for(_settings(sink_env)) as driver:
+        ensure_constraints(driver)
+        write_changes(driver, graph_batch(first), known)
+        write_changes(driver, graph_batch(later), known)  # the memory knows the tables' schema versions
+        assert driver.execute_query(count, ns=namespace).records[0][0] == 3 and len(known) > 0
+        driver.execute_query("MATCH (:Job {namespace: $ns})-[:OUTPUTS]->(:Dataset)-[:HAS_SCHEMA]->(s) "
+                             "DETACH DELETE s", ns=namespace)  # by hand, behind the writer's back
+        write_changes(driver, graph_batch(later), known)
+        assert driver.execute_query(count, ns=namespace).records[0][0] == 0  # left out as known: still gone
+        assert "new epoch" in lineage("graph", "forget", env=sink_env).stdout
+        write_changes(driver, graph_batch(later), known)
+        assert driver.execute_query(count, ns=namespace).records[0][0] == 3
