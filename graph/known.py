@@ -5,14 +5,15 @@ Cypher statements apply the same rules), and nothing but a deleter (``graph.epoc
 So a row this writer wrote, merged with the others it wrote of the same identity, is a lower bound of the graph's
 element, whatever other writers did since; and a new row whose merge into that bound leaves the bound as it was
 leaves the graph as it is too: it is left out. On a steady stream almost every event is another run of a known job,
-with the same datasets, schemas and column lineage: their schema versions, HAS_SCHEMA and field rows, and any node
-or edge an event repeats without a later time, are such rows. Rows whose times move (an edge's lastSeen, a job's
+with the same datasets, schemas and column lineage: their schema versions and HAS_SCHEMA edges, and any node or edge
+an event repeats without a later time, are such rows. Rows whose times move (an edge's lastSeen, a job's
 lastEventTime, a facet's latest document) still go, once per identity and batch (``graph_batch`` folds them).
 
 A run's own rows (the run, OF_JOB, CHILD_OF, READ, WROTE, run totals, partition versions and their edges) are never
 left out: a run is new, so remembering them would only push the repeating rows out. The memory is bounded (least
 recently used out) and lives in one process: a restart, another epoch or a bulk rebuild start it empty, and an
-empty memory leaves nothing out.
+empty memory leaves nothing out. A "latest"/"earliest" group is remembered by its order alone (what decides a
+merge; a facet document's JSON is not kept), so a row costs ~0.6 KB besides its names.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ REMEMBERED = frozenset({
     "jobs", "datasets", "facets", "schema_versions", "input_to", "outputs", "derives_from", "same_as",
     "depends_on", "has_schema", "partitions", "has_partition", "jobs_names", "datasets_names",
     "schema_versions_names"})
-DEFAULT_LIMIT = 200_000  # rows; a realistic job's repeating rows are ~30, so ~6,000 jobs' worth
+DEFAULT_LIMIT = 100_000  # rows (~1 KB each with their names); a realistic job's repeating rows are ~10-30
 
 
 class KnownRows:
@@ -94,11 +95,18 @@ class KnownRows:
                     key = (kind, row_identity(kind, row))
                     old = known.get(key)
                     if old is None:
-                        known[key] = row  # batches' rows are not changed once built
+                        known[key] = _compact(row)
                     else:
                         merged = dict(old)
                         merge_into(kind, merged, row)
-                        known[key] = merged
+                        known[key] = _compact(merged)
                         known.move_to_end(key)
             while len(known) > self.limit:
                 known.popitem(last=False)
+
+
+def _compact(row: Row) -> Row:
+    """The row as remembered: a property group by its order (the rules compare orders, and a group's order ends
+    with the digest of its values, so an equal order is an equal group)."""
+    return {prop: {"order": value["order"]} if isinstance(value, dict) and "order" in value else value
+            for prop, value in row.items()}

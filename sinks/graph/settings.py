@@ -21,6 +21,7 @@ class SinkSettings:
     batch_size: int = 2000
     poll_seconds: float = 0.5
     report_seconds: float = 30.0
+    known_rows: int = 100_000  # rows the sink remembers the graph holds (graph.known: ~1 KB each with their names)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SinkSettings:
@@ -32,4 +33,5 @@ class SinkSettings:
             batch_size=count_setting(values, "LINEAGE_SINK_BATCH", default.batch_size),
             poll_seconds=positive_setting(values, "LINEAGE_SINK_POLL_SECONDS", default.poll_seconds),
             report_seconds=positive_setting(values, "LINEAGE_REPORT_SECONDS", default.report_seconds),
+            known_rows=count_setting(values, "LINEAGE_SINK_KNOWN_ROWS", default.known_rows),
         )

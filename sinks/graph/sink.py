@@ -124,7 +124,7 @@ class GraphSink:
         self.neo4j_problem: str | None = None  # why the last write failed, while it is the environment's fault
         self._backoff = Backoff()  # waits for Neo4j, from the first failure of a write on
         self.facets = FacetCache()  # every run of a job repeats its datasets' schema facets: parse each text once
-        self.known = KnownRows()  # rows the graph holds: a batch sends only what changes it
+        self.known = KnownRows(settings.known_rows)  # rows the graph holds: a batch sends only what changes it
 
     def run(self, stop: threading.Event) -> None:
         self._stop = stop

@@ -133,11 +133,13 @@ def test_counts_are_positive_integers_and_durations_finite(key: str, value: str,
 
 def test_every_count_setting_is_checked_as_a_count() -> None:
     for settings, key in ((SinkSettings, "LINEAGE_SINK_BATCH"), (SinkSettings, "LINEAGE_PARTITIONS"),
-                          (AlertSettings, "LINEAGE_IMPACT_DEPTH"), (AlertSettings, "LINEAGE_IMPACT_MAX"),
+                          (SinkSettings, "LINEAGE_SINK_KNOWN_ROWS"), (AlertSettings, "LINEAGE_IMPACT_DEPTH"),
+                          (AlertSettings, "LINEAGE_IMPACT_MAX"),
                           (CollectorSettings, "LINEAGE_COLLECTOR_MAX_BYTES")):
         with pytest.raises(ConfigError, match=f"{key}: expected a number"):
             settings.from_env({key: "inf"})
     assert SinkSettings.from_env({"LINEAGE_SINK_BATCH": " 500 "}).batch_size == 500
+    assert SinkSettings.from_env({"LINEAGE_SINK_KNOWN_ROWS": "5000"}).known_rows == 5000
     with pytest.raises(ConfigError, match="LINEAGE_COLLECTOR_MAX_BYTES: expected a number"):
         CollectorSettings.from_env({"LINEAGE_COLLECTOR_MAX_BYTES": "16MB"})
 
