@@ -25,7 +25,9 @@ from neo4j import Driver
 LABEL = "GraphEpoch"
 CONSTRAINT = f"CREATE CONSTRAINT graph_epoch_key IF NOT EXISTS FOR (e:{LABEL}) REQUIRE e.key IS UNIQUE"
 _NODE = f"MERGE (e:{LABEL} {{key: 'graph'}}) ON CREATE SET e.id = randomUUID(), e.deleting = 0 "
-READ_QUERY = _NODE + "RETURN e.id AS id, e.deleting AS deleting"
+# Two writers that MERGE before the constraint exists (a graph just imported) may each create one: all of them are
+# written alike, and the one with the smallest id is read
+READ_QUERY = _NODE + "WITH e ORDER BY e.id LIMIT 1 RETURN e.id AS id, e.deleting AS deleting"
 _BEGIN = _NODE + "SET e.id = randomUUID(), e.deleting = 1"
 _END = _NODE + "SET e.id = randomUUID(), e.deleting = 0"
 _RENEW = _NODE + "SET e.id = randomUUID()"
