@@ -146,6 +146,9 @@ def _dataset_facets(b: RowBuilder, dataset: Any, first: str | None, last: str | 
             if b.schema_field_rows:
                 for path in paths:
                     b.field(namespace, name, path, with_dataset=False)
+            elif b.originals:  # the version writes its fields; the whole values behind hashed keys still need rows
+                for path in paths:
+                    b.full_names("fields", {"namespace": namespace, "name": name, "field": path})
     else:
         b.dataset(namespace, name)
     for identifier in as_list(as_dict(facets.get("symlinks")).get("identifiers")):

@@ -21,6 +21,8 @@ from neo4j import Driver
 
 from kafka_lineage.graph.coverage import LABEL as COVERAGE_LABEL
 from kafka_lineage.graph.driver import driver_for, graph_fingerprint, read_coverage
+from kafka_lineage.graph.epoch import CONSTRAINT as EPOCH_CONSTRAINT
+from kafka_lineage.graph.epoch import LABEL as EPOCH_LABEL
 from kafka_lineage.graph.fingerprint import fingerprint
 from kafka_lineage.graph.statements import CONSTRAINTS
 from kafka_lineage.producers.client.publisher import EventPublisher
@@ -80,12 +82,13 @@ def _canonical(value: Any) -> str:
 
 
 def graph_dump(driver: Driver) -> dict[str, list[str]]:
-    """Every node (labels, properties) but a rebuild's coverage, every relationship (type, properties, its ends'
-    labels and properties), the constraints and indexes (name, kind, labels, properties, state): canonical and
-    sorted."""
+    """Every node (labels, properties) but a rebuild's coverage and the graph's epoch (neither is lineage; a live
+    writer makes the epoch, an import does not), every relationship (type, properties, its ends' labels and
+    properties), the constraints and indexes (name, kind, labels, properties, state): canonical and sorted."""
     with driver.session() as session:
         nodes = sorted(_canonical([sorted(record["l"]), record["p"]]) for record in session.run(
-            f"MATCH (n) WHERE NOT n:{COVERAGE_LABEL} RETURN labels(n) AS l, properties(n) AS p"))
+            f"MATCH (n) WHERE NOT n:{COVERAGE_LABEL} AND NOT n:{EPOCH_LABEL} "
+            "RETURN labels(n) AS l, properties(n) AS p"))
         edges = sorted(_canonical([record["t"], record["p"], record["a"], record["b"]]) for record in session.run(
             "MATCH (a)-[r]->(b) RETURN type(r) AS t, properties(r) AS p, [labels(a), properties(a)] AS a, "
             "[labels(b), properties(b)] AS b"))
@@ -190,7 +193,8 @@ def test_bulk_replay_of_an_empty_topic_empties_the_graph(clients: ClientSettings
     assert "0 events written" in rebuilt.stdout
     with driver_for(clients) as driver:
         assert graph_fingerprint(driver) == fingerprint({})
-        assert len(graph_dump(driver)["constraints"]) == sum("CONSTRAINT" in c for c in CONSTRAINTS)
+        constraints = [*CONSTRAINTS, EPOCH_CONSTRAINT]
+        assert len(graph_dump(driver)["constraints"]) == sum("CONSTRAINT" in c for c in constraints)
 
 
 def test_bulk_needs_fresh(bulk_env: dict[str, str]):

@@ -473,7 +473,11 @@ def test_of_job_rows_name_each_jobs_runs_of_the_batch():
 
 
 def test_a_writer_without_schema_field_rows_sends_the_same_statements():
-    for events in (scenario(), run_pairs(60, "realistic", seed=3)):
+    hashed = full_run_event()  # a schema field, a dataset and a namespace stored by hash (their whole values kept)
+    output = hashed["outputs"][0]
+    output["namespace"], output["name"] = "s3://" + "n" * 5000, "t" * 5000
+    output["facets"]["schema"]["fields"].append({"name": "f" * 5000, "type": "string"})
+    for events in (scenario(), run_pairs(60, "realistic", seed=3), [hashed]):
         assert statements(graph_batch(copy.deepcopy(events), schema_field_rows=False)) == statements(
             graph_batch(copy.deepcopy(events)))
         assert len(graph_batch(events, schema_field_rows=False)["fields"]) < len(graph_batch(events)["fields"])
