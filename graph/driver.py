@@ -26,7 +26,7 @@ def driver_for(clients: ClientSettings, **options: Any) -> Driver:
 
 def ensure_constraints(driver: Driver) -> None:
     with driver.session() as session:
-        for statement in [*CONSTRAINTS, epoch.CONSTRAINT, *BACKFILL]:
+        for statement in [*CONSTRAINTS, epoch.CONSTRAINT, epoch.ENSURE, *BACKFILL]:
             session.run(statement).consume()
 
 

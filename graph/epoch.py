@@ -9,7 +9,9 @@ and it writes everything (remembers nothing) instead; an id that changes during 
 transaction back. A deleter that dies leaves its mark: writers then write everything until the next deleter ends —
 slower, never wrong (two deleters at once were never supported: the first to end clears the mark). Whoever deletes
 by hand while writers run gives the graph a new epoch after (``renew``: ``lineage graph forget``), or a writer may
-leave out a row it wrote before and the graph no longer holds. The node is not lineage: the fingerprint and every
+leave out a row it wrote before and the graph no longer holds. A graph without the node (a store just imported, a
+graph emptied by hand) has no epoch: writers leave nothing out until ``ensure_constraints`` (every writer's start,
+the import's last step, ``lineage graph indexes``) makes one. The node is not lineage: the fingerprint and every
 query leave it out, and a wipe keeps it.
 """
 
@@ -25,9 +27,13 @@ from neo4j import Driver
 LABEL = "GraphEpoch"
 CONSTRAINT = f"CREATE CONSTRAINT graph_epoch_key IF NOT EXISTS FOR (e:{LABEL}) REQUIRE e.key IS UNIQUE"
 _NODE = f"MERGE (e:{LABEL} {{key: 'graph'}}) ON CREATE SET e.id = randomUUID(), e.deleting = 0 "
-# Two writers that MERGE before the constraint exists (a graph just imported) may each create one: all of them are
-# written alike, and the one with the smallest id is read
-READ_QUERY = _NODE + "WITH e ORDER BY e.id LIMIT 1 RETURN e.id AS id, e.deleting AS deleting"
+# Made by ensure_constraints, in a transaction of its own: made inside a write whose check then fails, it would be
+# rolled back and made again, with another id, at every try.
+ENSURE = _NODE + "RETURN e.id"
+# Read only. No node (a store just imported, a graph wiped by hand): no epoch, so nothing is learned or left out.
+# Two nodes (made by two writers before the constraint existed) are written alike; the smallest id is read.
+READ_QUERY = (f"MATCH (e:{LABEL} {{key: 'graph'}}) RETURN e.id AS id, e.deleting AS deleting "
+              "ORDER BY e.id LIMIT 1")
 _BEGIN = _NODE + "SET e.id = randomUUID(), e.deleting = 1"
 _END = _NODE + "SET e.id = randomUUID(), e.deleting = 0"
 _RENEW = _NODE + "SET e.id = randomUUID()"
@@ -57,7 +63,7 @@ class EpochChanged(Exception):
 
 def read(tx: Any) -> Epoch:
     record = tx.run(READ_QUERY).single()
-    return Epoch(record["id"], int(record["deleting"] or 0))
+    return UNKNOWN if record is None else Epoch(record["id"], int(record["deleting"] or 0))
 
 
 def check(tx: Any, expected: Epoch) -> None:

@@ -130,3 +130,12 @@ def test_a_writer_writes_again_what_was_deleted_by_hand_once_the_graph_has_a_new
         assert "new epoch" in lineage("graph", "forget", env=sink_env).stdout
         write_changes(driver, graph_batch(later), known)
         assert driver.execute_query(count, ns=namespace).records[0][0] == 3
+        # the epoch node gone too (an emptied graph, a new store): no epoch, nothing left out, and no endless retry
+        driver.execute_query("MATCH (:Job {namespace: $ns})-[:OUTPUTS]->(:Dataset)-[:HAS_SCHEMA]->(s) "
+                             "DETACH DELETE s", ns=namespace)
+        driver.execute_query("MATCH (e:GraphEpoch) DELETE e")
+        write_changes(driver, graph_batch(later), known)
+        assert driver.execute_query(count, ns=namespace).records[0][0] == 3 and len(known) == 0
+        ensure_constraints(driver)  # every writer's start makes the node again
+        write_changes(driver, graph_batch(later), known)
+        assert len(known) > 0
