@@ -231,7 +231,7 @@ class GraphSink:
                          "holds are left out", changed.coverage.rebuild, changed.coverage.topic,
                          len(changed.coverage.ends))
                 self.coverage, self.written_since_coverage = changed.coverage, 0
-                self.known.reset(UNKNOWN)  # the epoch is read again first
+                # the epoch was checked first in the same transaction: what the sink knows still holds
                 prepared.filter(changed.coverage, self.known)
             except EpochChanged as changed:
                 if self.known.epoch.id is not None:
