@@ -566,6 +566,63 @@ def cmd_graph(args: argparse.Namespace) -> int:
     return 0
 
 
+# `lineage check` exit codes, for CI: no breaking change with consumers, one at least, the input is wrong (a retry
+# will not help), the graph could not answer (retry later).
+CHECK_PASS, CHECK_BREAKING, CHECK_BAD_INPUT, CHECK_NO_ANSWER = 0, 1, 2, 3
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from kafka_lineage.app.check_output import render
+    from kafka_lineage.graph.check import BREAKING_WITH_CONSUMERS, check
+    from kafka_lineage.graph.driver import driver_for
+    from kafka_lineage.schemas.proposals import MAX_PROPOSAL_BYTES, ProposalError, read_proposals
+
+    allow = list(args.allow or [])
+    try:
+        for path in args.allow_file or []:
+            allow += [line.split("#", 1)[0].strip() for line in Path(path).read_text().splitlines()
+                      if line.split("#", 1)[0].strip()]
+        proposals = []
+        for path in args.files:
+            source = "<stdin>" if path == "-" else path
+            text = sys.stdin.read(MAX_PROPOSAL_BYTES + 1) if path == "-" else _read_bounded(Path(path),
+                                                                                          MAX_PROPOSAL_BYTES)
+            proposals += read_proposals(text, source=source, format=args.format,
+                                        dataset=tuple(args.dataset) if args.dataset else None,
+                                        namespace=args.namespace or "", dialect=args.dialect)
+    except (ProposalError, OSError, UnicodeDecodeError) as exc:
+        print(f"lineage check: {shown(exc)}", file=sys.stderr)
+        return CHECK_BAD_INPUT
+    try:
+        with driver_for(ClientSettings.from_env()) as driver:
+            report = check(driver, proposals, depth=args.depth, allow=allow,
+                           unknown_readers_count=not args.known_consumers_only)
+    except ValueError as exc:
+        print(f"lineage check: {shown(exc)}", file=sys.stderr)
+        return CHECK_BAD_INPUT
+    except Exception as exc:
+        if not _is_neo4j_error(exc) and not isinstance(exc, OSError):
+            raise
+        print(f"lineage check: the lineage graph did not answer (Neo4j: {shown(getattr(exc, 'message', None) or exc)})"
+              "; retry later", file=sys.stderr)
+        return CHECK_NO_ANSWER
+    rendered = render(report, args.output)
+    if args.output_file:
+        Path(args.output_file).write_text(rendered)
+        if args.output != "text":
+            from kafka_lineage.app.check_output import text
+            print(text(report), end="")
+    else:
+        print(rendered, end="")
+    return CHECK_BREAKING if report.verdict == BREAKING_WITH_CONSUMERS else CHECK_PASS
+
+
+def _read_bounded(path: Path, limit: int) -> str:
+    if path.stat().st_size > limit:
+        raise OSError(f"{path} is over {limit:,} bytes")
+    return path.read_text(encoding="utf-8")
+
+
 def cmd_emit(args: argparse.Namespace) -> int:
     from kafka_lineage.producers.service.emit import emit_lines, open_source, progress_printer
 
@@ -769,6 +826,32 @@ def build_parser() -> argparse.ArgumentParser:
                             "after deleting from the graph by hand: running writers forget the rows they knew it "
                             "held and write them again")
     graph.set_defaults(handler=cmd_graph)
+
+    check_cmd = sub.add_parser(
+        "check", help="schema-change gate for CI: diff proposed schemas against the graph's current ones and list "
+                      "who consumes each changed column; exit 0 no breaking change with consumers, 1 there is one, "
+                      "2 bad input, 3 the graph did not answer")
+    check_cmd.add_argument("files", nargs="+", help="proposed schemas: DDL (.sql), Avro (.avsc), JSON Schema, "
+                                                    "OpenLineage events or schema facets (.json, .ndjson); - for stdin")
+    check_cmd.add_argument("--format", default="auto", choices=["auto", "openlineage", "avro", "json-schema", "ddl"],
+                           help="how to read the files (default: by extension, then by content)")
+    check_cmd.add_argument("--dataset", nargs=2, metavar=("NAMESPACE", "NAME"),
+                           help="the dataset an Avro schema, JSON Schema or bare schema facet is for")
+    check_cmd.add_argument("--namespace", help="DDL: the namespace of its tables, as their events name it "
+                                               "(e.g. postgres://db:5432)")
+    check_cmd.add_argument("--dialect", help="DDL: the SQL dialect (sqlglot's names: postgres, snowflake, spark, …)")
+    check_cmd.add_argument("--allow", action="append", metavar="PATTERN",
+                           help="an accepted break: NAMESPACE/NAME:COLUMN, NAME:COLUMN or a dataset, * wildcards "
+                                "(repeatable)")
+    check_cmd.add_argument("--allow-file", action="append", metavar="FILE",
+                           help="accepted breaks, one pattern a line (# comments)")
+    check_cmd.add_argument("--depth", type=int, default=10, help="column hops to follow downstream (default 10)")
+    check_cmd.add_argument("--known-consumers-only", action="store_true",
+                           help="do not count jobs that read the dataset without reporting column lineage")
+    check_cmd.add_argument("--output", default="text", choices=["text", "json", "sarif", "github"],
+                           help="text for people, json, sarif (code scanning), github (workflow annotations)")
+    check_cmd.add_argument("--output-file", help="write the report there (and the text summary to stdout)")
+    check_cmd.set_defaults(handler=cmd_check)
 
     emit = sub.add_parser("emit", help="backfill OpenLineage events from an NDJSON file (- for stdin, .gz ok)")
     emit.add_argument("file")

@@ -1,15 +1,19 @@
-"""The pipeline's own questions under ``/api/v2``: search of every kind, impact, schema history, runs, partitions and
-backfill plans, a run's detail."""
+"""The pipeline's own questions under ``/api/v2``: search of every kind, impact, schema history, the schema-change
+gate (``POST /api/v2/check``), runs, partitions and backfill plans, a run's detail."""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 
+from kafka_lineage.graph.check import check
 from kafka_lineage.graph.node_ids import NodeId
 from kafka_lineage.graph.store import NotFound
+from kafka_lineage.schemas.proposals import MAX_PROPOSAL_BYTES, ProposalError, proposals_of
 from kafka_lineage.server.http import (
     AsOf,
     Depth,
@@ -168,4 +172,39 @@ def lineage_routes(routes: Routes) -> APIRouter:
             decode_quality(item)
         return detail
 
+    @router.post("/api/v2/check", dependencies=api, tags=["Lineage"])
+    async def check_schemas(request: Request) -> JSONResponse:
+        """The schema-change gate (``lineage check``): proposed schemas diffed against the graph's current ones, with
+        every changed column's consumers along column lineage. Body: ``{"proposals": [{"namespace", "name",
+        "fields": [schema facet fields], "complete": true}], "documents": [{"text", "format", "source",
+        "namespace", "dialect", "dataset": [ns, name]}], "allow": [patterns], "depth": 10,
+        "knownConsumersOnly": false}``; ``documents`` are read as ``lineage check`` reads files (DDL, Avro, JSON
+        Schema, OpenLineage). Answers the report (``verdict``: PASS or BREAKING_WITH_CONSUMERS); 400 for an input
+        it cannot read, 413 over the size limit."""
+        body = await _bounded_json(request, MAX_PROPOSAL_BYTES)
+        try:
+            proposals, options = proposals_of(body)
+            depth = depth_cap(options["depth"])
+        except ProposalError as exc:
+            raise HTTPException(400, str(exc)) from None
+        try:
+            report = await run_in_threadpool(check, store.driver, proposals, depth=depth, allow=options["allow"],
+                                             unknown_readers_count=not options["knownConsumersOnly"])
+        except ProposalError as exc:  # an ALTER naming a column the current schema does not have
+            raise HTTPException(400, str(exc)) from None
+        return JSONResponse(report.as_dict())
+
     return router
+
+
+async def _bounded_json(request: Request, limit: int) -> Any:
+    size, chunks = 0, []
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise HTTPException(413, f"the body is over {limit:,} bytes")
+        chunks.append(chunk)
+    try:
+        return json.loads(b"".join(chunks))
+    except (ValueError, RecursionError) as exc:
+        raise HTTPException(400, f"the body is not JSON: {exc}") from None
