@@ -25,7 +25,13 @@ from typing import Any
 from neo4j import READ_ACCESS, Driver, Query
 
 from kafka_lineage.graph.keys import stored_key
-from kafka_lineage.graph.queries import DEFAULT_TIMEOUT, MAX_ROWS_PER_LEVEL, _checked_depth, closest_datasets
+from kafka_lineage.graph.queries import (
+    DEFAULT_TIMEOUT,
+    MAX_ROWS_PER_LEVEL,
+    _checked_depth,
+    closest_datasets,
+    field_aliases_of,
+)
 from kafka_lineage.graph.store import GraphStore, NotFound, schema_fields
 from kafka_lineage.schemas.proposals import ProposedSchema, apply_operations
 from kafka_lineage.schemas.schema_diff import BREAKING, COMPATIBLE, FieldChange, diff_schemas
@@ -41,6 +47,9 @@ _NAMES = "coalesce({0}.fullNamespace, {0}.namespace), coalesce({0}.fullName, {0}
 
 _START = ("UNWIND $fields AS wanted MATCH (f:Field {namespace: $namespace, name: $name, field: wanted}) "
           "RETURN wanted, elementId(f) AS id")
+# The changed columns' twins in the dataset's other names (SAME_AS: the table of a path, …): walked from too.
+_START_ALIASES = (f"UNWIND $ids AS id MATCH (a:Field) WHERE elementId(a) = id {field_aliases_of('a', 'x')} "
+                  "WITH id, x WHERE elementId(x) <> id RETURN id, elementId(x) AS alias")
 # One level of the walk: from the frontier's columns (``$ids``) to the columns derived from them and the datasets
 # depending on them, each with the edge's transformation and the jobs that read the column's dataset and write the
 # consumer's (the column-lineage facet does not name its job; the job-level edges do).
@@ -265,6 +274,9 @@ def _consumers(driver: Driver, namespace: str, name: str, columns: list[str], de
         starts = [(record["id"], by_key.get(record["wanted"], record["wanted"])) for record in session.run(
             Query(_START, timeout=_left(deadline)), namespace=stored_key(namespace), name=stored_key(name),
             fields=list(by_key))]
+        column_of = dict(starts)
+        starts += [(record["alias"], column_of[record["id"]]) for record in session.run(
+            Query(_START_ALIASES, timeout=_left(deadline)), ids=list(column_of), asOf=None)]
         visited = set(starts)  # (node id, start column)
         paths: dict[tuple[str, str], tuple[Hop, ...]] = {pair: () for pair in starts}
         found: dict[str, list[Consumer]] = {}

@@ -38,8 +38,15 @@ class Shop:
                                 {"email": [("shop.stg.orders", "email", "IDENTITY", False)]})
         revenue = self.dataset("shop.mart.revenue", [("total", "decimal(18,2)")],
                                {"total": [("shop.stg.orders", "amount", "AGGREGATION", False)]})
+        # the same table read by its files' path (a symlinks facet names the table): its columns are the table's
+        files = {"namespace": "s3://lake", "name": "raw/orders", "facets": {"symlinks": {
+            "_producer": "t", "_schemaURL": "t",
+            "identifiers": [{"namespace": self.ns, "name": "shop.public.orders", "type": "TABLE"}]}}}
+        copy = self.dataset("shop.lake.orders_copy", [("email", "text")])
+        copy["facets"]["columnLineage"] = {"_producer": "t", "_schemaURL": "t", "fields": {"email": {"inputFields": [
+            {"namespace": "s3://lake", "name": "raw/orders", "field": "email"}]}}}
         self.events = [self.event("stg_orders", [raw], [stg]), self.event("contacts", [stg], [contacts]),
-                       self.event("revenue", [stg], [revenue])]
+                       self.event("revenue", [stg], [revenue]), self.event("lake_copy", [files], [copy])]
         self.export = self.event("export", [raw], [self.dataset("shop.export", [("x", "text")])])
 
     def dataset(self, name: str, fields: list[tuple[str, str]],
@@ -93,9 +100,10 @@ def test_dropping_a_consumed_column_fails_naming_every_consumer_and_path(shop: S
         "shop.stg.orders.email": [("shop.stg.orders.email", "DIRECT/IDENTITY", False)],
         "shop.stg.orders.email_hash": [("shop.stg.orders.email_hash", "DIRECT/TRANSFORMATION(masked)", True)],
         "shop.mart.contacts.email": [("shop.stg.orders.email", "DIRECT/IDENTITY", False),
-                                     ("shop.mart.contacts.email", "DIRECT/IDENTITY", False)]}
+                                     ("shop.mart.contacts.email", "DIRECT/IDENTITY", False)],
+        "shop.lake.orders_copy.email": [("shop.lake.orders_copy.email", "", False)]}  # through the path's name
     (change,) = report["datasets"][0]["changes"]
-    assert [job["name"] for job in change["jobs"]] == ["stg_orders", "contacts"]
+    assert [job["name"] for job in change["jobs"]] == ["stg_orders", "lake_copy", "contacts"]
 
 
 def test_a_retyped_column_walks_through_an_aggregation_and_text_says_so(shop: Shop, tmp_path: Path) -> None:
@@ -176,7 +184,8 @@ def test_the_server_answers_the_same_report(shop: Shop, server: ChildProcess) ->
     assert report["verdict"] == "BREAKING_WITH_CONSUMERS"
     stg, orders = report["datasets"]  # proposals first, then documents
     assert {c["name"] + "." + c["field"] for c in orders["changes"][0]["consumers"]} == {
-        "shop.stg.orders.email", "shop.stg.orders.email_hash", "shop.mart.contacts.email"}
+        "shop.stg.orders.email", "shop.stg.orders.email_hash", "shop.mart.contacts.email",
+        "shop.lake.orders_copy.email"}
     assert [(c["path"], c["kind"]) for c in stg["changes"]] == [("amount", "REMOVED")]
     assert [c["name"] + "." + c["field"] for c in stg["changes"][0]["consumers"]] == ["shop.mart.revenue.total"]
     bad = requests.post(f"{server.url}/api/v2/check", json={"documents": [{"text": "ALTER", "format": "ddl"}]},
