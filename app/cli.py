@@ -572,49 +572,95 @@ CHECK_PASS, CHECK_BREAKING, CHECK_BAD_INPUT, CHECK_NO_ANSWER = 0, 1, 2, 3
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from kafka_lineage.app.check_output import render
-    from kafka_lineage.graph.check import BREAKING_WITH_CONSUMERS, check
-    from kafka_lineage.graph.driver import driver_for
+    from kafka_lineage.app.check_output import render, text
+    from kafka_lineage.graph.check import BREAKING_WITH_CONSUMERS, CheckReport
     from kafka_lineage.schemas.proposals import MAX_PROPOSAL_BYTES, ProposalError, read_proposals
 
     allow = list(args.allow or [])
+    documents, proposals = [], []
     try:
         for path in args.allow_file or []:
             allow += [line.split("#", 1)[0].strip() for line in Path(path).read_text().splitlines()
                       if line.split("#", 1)[0].strip()]
-        proposals = []
         for path in args.files:
             source = "<stdin>" if path == "-" else path
-            text = sys.stdin.read(MAX_PROPOSAL_BYTES + 1) if path == "-" else _read_bounded(Path(path),
-                                                                                          MAX_PROPOSAL_BYTES)
-            proposals += read_proposals(text, source=source, format=args.format,
+            content = sys.stdin.read(MAX_PROPOSAL_BYTES + 1) if path == "-" else _read_bounded(Path(path),
+                                                                                             MAX_PROPOSAL_BYTES)
+            document = {"text": content, "source": source, "format": args.format, "namespace": args.namespace or "",
+                        "dialect": args.dialect, "dataset": list(args.dataset) if args.dataset else None}
+            proposals += read_proposals(content, source=source, format=args.format,
                                         dataset=tuple(args.dataset) if args.dataset else None,
                                         namespace=args.namespace or "", dialect=args.dialect)
+            documents.append(document)
     except (ProposalError, OSError, UnicodeDecodeError) as exc:
         print(f"lineage check: {shown(exc)}", file=sys.stderr)
         return CHECK_BAD_INPUT
+    server = args.server or os.environ.get("LINEAGE_CHECK_SERVER")
     try:
-        with driver_for(ClientSettings.from_env()) as driver:
-            report = check(driver, proposals, depth=args.depth, allow=allow,
-                           unknown_readers_count=not args.known_consumers_only)
-    except ValueError as exc:
+        if server:
+            report = CheckReport.from_dict(_check_on_server(server, {
+                "documents": documents, "allow": allow, "depth": args.depth,
+                "knownConsumersOnly": args.known_consumers_only}))
+        else:
+            report = _check_here(proposals, args.depth, allow, args.known_consumers_only)
+    except _CheckRefused as exc:
         print(f"lineage check: {shown(exc)}", file=sys.stderr)
         return CHECK_BAD_INPUT
-    except Exception as exc:
-        if not _is_neo4j_error(exc) and not isinstance(exc, OSError):
-            raise
-        print(f"lineage check: the lineage graph did not answer (Neo4j: {shown(getattr(exc, 'message', None) or exc)})"
-              "; retry later", file=sys.stderr)
+    except _CheckUnanswered as exc:
+        print(f"lineage check: the lineage graph did not answer ({shown(exc)}); retry later", file=sys.stderr)
         return CHECK_NO_ANSWER
     rendered = render(report, args.output)
     if args.output_file:
         Path(args.output_file).write_text(rendered)
         if args.output != "text":
-            from kafka_lineage.app.check_output import text
             print(text(report), end="")
     else:
         print(rendered, end="")
     return CHECK_BREAKING if report.verdict == BREAKING_WITH_CONSUMERS else CHECK_PASS
+
+
+class _CheckRefused(Exception):
+    """The check's question is wrong (exit 2)."""
+
+
+class _CheckUnanswered(Exception):
+    """Neo4j or the server did not answer (exit 3)."""
+
+
+def _check_here(proposals: list[Any], depth: int, allow: list[str], known_only: bool) -> Any:
+    from kafka_lineage.graph.check import check
+    from kafka_lineage.graph.driver import driver_for
+
+    try:
+        with driver_for(ClientSettings.from_env()) as driver:
+            return check(driver, proposals, depth=depth, allow=allow, unknown_readers_count=not known_only)
+    except ValueError as exc:  # a bad depth, an ALTER of a column the current schema lacks
+        raise _CheckRefused(str(exc)) from None
+    except Exception as exc:
+        if not _is_neo4j_error(exc) and not isinstance(exc, OSError):
+            raise
+        raise _CheckUnanswered(f"Neo4j: {getattr(exc, 'message', None) or exc}") from None
+
+
+def _check_on_server(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    """``POST /api/v2/check`` on a lineage server (``LINEAGE_SERVER_TOKEN``: its bearer token, if it has one)."""
+    import requests
+
+    token = os.environ.get("LINEAGE_SERVER_TOKEN")
+    try:
+        answer = requests.post(url.rstrip("/") + "/api/v2/check", json=body, timeout=(10, 300),
+                               headers={"Authorization": f"Bearer {token}"} if token else {})
+    except requests.RequestException as exc:
+        raise _CheckUnanswered(f"{url}: {exc}") from None
+    if answer.status_code in (400, 401, 403, 404, 413):
+        try:
+            message = answer.json().get("message") or answer.text
+        except ValueError:
+            message = answer.text
+        raise _CheckRefused(f"{url} answered {answer.status_code}: {message[:500]}")
+    if answer.status_code != 200:
+        raise _CheckUnanswered(f"{url} answered {answer.status_code}: {answer.text[:300]}")
+    return answer.json()
 
 
 def _read_bounded(path: Path, limit: int) -> str:
@@ -851,6 +897,8 @@ def build_parser() -> argparse.ArgumentParser:
     check_cmd.add_argument("--output", default="text", choices=["text", "json", "sarif", "github"],
                            help="text for people, json, sarif (code scanning), github (workflow annotations)")
     check_cmd.add_argument("--output-file", help="write the report there (and the text summary to stdout)")
+    check_cmd.add_argument("--server", help="ask this lineage server (POST /api/v2/check; LINEAGE_SERVER_TOKEN: its "
+                                            "token) instead of Neo4j; default LINEAGE_CHECK_SERVER, else Neo4j")
     check_cmd.set_defaults(handler=cmd_check)
 
     emit = sub.add_parser("emit", help="backfill OpenLineage events from an NDJSON file (- for stdin, .gz ok)")

@@ -105,6 +105,11 @@ class Hop:
                 "transformation": self.transformation, "masked": self.masked,
                 "jobs": [{"namespace": ns, "name": name} for ns, name in self.jobs]}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Hop:
+        return cls(data["namespace"], data["name"], data.get("field"), data.get("transformation") or "",
+                   tuple((job["namespace"], job["name"]) for job in data.get("jobs") or []))
+
 
 @dataclass(frozen=True)
 class Consumer:
@@ -145,6 +150,12 @@ class Finding:
                 "consumers": [consumer.as_dict() for consumer in self.consumers],
                 "jobs": [{"namespace": ns, "name": name} for ns, name in self.jobs()]}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Finding:
+        change = FieldChange(data["path"], data["kind"], data.get("oldType"), data.get("newType"), data["severity"])
+        consumers = tuple(Consumer(tuple(Hop.from_dict(hop) for hop in c["path"])) for c in data.get("consumers") or [])
+        return cls(change, consumers, bool(data.get("allowed")), bool(data.get("truncated")), data.get("renamedTo"))
+
 
 @dataclass(frozen=True)
 class DatasetCheck:
@@ -175,6 +186,16 @@ class DatasetCheck:
                 "unknownReaders": [{"namespace": ns, "name": name} for ns, name in self.unknown_readers],
                 "closest": [{"namespace": ns, "name": name} for ns, name in self.closest]}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DatasetCheck:
+        proposal = ProposedSchema(data["namespace"], data["name"], complete=data.get("complete", True) is not False,
+                                  source=data.get("source") or "", line=data.get("line"),
+                                  origin=data.get("origin") or "")
+        return cls(proposal, data["status"], data.get("currentVersion"),
+                   tuple(Finding.from_dict(item) for item in data.get("changes") or []),
+                   tuple((r["namespace"], r["name"]) for r in data.get("unknownReaders") or []),
+                   tuple((r["namespace"], r["name"]) for r in data.get("closest") or []))
+
 
 @dataclass(frozen=True)
 class CheckReport:
@@ -188,6 +209,12 @@ class CheckReport:
     def as_dict(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "unknownReadersCount": self.unknown_readers_count,
                 "datasets": [d.as_dict(self.unknown_readers_count) for d in self.datasets]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CheckReport:
+        """The report a server answered (``as_dict``'s JSON), to render it as ``lineage check`` does."""
+        return cls(tuple(DatasetCheck.from_dict(item) for item in data["datasets"]),
+                   data.get("unknownReadersCount", True) is not False)
 
 
 def allowed(patterns: Sequence[str], namespace: str, name: str, path: str) -> bool:

@@ -192,3 +192,20 @@ def test_the_server_answers_the_same_report(shop: Shop, server: ChildProcess) ->
                         timeout=30)
     assert bad.status_code == 400 and "namespace" in bad.json()["message"]
     assert requests.post(f"{server.url}/api/v2/check", data="{", timeout=30).status_code == 400
+
+
+def test_the_cli_through_a_server_says_what_it_says_through_neo4j(shop: Shop, server: ChildProcess,
+                                                                    tmp_path: Path) -> None:
+    change = tmp_path / "change.sql"
+    change.write_text("ALTER TABLE shop.public.orders DROP COLUMN email;\n")
+    args = ("check", str(change), "--namespace", shop.ns, "--output", "json")
+    direct, remote = lineage(*args, check=False), lineage(*args, "--server", server.url, check=False)
+    assert (direct.returncode, remote.returncode) == (1, 1), remote.stderr
+    assert json.loads(remote.stdout) == json.loads(direct.stdout)
+    text = lineage("check", str(change), "--namespace", shop.ns, env={"LINEAGE_CHECK_SERVER": server.url},
+                   check=False)
+    assert text.returncode == 1 and "✗ email REMOVED" in text.stdout
+    change.write_text("ALTER TABLE shop.public.orders DROP COLUMN nope;\n")
+    refused = lineage(*args, "--server", server.url, check=False)
+    assert refused.returncode == 2 and "400" in refused.stderr and "nope" in refused.stderr
+    assert lineage(*args, "--server", "http://127.0.0.1:9", check=False).returncode == 3
