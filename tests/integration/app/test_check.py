@@ -4,6 +4,10 @@ schema changes from DDL, Avro and OpenLineage files, exit codes as CI reads them
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,11 +15,12 @@ from typing import Any
 
 import pytest
 import requests
+import yaml
 
 from kafka_lineage.graph.driver import driver_for, ensure_constraints, write_events
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage_devtools.processes import ChildProcess, server_process
-from tests.integration.conftest import lineage
+from tests.integration.conftest import REPO, lineage
 
 pytestmark = pytest.mark.integration
 
@@ -209,3 +214,81 @@ def test_the_cli_through_a_server_says_what_it_says_through_neo4j(shop: Shop, se
     refused = lineage(*args, "--server", server.url, check=False)
     assert refused.returncode == 2 and "400" in refused.stderr and "nope" in refused.stderr
     assert lineage(*args, "--server", "http://127.0.0.1:9", check=False).returncode == 3
+
+
+WORKFLOW = REPO / "docs" / "ci" / "lineage-check.yml"
+PRE_COMMIT = REPO / "docs" / "ci" / "pre-commit-config.yaml"
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True,
+                   capture_output=True)
+
+
+def _repository(tmp_path: Path, migration: str) -> Path:
+    """A team's repository: main with its first migration, a branch adding ``migration`` (origin/main as the
+    checkout action leaves it)."""
+    repo = tmp_path / "repo"
+    (repo / "migrations").mkdir(parents=True)
+    (repo / "migrations" / "0001_orders.sql").write_text("CREATE TABLE shop.public.orders (id BIGINT);\n")
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "first")
+    _git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
+    _git(repo, "checkout", "-q", "-b", "change")
+    (repo / "migrations" / "0002_change.sql").write_text(migration)
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "change")
+    return repo
+
+
+def _run_workflow(repo: Path, values: dict[str, str]) -> subprocess.CompletedProcess:
+    """Every ``run`` step of the documented workflow, in order, as the runner runs them (bash -eo pipefail, the
+    step's env with its ``${{ }}`` expressions filled from ``values``); ``uses`` steps are the runner's own."""
+    steps = yaml.safe_load(WORKFLOW.read_text())["jobs"]["lineage-check"]["steps"]
+    bin_dir = str(Path(sys.executable).parent)  # the runner's PATH has the installed CLI
+    result = None
+    for step in steps:
+        if "run" not in step:
+            continue
+        env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+        for name, value in (step.get("env") or {}).items():
+            env[name] = re.sub(r"\$\{\{\s*([^}]+?)\s*\}\}", lambda m: values[m[1]], str(value))
+        result = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=repo,
+                                env=env, capture_output=True, text=True, timeout=300)
+        if result.returncode != 0:
+            return result
+    assert result is not None
+    return result
+
+
+def test_the_documented_workflow_fails_a_breaking_pull_request(shop: Shop, server: ChildProcess,
+                                                              tmp_path: Path) -> None:
+    repo = _repository(tmp_path, "-- drop the column nobody should use\nALTER TABLE shop.public.orders DROP COLUMN "
+                                 "email;\n")
+    values = {"vars.LINEAGE_SERVER_URL": server.url, "secrets.LINEAGE_SERVER_TOKEN": "",
+              "vars.LINEAGE_NAMESPACE": shop.ns, "github.base_ref": "main"}
+    failed = _run_workflow(repo, values)
+    assert failed.returncode == 1, failed.stderr
+    assert any(line.startswith("::error file=migrations/0002_change.sql,line=2,title=BREAKING schema change%3A "
+                               "shop.public.orders.email::") for line in failed.stdout.splitlines()), failed.stdout
+    (repo / ".lineage-allow").write_text("# agreed with the contacts team\nshop.public.orders:email\n")
+    passed = _run_workflow(repo, values)
+    assert passed.returncode == 0 and "::notice file=migrations/0002_change.sql" in passed.stdout
+
+
+def test_the_documented_pre_commit_hook_stops_the_commit(shop: Shop, server: ChildProcess, tmp_path: Path) -> None:
+    repo = _repository(tmp_path, "ALTER TABLE shop.public.orders ADD COLUMN coupon TEXT;\n")
+    (repo / ".pre-commit-config.yaml").write_text(PRE_COMMIT.read_text().replace("postgres://db:5432", shop.ns))
+    (repo / "migrations" / "0003_drop.sql").write_text("ALTER TABLE shop.public.orders ALTER COLUMN amount TYPE INT;\n")
+    _git(repo, "add", ".")
+    env = {**os.environ, "LINEAGE_CHECK_SERVER": server.url, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit"),
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    hook = subprocess.run([sys.executable, "-m", "pre_commit", "run", "--files", "migrations/0003_drop.sql"],
+                          cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert hook.returncode == 1 and "✗ amount TYPE_CHANGED decimal(10,2) → INT: BREAKING" in hook.stdout, hook.stdout
+    (repo / "migrations" / "0003_drop.sql").write_text("ALTER TABLE shop.public.orders ADD COLUMN note2 TEXT;\n")
+    _git(repo, "add", ".")
+    hook = subprocess.run([sys.executable, "-m", "pre_commit", "run", "--files", "migrations/0003_drop.sql"],
+                          cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert hook.returncode == 0, hook.stdout
