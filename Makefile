@@ -6,8 +6,10 @@ STAMP := $(VENV)/.installed
 UI := server/ui
 UI_BUILT := server/ui-dist/index.html
 BROWSER_STAMP := $(VENV)/.browser
+DBT_VENV := .lineage/dbt-venv
+DBT_STAMP := $(DBT_VENV)/.installed
 
-.PHONY: install demo test faults lint stack-down clean
+.PHONY: install demo test faults lint stack-down clean dbt
 
 # The product with every extra (flink too: PyFlink, ~800 MB, for the Flink tests `make test` runs), and the
 # development tools (devtools/, a distribution of their own), at the exact versions in constraints.txt.
@@ -28,7 +30,16 @@ $(BROWSER_STAMP): $(STAMP)
 		else echo "the browser tests need Debian's chromium: sudo apt-get install chromium" >&2; exit 1; fi; }
 	touch $(BROWSER_STAMP)
 
-install: $(STAMP) $(UI_BUILT) $(BROWSER_STAMP)
+# Real dbt and dbt-ol for the schema-change gate's tests, in a virtualenv of their own (their pins clash with ours).
+$(DBT_STAMP): devtools/dbt/constraints.txt
+	$(PYTHON) -m venv $(DBT_VENV)
+	$(DBT_VENV)/bin/pip install --quiet -c devtools/dbt/constraints.txt --upgrade pip
+	$(DBT_VENV)/bin/pip install --quiet -c devtools/dbt/constraints.txt dbt-core dbt-duckdb openlineage-dbt
+	touch $(DBT_STAMP)
+
+dbt: $(DBT_STAMP)
+
+install: $(STAMP) $(UI_BUILT) $(BROWSER_STAMP) $(DBT_STAMP)
 
 demo: $(STAMP) $(UI_BUILT)
 	$(VENV)/bin/lineage demo
@@ -36,7 +47,7 @@ demo: $(STAMP) $(UI_BUILT)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-test: lint $(UI_BUILT) $(BROWSER_STAMP)
+test: lint $(UI_BUILT) $(BROWSER_STAMP) $(DBT_STAMP)
 	$(VENV)/bin/pytest
 
 faults: $(STAMP)

@@ -64,7 +64,7 @@ def _what(finding: Finding) -> str:
     if change.kind == "RENAMED":
         return f"RENAMED to {finding.renamed_to}"
     if change.kind == "REMOVED":
-        return f"REMOVED (was {change.old_type})"
+        return f"REMOVED (was {change.old_type or 'untyped'})"
     if change.kind == "ADDED":
         return f"ADDED ({change.new_type})"
     return f"{change.kind} {change.old_type} → {change.new_type}"

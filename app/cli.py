@@ -577,12 +577,18 @@ def cmd_check(args: argparse.Namespace) -> int:
     from kafka_lineage.schemas.proposals import MAX_PROPOSAL_BYTES, ProposalError, read_proposals
 
     allow = list(args.allow or [])
-    documents, proposals = [], []
+    documents, sent, proposals = [], [], []
     try:
         for path in args.allow_file or []:
             allow += [line.split("#", 1)[0].strip() for line in Path(path).read_text().splitlines()
                       if line.split("#", 1)[0].strip()]
         for path in args.files:
+            if args.format == "dbt" or (path != "-" and (Path(path).is_dir() or Path(path).name == "manifest.json")):
+                read = _dbt_proposals(Path(path), args.namespace or "")
+                proposals += read
+                sent += [{"namespace": p.namespace, "name": p.name, "fields": p.fields, "complete": p.complete,
+                          "source": p.source, "origin": p.origin} for p in read]
+                continue
             source = "<stdin>" if path == "-" else path
             content = sys.stdin.read(MAX_PROPOSAL_BYTES + 1) if path == "-" else _read_bounded(Path(path),
                                                                                              MAX_PROPOSAL_BYTES)
@@ -599,7 +605,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         if server:
             report = CheckReport.from_dict(_check_on_server(server, {
-                "documents": documents, "allow": allow, "depth": args.depth,
+                "documents": documents, "proposals": sent, "allow": allow, "depth": args.depth,
                 "knownConsumersOnly": args.known_consumers_only}))
         else:
             report = _check_here(proposals, args.depth, allow, args.known_consumers_only)
@@ -661,6 +667,30 @@ def _check_on_server(url: str, body: dict[str, Any]) -> dict[str, Any]:
     if answer.status_code != 200:
         raise _CheckUnanswered(f"{url} answered {answer.status_code}: {answer.text[:300]}")
     return answer.json()
+
+
+def _dbt_proposals(path: Path, namespace: str) -> list[Any]:
+    """A dbt target directory (or its manifest.json): manifest.json and, if there, catalog.json beside it. Model
+    files are named relative to the project (the nearest directory up with a dbt_project.yml), as the repository
+    has them."""
+    from kafka_lineage.schemas.proposals import MAX_PROPOSAL_BYTES, ProposalError, from_dbt
+
+    target = path if path.is_dir() else path.parent
+    manifest_path, catalog_path = target / "manifest.json", target / "catalog.json"
+    if not manifest_path.is_file():
+        raise ProposalError(f"{target} holds no manifest.json (dbt parse, compile or build writes it)")
+    try:
+        manifest = json.loads(_read_bounded(manifest_path, MAX_PROPOSAL_BYTES))
+        catalog = json.loads(_read_bounded(catalog_path, MAX_PROPOSAL_BYTES)) if catalog_path.is_file() else None
+    except ValueError as exc:
+        raise ProposalError(f"{target}: a dbt artifact is not JSON: {exc}") from None
+    project = next((folder for folder in (target, *target.resolve().parents[:2])
+                    if (folder / "dbt_project.yml").is_file()), None)
+    root = ""
+    if project is not None:
+        with contextlib.suppress(ValueError):
+            root = str(project.resolve().relative_to(Path.cwd().resolve()))
+    return from_dbt(manifest, catalog, namespace, "" if root == "." else root)
 
 
 def _read_bounded(path: Path, limit: int) -> str:
@@ -878,13 +908,16 @@ def build_parser() -> argparse.ArgumentParser:
                       "who consumes each changed column; exit 0 no breaking change with consumers, 1 there is one, "
                       "2 bad input, 3 the graph did not answer")
     check_cmd.add_argument("files", nargs="+", help="proposed schemas: DDL (.sql), Avro (.avsc), JSON Schema, "
-                                                    "OpenLineage events or schema facets (.json, .ndjson); - for stdin")
-    check_cmd.add_argument("--format", default="auto", choices=["auto", "openlineage", "avro", "json-schema", "ddl"],
-                           help="how to read the files (default: by extension, then by content)")
+                                                    "OpenLineage events or schema facets (.json, .ndjson), a dbt "
+                                                    "target directory (manifest.json, catalog.json); - for stdin")
+    check_cmd.add_argument("--format", default="auto",
+                           choices=["auto", "openlineage", "avro", "json-schema", "ddl", "dbt"],
+                           help="how to read the files (default: by extension, then by content; a directory or a "
+                                "manifest.json: dbt artifacts)")
     check_cmd.add_argument("--dataset", nargs=2, metavar=("NAMESPACE", "NAME"),
                            help="the dataset an Avro schema, JSON Schema or bare schema facet is for")
-    check_cmd.add_argument("--namespace", help="DDL: the namespace of its tables, as their events name it "
-                                               "(e.g. postgres://db:5432)")
+    check_cmd.add_argument("--namespace", help="DDL and dbt: the namespace of the tables, as their events name it "
+                                               "(e.g. postgres://db:5432; dbt-ol: duckdb:///path/to.duckdb)")
     check_cmd.add_argument("--dialect", help="DDL: the SQL dialect (sqlglot's names: postgres, snowflake, spark, …)")
     check_cmd.add_argument("--allow", action="append", metavar="PATTERN",
                            help="an accepted break: NAMESPACE/NAME:COLUMN, NAME:COLUMN or a dataset, * wildcards "

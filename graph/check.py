@@ -227,8 +227,9 @@ def allowed(patterns: Sequence[str], namespace: str, name: str, path: str) -> bo
 def proposed_changes(proposal: ProposedSchema, current: list[dict[str, Any]]
                      ) -> tuple[list[FieldChange], dict[str, str]]:
     """The changes ``proposal`` makes to the ``current`` schema (pure) and its renames (old → new column name). A
-    proposed column without a type keeps the current one's; a partial proposal changes only the columns it names; a
-    column an ALTER renames is one RENAMED change, not a removal and an addition."""
+    proposed column without a type keeps the current one's, a current column without one takes the proposed type (a
+    type nobody stated did not change); a partial proposal changes only the columns it names; a column an ALTER
+    renames is one RENAMED change, not a removal and an addition."""
     renames: dict[str, str] = {}
     if proposal.fields is None:
         proposed, renames = apply_operations(current, proposal.operations)
@@ -240,6 +241,9 @@ def proposed_changes(proposal: ProposedSchema, current: list[dict[str, Any]]
         if not proposal.complete:
             named = {item.get("name") for item in proposed}
             proposed = [item for item in current if item.get("name") not in named] + proposed
+    typed = {item.get("name"): item.get("type") for item in proposed if item.get("type") is not None}
+    current = [{**item, "type": typed[item.get("name")]} if item.get("type") is None and item.get("name") in typed
+               else item for item in current]  # a type the graph never knew (dbt's docs) is no type change
     changes = diff_schemas(current, proposed)
     if not renames:
         return changes, renames

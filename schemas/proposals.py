@@ -38,6 +38,7 @@ __all__ = [
     "ProposedSchema",
     "apply_operations",
     "from_avro",
+    "from_dbt",
     "from_ddl",
     "from_json_schema",
     "from_openlineage",
@@ -177,7 +178,9 @@ def proposals_of(body: Any) -> tuple[list[ProposedSchema], dict[str, Any]]:
         where = f"proposals[{number}]"
         proposals.append(ProposedSchema(*_dataset((item.get("namespace"), item.get("name")), where),
                                         _facet_fields(item, where), complete=item.get("complete", True) is not False,
-                                        source=str(item.get("source") or ""), origin="schema proposal"))
+                                        source=str(item.get("source") or ""),
+                                        line=item["line"] if isinstance(item.get("line"), int) else None,
+                                        origin=str(item.get("origin") or "schema proposal")))
     for number, item in enumerate(_list(body, "documents"), 1):
         if not isinstance(item, dict) or not isinstance(item.get("text"), str):
             raise ProposalError(f"documents[{number}] needs a text")
@@ -226,6 +229,70 @@ def _shape(document: Any, source: str) -> str:
         return "openlineage"  # a schema facet
     raise ProposalError(f"{source or 'the input'}: not an OpenLineage event or schema facet, an Avro record "
                         "schema or a JSON Schema (say which with --format)")
+
+
+# --- dbt -----------------------------------------------------------------------------------------------------------
+DBT_RESOURCES = ("model", "seed", "snapshot")
+
+
+def from_dbt(manifest: Any, catalog: Any | None, namespace: str, source: str = "") -> list[ProposedSchema]:
+    """A dbt project's models, seeds and snapshots as the branch builds them: names as ``dbt-ol`` names their
+    datasets (``database.schema.alias`` in the namespace of the profile's warehouse, e.g. ``duckdb:///path`` or
+    ``postgres://host:5432``), columns from ``catalog.json`` (``dbt docs generate`` on the branch's build: every
+    column with its type, complete) or else from the manifest's documented columns (partial: a column the docs leave
+    out is not removed). Column tags and ``meta`` classifications ride along in ``tags``."""
+    if not namespace:
+        raise ProposalError("dbt artifacts name tables, not their warehouse: give the namespace dbt-ol uses "
+                            "(--namespace, e.g. postgres://host:5432 or duckdb:///path/to.duckdb)")
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("nodes"), dict):
+        raise ProposalError("not a dbt manifest.json (no \"nodes\")")
+    columns_of = (catalog or {}).get("nodes") if isinstance(catalog, dict) else None
+    if catalog is not None and not isinstance(columns_of, dict):
+        raise ProposalError("not a dbt catalog.json (no \"nodes\")")
+    proposals = []
+    for unique_id, node in sorted(manifest["nodes"].items()):
+        if not isinstance(node, dict) or node.get("resource_type") not in DBT_RESOURCES:
+            continue
+        name = ".".join(str(part) for part in (node.get("database"), node.get("schema"),
+                                                node.get("alias") or node.get("name")) if part)
+        documented = node.get("columns") if isinstance(node.get("columns"), dict) else {}
+        built = (columns_of or {}).get(unique_id)
+        if isinstance(built, dict) and isinstance(built.get("columns"), dict):
+            ordered = sorted(built["columns"].values(), key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0)
+            fields = [{"name": c["name"], **({"type": c["type"]} if isinstance(c.get("type"), str) else {})}
+                      for c in ordered if isinstance(c, dict) and isinstance(c.get("name"), str)]
+            complete = True
+        elif documented:
+            fields = [{"name": c["name"], **({"type": c["data_type"]} if isinstance(c.get("data_type"), str) else {})}
+                      for c in documented.values() if isinstance(c, dict) and isinstance(c.get("name"), str)]
+            complete = False
+        else:
+            continue
+        _check_width(fields, f"dbt {node.get('resource_type')} {node.get('name')}")
+        where = node.get("original_file_path") if isinstance(node.get("original_file_path"), str) else ""
+        proposals.append(ProposedSchema(namespace, name, fields, complete=complete,
+                                        source=f"{source.rstrip('/')}/{where}" if source and where else where or source,
+                                        origin=f"dbt {node.get('resource_type')} {node.get('name')}",
+                                        tags=_dbt_column_tags(documented)))
+    if not proposals:
+        raise ProposalError("no model, seed or snapshot with columns in the dbt artifacts (run `dbt docs generate` "
+                            "for catalog.json)")
+    return _bounded(proposals)
+
+
+def _dbt_column_tags(columns: dict[str, Any]) -> dict[str, list[str]]:
+    """Per documented column: its dbt tags and its ``meta`` classification (``meta: {classification: pii}``)."""
+    tags: dict[str, list[str]] = {}
+    for column in columns.values():
+        if not isinstance(column, dict) or not isinstance(column.get("name"), str):
+            continue
+        found = [tag for tag in column.get("tags") or [] if isinstance(tag, str)]
+        meta = column.get("meta") if isinstance(column.get("meta"), dict) else {}
+        if isinstance(meta.get("classification"), str):
+            found.append(meta["classification"])
+        if found:
+            tags[column["name"]] = sorted(set(found))
+    return tags
 
 
 # --- OpenLineage ---------------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from kafka_lineage.schemas.limits import MAX_SCHEMA_FIELDS
 from kafka_lineage.schemas.proposals import (
     ProposalError,
     ProposedSchema,
+    from_dbt,
     from_ddl,
     proposals_of,
     read_proposals,
@@ -161,3 +162,29 @@ def test_check_request_bodies() -> None:
                           ({"documents": [{"text": "{}"}], "depth": 0}, "not an OpenLineage")):
         with pytest.raises(ProposalError, match=message):
             proposals_of(body)
+
+
+def test_dbt_artifacts_name_datasets_as_dbt_ol_does() -> None:
+    manifest = {"nodes": {
+        "model.shop.stg": {"resource_type": "model", "database": "shop", "schema": "main", "alias": "stg_customers",
+                           "name": "stg", "original_file_path": "models/stg.sql", "columns": {
+                               "email": {"name": "email", "meta": {"classification": "pii"}, "tags": ["contact"]}}},
+        "model.shop.docs_only": {"resource_type": "model", "database": "shop", "schema": "main", "alias": "docs_only",
+                                 "name": "docs_only", "original_file_path": "models/docs_only.sql",
+                                 "columns": {"id": {"name": "id", "data_type": "integer"}}},
+        "model.shop.unbuilt": {"resource_type": "model", "database": "shop", "schema": "main", "alias": "unbuilt",
+                               "name": "unbuilt", "columns": {}},
+        "test.shop.not_null": {"resource_type": "test", "database": "shop", "schema": "main", "alias": "t"}}}
+    catalog = {"nodes": {"model.shop.stg": {"columns": {
+        "email": {"name": "email", "type": "VARCHAR", "index": 2}, "id": {"name": "id", "type": "INTEGER",
+                                                                         "index": 1}}}}}
+    docs_only, stg = from_dbt(manifest, catalog, "duckdb:///w/shop.duckdb", "analytics")  # by unique id
+    assert (stg.namespace, stg.name, stg.source, stg.origin) == (
+        "duckdb:///w/shop.duckdb", "shop.main.stg_customers", "analytics/models/stg.sql", "dbt model stg")
+    assert stg.fields == [{"name": "id", "type": "INTEGER"}, {"name": "email", "type": "VARCHAR"}] and stg.complete
+    assert stg.tags == {"email": ["contact", "pii"]}
+    assert docs_only.complete is False and docs_only.fields == [{"name": "id", "type": "integer"}]
+    with pytest.raises(ProposalError, match="--namespace"):
+        from_dbt(manifest, catalog, "")
+    with pytest.raises(ProposalError, match="manifest"):
+        from_dbt({"metadata": {}}, None, "n")

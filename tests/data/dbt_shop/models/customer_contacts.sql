@@ -1,0 +1,1 @@
+select customer_id, email from {{ ref('customer_orders') }}

@@ -1,0 +1,1 @@
+select id, name, email, country from {{ ref('raw_customers') }}

@@ -1,0 +1,85 @@
+"""``lineage check`` on a real dbt project: main built by real dbt through dbt-ol (openlineage-dbt), its events in the
+graph; a branch that drops a column two downstream models use, built as CI builds it (the changed model, then
+``dbt docs generate`` for catalog.json). dbt and dbt-ol live in their own virtualenv (``make dbt``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kafka_lineage.graph.driver import driver_for, ensure_constraints, write_events
+from kafka_lineage.runtime.config import ClientSettings
+from tests.integration.conftest import REPO, lineage
+
+pytestmark = pytest.mark.integration
+
+PROJECT = REPO / "tests" / "data" / "dbt_shop"
+DBT_BIN = REPO / ".lineage" / "dbt-venv" / "bin"
+
+
+def dbt(project: Path, database: Path, *args: str, events: Path | None = None) -> None:
+    """A dbt command in ``project`` on the DuckDB file ``database``; with ``events``, through dbt-ol, its
+    OpenLineage events appended to that file (openlineage-python's file transport)."""
+    assert (DBT_BIN / "dbt").exists(), "dbt is not installed: `make dbt` (part of make install and make test)"
+    env = {**os.environ, "PATH": f"{DBT_BIN}:{os.environ['PATH']}", "DBT_DUCKDB_PATH": str(database),
+           "DBT_TARGET_PATH": str(project / "target"), "DBT_LOG_PATH": str(project / "logs"),
+           "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+    command = ["dbt", *args, "--profiles-dir", str(project)]
+    if events is not None:
+        config = project / "openlineage.yml"
+        config.write_text(f"transport:\n  type: file\n  log_file_path: {events}\n  append: true\n")
+        env["OPENLINEAGE_CONFIG"] = str(config)
+        command[0] = "dbt-ol"
+    result = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"{' '.join(command)}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+
+
+def test_a_branch_dropping_a_column_two_models_use_fails_naming_both(clients: ClientSettings,
+                                                                     tmp_path: Path) -> None:
+    main, branch = tmp_path / "main", tmp_path / "branch"
+    shutil.copytree(PROJECT, main)
+    (tmp_path / "prod").mkdir()
+    prod = tmp_path / "prod" / "shop.duckdb"
+    events = tmp_path / "events.jsonl"
+    dbt(main, prod, "build", events=events)
+    emitted = [json.loads(line) for line in events.read_text().splitlines()]
+    namespace = f"duckdb://{prod}"  # as dbt-ol names the warehouse of a DuckDB profile
+    assert {o["namespace"] for e in emitted for o in e.get("outputs", [])} == {namespace}
+    with driver_for(clients) as driver:
+        ensure_constraints(driver)
+        write_events(driver, emitted)
+
+    shutil.copytree(PROJECT, branch)
+    (branch / "models" / "stg_customers.sql").write_text("select id, name, country from {{ ref('raw_customers') }}\n")
+    (tmp_path / "ci").mkdir()
+    ci = tmp_path / "ci" / "shop.duckdb"  # the CI build's own database file, named like the warehouse's
+    dbt(branch, ci, "seed")
+    dbt(branch, ci, "run", "--select", "stg_customers")
+    dbt(branch, ci, "docs", "generate")
+
+    result = lineage("check", str(branch / "target"), "--namespace", namespace, "--output", "json", check=False)
+    assert result.returncode == 1, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    (stg,) = [d for d in report["datasets"] if d["name"] == "shop.main.stg_customers"]
+    assert stg["origin"] == "dbt model stg_customers" and stg["complete"] is True
+    (email,) = [c for c in stg["changes"] if c["path"] == "email"]
+    assert email["kind"] == "REMOVED" and email["severity"] == "BREAKING"
+    paths = {f"{c['name']}.{c['field']}": [f"{h['name']}.{h['field']}" for h in c["path"]] for c in email["consumers"]}
+    assert paths == {
+        "shop.main.customer_orders.email": ["shop.main.customer_orders.email"],
+        "shop.main.customer_emails_hashed.email_hash": ["shop.main.customer_emails_hashed.email_hash"],
+        "shop.main.customer_contacts.email": ["shop.main.customer_orders.email", "shop.main.customer_contacts.email"]}
+    jobs = {job["name"] for job in email["jobs"]}
+    assert {"shop.main.shop.customer_orders.build.run", "shop.main.shop.customer_emails_hashed.build.run"} <= jobs
+    # columns the graph knew without a type (dbt-ol's schema facet lists documented columns, untyped) did not change
+    assert [c["path"] for c in stg["changes"] if c["severity"] != "COMPATIBLE"] == ["email"]
+
+    text = lineage("check", str(branch / "target"), "--namespace", namespace, check=False)
+    assert text.returncode == 1
+    assert ("email → [shop.main.shop.customer_orders.build.run] shop.main.customer_orders.email → "
+            "[shop.main.shop.customer_contacts.build.run] shop.main.customer_contacts.email") in text.stdout
