@@ -36,6 +36,7 @@ __all__ = [
     "diff_schemas",
     "drift_between",
     "overall_severity",
+    "partial_schema",
     "schema_fields",
     "schema_version",
     "written_schemas",
@@ -263,16 +264,34 @@ def schema_version(fields: Sequence[dict[str, Any]] | None) -> str:
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+# Producers whose schema facet may list only some columns: dbt-ol builds it from catalog.json when the project has
+# one (every column, typed) and otherwise from the documented columns of the manifest (untyped unless documented
+# with a data_type). An untyped field in such a facet marks it partial (ARCHITECTURE 86).
+PARTIAL_SCHEMA_PRODUCERS = ("/integration/dbt",)
+
+
+def partial_schema(event: dict[str, Any], fields: Sequence[Any]) -> bool:
+    """Whether ``fields`` (a schema facet of one of ``event``'s datasets) may describe only some of the columns: it
+    comes from a producer of ``PARTIAL_SCHEMA_PRODUCERS`` and a field has no type. A partial facet describes columns;
+    it never adds or removes one from a dataset's schema history (no drift)."""
+    producer = event.get("producer")
+    if not isinstance(producer, str) or not any(marker in producer for marker in PARTIAL_SCHEMA_PRODUCERS):
+        return False
+    return any(not isinstance(field, dict) or not isinstance(field.get("type"), str) or not field["type"].strip()
+               for field in fields)
+
+
 def written_schemas(event: dict[str, Any], facets: FacetCache | None = None
                     ) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]], str]]:
     """(dataset, fields, version) of each dataset the event writes (its outputs, or a dataset event's dataset) with a
-    schema; the version is computed once per facet object ``facets`` caches (every run of a job repeats it)."""
+    complete schema (``partial_schema`` facets are left out); the version is computed once per facet object
+    ``facets`` caches (every run of a job repeats it)."""
     datasets = list(event.get("outputs") or [])
     if isinstance(event.get("dataset"), dict):
         datasets.append(event["dataset"])
     for dataset in datasets:
         fields = schema_fields(dataset) if isinstance(dataset, dict) else None
-        if not fields:
+        if not fields or partial_schema(event, fields):
             continue
         schema = dataset["facets"]["schema"]
         version = facets.derived(schema, "schema-version", lambda s: schema_version(s["fields"])) \

@@ -200,3 +200,33 @@ def test_a_record_stamped_as_validated_is_not_validated_again_and_an_unstamped_o
     events, out = _core().normalize([Incoming(record.key, record.value, 0, 2, 1_000_000_000_000, "events",
                                               validated=True)])
     assert not events and out.dead_letters[0][1]["errorClass"] == "event-time-in-future"
+
+
+def test_dbt_documented_columns_are_a_partial_schema_without_drift_and_catalog_columns_are_whole() -> None:
+    """dbt-ol's schema facet lists the documented columns, untyped, when the project has no catalog.json: documenting
+    one more column changes no schema (no finding); a facet from the catalog (every column typed) still drifts."""
+    dbt = "https://github.com/OpenLineage/OpenLineage/tree/1.54.0/integration/dbt"
+
+    def run(second: int, fields: list[dict]) -> list[dict]:
+        output = [{"namespace": "duckdb:///w/shop.duckdb", "name": "shop.main.stg", "facets": {"schema": {
+            "_producer": PRODUCER, "_schemaURL": "https://openlineage.io/spec/facets/1-2-0/SchemaDatasetFacet.json",
+            "fields": fields}}}]
+        run_id = str(uuid.uuid4())
+        return [{**_event(run_id, "stg", kind, second + offset, output), "producer": dbt}
+                for kind, offset in (("START", 0), ("COMPLETE", 1))]
+
+    documented = [{"name": "id", "description": "key"}, {"name": "email", "description": "receipts"}]
+    more_documented = [*documented, {"name": "country", "description": "where"}]
+    catalog = [{"name": "id", "type": "INTEGER"}, {"name": "email", "type": "VARCHAR"},
+               {"name": "country", "type": "VARCHAR"}]
+    core = _core()
+    out = core.process(_incoming([*run(0, documented), *run(2, more_documented), *run(4, documented)]), now=1.0)
+    assert [c for _, r in out.normalized for c in r["schemaChanges"]] == []
+    assert out.schema_writes == []  # no history either: a partial facet is no observation
+    out = core.process(_incoming([*run(10, catalog), *run(12, catalog[:2])]), now=2.0)
+    findings = [c for _, r in out.normalized for c in r["schemaChanges"]]
+    assert [(f["severity"], [(c["path"], c["kind"]) for c in f["changes"]]) for f in findings] == [
+        ("BREAKING", [("country", "REMOVED")])]
+    typed_docs = [{"name": "id", "type": "integer"}]  # a dbt contract: documented and typed is whole
+    out = core.process(_incoming(run(14, typed_docs)), now=3.0)
+    assert [c["path"] for _, r in out.normalized for f in r["schemaChanges"] for c in f["changes"]] == ["email"]
