@@ -1,6 +1,7 @@
-"""``lineage check`` on a real dbt project: main built by real dbt through dbt-ol (openlineage-dbt), its events in the
-graph; a branch that drops a column two downstream models use, built as CI builds it (the changed model, then
-``dbt docs generate`` for catalog.json). dbt and dbt-ol live in their own virtualenv (``make dbt``)."""
+"""A real dbt project through dbt-ol (openlineage-dbt) on the real stack: ``lineage check`` on a branch that drops a
+column two downstream models use (built as CI builds it: the changed model, then ``dbt docs generate`` for
+catalog.json), and dbt's partial schema facets through the whole pipeline (documenting a column raises no alert).
+dbt and dbt-ol live in their own virtualenv (``make dbt``)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,17 @@ import json
 import os
 import shutil
 import subprocess
+import time
+import uuid
 from pathlib import Path
 
 import pytest
 
 from kafka_lineage.graph.driver import driver_for, ensure_constraints, write_events
+from kafka_lineage.producers.client.publisher import EventPublisher
 from kafka_lineage.runtime.config import ClientSettings
-from tests.integration.conftest import REPO, lineage
+from kafka_lineage_devtools.processes import alert_sink_process, pipeline_env, processor_process, sink_process
+from tests.integration.conftest import REPO, consume, consume_all, lineage
 
 pytestmark = pytest.mark.integration
 
@@ -83,3 +88,55 @@ def test_a_branch_dropping_a_column_two_models_use_fails_naming_both(clients: Cl
     assert text.returncode == 1
     assert ("email → [shop.main.shop.customer_orders.build.run] shop.main.customer_orders.email → "
             "[shop.main.shop.customer_contacts.build.run] shop.main.customer_contacts.email") in text.stdout
+
+
+def _dbt_ol_runs(tmp_path: Path) -> list[dict]:
+    """The events of four real dbt-ol runs of the shop: a build (documented columns only), a run after one more
+    column was documented, a run with catalog.json (every column, typed), a run after `name` was dropped (typed)."""
+    project = tmp_path / "shop"
+    shutil.copytree(PROJECT, project)
+    (tmp_path / "warehouse").mkdir()
+    database, events = tmp_path / "warehouse" / "shop.duckdb", tmp_path / "events.jsonl"
+    dbt(project, database, "build", events=events)
+    schema = project / "models" / "schema.yml"
+    schema.write_text(schema.read_text() + "      - name: country\n        description: Where the customer lives.\n")
+    dbt(project, database, "run", "--select", "stg_customers", events=events)
+    dbt(project, database, "docs", "generate")  # dbt-ol now builds schema facets from catalog.json
+    dbt(project, database, "run", "--select", "stg_customers", events=events)
+    (project / "models" / "stg_customers.sql").write_text("select id, email, country from {{ ref('raw_customers') }}\n")
+    dbt(project, database, "run", "--select", "stg_customers")
+    dbt(project, database, "docs", "generate")
+    dbt(project, database, "run", "--select", "stg_customers", events=events)
+    return [json.loads(line) for line in events.read_text().splitlines()]
+
+
+def test_documenting_a_column_in_dbt_raises_no_alert_and_dropping_one_does(clients: ClientSettings,
+                                                                          tmp_path: Path) -> None:
+    emitted = _dbt_ol_runs(tmp_path)
+    stg = [o["facets"]["schema"]["fields"] for e in emitted if e["eventType"] == "COMPLETE"
+           for o in e.get("outputs", []) if o["name"] == "shop.main.stg_customers"]
+    assert [[f["name"] for f in fields] for fields in stg] == [  # what dbt-ol really sent, run by run
+        ["id", "email"], ["id", "email", "country"], ["id", "name", "email", "country"], ["id", "email", "country"]]
+    assert all("type" not in f for f in stg[0] + stg[1]) and all(f.get("type") for f in stg[2] + stg[3])
+
+    prefix = f"test.dbt.{uuid.uuid4().hex[:8]}"
+    env = {**pipeline_env(prefix, 3, tmp_path / "processor"), "LINEAGE_SINK_POLL_SECONDS": "0.2"}
+    settings = ClientSettings.from_env({**os.environ, **env})
+    with processor_process(env), sink_process(env), alert_sink_process(env):
+        publisher = EventPublisher.from_settings(settings)
+        publisher.send([publisher.encode(event) for event in emitted]).result(60)
+        publisher.close()
+        normalized = consume(settings.kafka_bootstrap_servers, settings.normalized_topic, len(emitted), timeout=90)
+        assert len(normalized) == len(emitted)
+        deadline, alerts = time.monotonic() + 60, []
+        while time.monotonic() < deadline and not alerts:
+            alerts = consume_all(settings.kafka_bootstrap_servers, settings.drift_topic)
+            time.sleep(0.5)
+        time.sleep(3)  # a second alert, if one were coming, has had its time
+        alerts = consume_all(settings.kafka_bootstrap_servers, settings.drift_topic)
+    tail = lineage("alerts", "tail", "--json", env=env)
+    found = [json.loads(line) for line in tail.stdout.splitlines() if line.startswith("{")]
+    assert len(alerts) == 1 and len(found) == 1, tail.stdout
+    (alert,) = found
+    assert alert["dataset"]["name"] == "shop.main.stg_customers"
+    assert [(c["path"], c["kind"]) for c in alert["changes"]] == [("name", "REMOVED")]
