@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kafka_lineage.graph.check import CheckReport, Consumer, DatasetCheck, Finding
+from kafka_lineage.graph.check import CheckReport, DatasetCheck, Finding
+from kafka_lineage.graph.column_walk import Consumer
 from kafka_lineage.runtime.terminal import shown
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

@@ -6,7 +6,8 @@ Changes are classified by the rules drift alerts use (``schemas/schema_diff``); 
 is a RENAMED change (BREAKING: readers of the old name lose it). A column's consumers are what derives from it
 downstream: columns through ``(Field)<-[:DERIVES_FROM]-(Field)`` hops, each hop with its transformation as the
 column-lineage facet gave it (``DIRECT/HASH(masked)``, ``INDIRECT/AGGREGATION``) and the jobs that made it, and
-datasets that depend on it as a whole (``DEPENDS_ON``: joins, filters, grouping). Jobs that read the dataset but
+datasets that depend on it as a whole (``DEPENDS_ON``: joins, filters, grouping); the walk is
+``graph/column_walk.py``. Jobs that read the dataset but
 never reported column lineage from it may use the column or not: they are listed as *unknown readers*, and count
 as consumers unless the caller says otherwise (a gate that passes what it cannot see would pass everything).
 
@@ -24,14 +25,9 @@ from typing import Any
 
 from neo4j import READ_ACCESS, Driver, Query
 
+from kafka_lineage.graph.column_walk import Consumer, Hop, Start, walk_columns
 from kafka_lineage.graph.keys import stored_key
-from kafka_lineage.graph.queries import (
-    DEFAULT_TIMEOUT,
-    MAX_ROWS_PER_LEVEL,
-    _checked_depth,
-    closest_datasets,
-    field_aliases_of,
-)
+from kafka_lineage.graph.queries import DEFAULT_TIMEOUT, _checked_depth, closest_datasets
 from kafka_lineage.graph.store import GraphStore, NotFound, schema_fields
 from kafka_lineage.schemas.proposals import ProposedSchema, apply_operations
 from kafka_lineage.schemas.schema_diff import BREAKING, COMPATIBLE, FieldChange, diff_schemas
@@ -41,38 +37,9 @@ PASS, BREAKING_WITH_CONSUMERS = "PASS", "BREAKING_WITH_CONSUMERS"
 # Consumers listed per changed column (nearest first) and jobs named per hop: a hub column feeding thousands of
 # columns is cut there, flagged.
 MAX_CONSUMERS = 1000
-MAX_JOBS_PER_HOP = 10
 MAX_UNKNOWN_READERS = 200
 _NAMES = "coalesce({0}.fullNamespace, {0}.namespace), coalesce({0}.fullName, {0}.name)"
 
-_START = ("UNWIND $fields AS wanted MATCH (f:Field {namespace: $namespace, name: $name, field: wanted}) "
-          "RETURN wanted, elementId(f) AS id")
-# The changed columns' twins in the dataset's other names (SAME_AS: the table of a path, …): walked from too.
-_START_ALIASES = (f"UNWIND $ids AS id MATCH (a:Field) WHERE elementId(a) = id {field_aliases_of('a', 'x')} "
-                  "WITH id, x WHERE elementId(x) <> id RETURN id, elementId(x) AS alias")
-# One level of the walk: from the frontier's columns (``$ids``) to the columns derived from them and the datasets
-# depending on them, each with the edge's transformation and the jobs that read the column's dataset and write the
-# consumer's (the column-lineage facet does not name its job; the job-level edges do).
-_LEVEL = (
-    "UNWIND $ids AS id MATCH (a:Field) WHERE elementId(a) = id "
-    "CALL (a) { "
-    "  MATCH (b:Field)-[e:DERIVES_FROM]->(a) "
-    "  RETURN elementId(b) AS target, coalesce(b.fullNamespace, b.namespace) AS namespace, "
-    "    coalesce(b.fullName, b.name) AS name, coalesce(b.fullField, b.field) AS column, e.transformation AS how, "
-    "    b.namespace AS keyNamespace, b.name AS keyName "
-    "  UNION ALL "
-    "  MATCH (d:Dataset)-[e:DEPENDS_ON]->(a) "
-    "  RETURN null AS target, coalesce(d.fullNamespace, d.namespace) AS namespace, "
-    "    coalesce(d.fullName, d.name) AS name, null AS column, e.transformation AS how, "
-    "    d.namespace AS keyNamespace, d.name AS keyName "
-    "} "
-    "WITH id, a, target, namespace, name, column, how, keyNamespace, keyName LIMIT $rows "
-    "CALL (a, keyNamespace, keyName) { "
-    "  MATCH (:Dataset {namespace: a.namespace, name: a.name})-[:INPUT_TO]->(j:Job)"
-    "-[:OUTPUTS]->(:Dataset {namespace: keyNamespace, name: keyName}) "
-    f"  WITH DISTINCT j ORDER BY j.namespace, j.name LIMIT $jobs RETURN collect([{_NAMES.format('j')}]) AS jobs "
-    "} "
-    "RETURN collect([id, target, namespace, name, column, how, jobs])")
 # Jobs reading the dataset that reported no column lineage from it (no output column derives from one of its
 # columns, no output depends on one).
 _UNKNOWN_READERS = (
@@ -83,47 +50,6 @@ _UNKNOWN_READERS = (
     "AND NOT EXISTS { MATCH (j)-[:OUTPUTS]->(:Dataset)-[:DEPENDS_ON]->(:Field {namespace: d.namespace, "
     "name: d.name}) } "
     f"WITH DISTINCT j ORDER BY j.namespace, j.name LIMIT $limit RETURN {_NAMES.format('j')}")
-
-
-@dataclass(frozen=True, slots=True)
-class Hop:
-    """One step of a consumer's path: the column (or, for a dataset-level dependency, the dataset) it reaches, how
-    (the transformation text; "" when the producer gave none) and the jobs that made it."""
-
-    namespace: str
-    name: str
-    field: str | None
-    transformation: str
-    jobs: tuple[tuple[str, str], ...]
-
-    @property
-    def masked(self) -> bool:
-        return "(masked)" in self.transformation
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"namespace": self.namespace, "name": self.name, "field": self.field,
-                "transformation": self.transformation, "masked": self.masked,
-                "jobs": [{"namespace": ns, "name": name} for ns, name in self.jobs]}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Hop:
-        return cls(data["namespace"], data["name"], data.get("field"), data.get("transformation") or "",
-                   tuple((job["namespace"], job["name"]) for job in data.get("jobs") or []))
-
-
-@dataclass(frozen=True)
-class Consumer:
-    path: tuple[Hop, ...]  # from the changed column outwards: path[-1] is the consumer
-
-    @property
-    def end(self) -> Hop:
-        return self.path[-1]
-
-    def as_dict(self) -> dict[str, Any]:
-        end = self.end
-        return {"kind": "field" if end.field is not None else "dataset", "namespace": end.namespace,
-                "name": end.name, "field": end.field, "depth": len(self.path),
-                "path": [hop.as_dict() for hop in self.path]}
 
 
 @dataclass(frozen=True)
@@ -283,8 +209,8 @@ def check(driver: Driver, proposals: Iterable[ProposedSchema], *, depth: int = 1
         changes, renames = proposed_changes(proposal, current)
         walked = set(change.path for change in changes if change.severity != COMPATIBLE)
         deadline = None if timeout is None else time.monotonic() + timeout
-        reach, cut = _consumers(driver, proposal.namespace, proposal.name, sorted(walked), depth, max_consumers,
-                                deadline) if walked else ({}, set())
+        starts = [Start(proposal.namespace, proposal.name, column, column) for column in sorted(walked)]
+        reach, cut = walk_columns(driver, starts, depth, max_consumers, deadline) if walked else ({}, set())
         findings = tuple(Finding(change, tuple(reach.get(change.path, ())),
                                  allowed(allow, proposal.namespace, proposal.name, change.path),
                                  change.path in cut, renames.get(change.path) if change.kind == RENAMED else None)
@@ -295,65 +221,8 @@ def check(driver: Driver, proposals: Iterable[ProposedSchema], *, depth: int = 1
     return CheckReport(tuple(results), unknown_readers_count)
 
 
-def _consumers(driver: Driver, namespace: str, name: str, columns: list[str], depth: int, limit: int,
-               deadline: float | None) -> tuple[dict[str, list[Consumer]], set[str]]:
-    """Per start column, its consumers nearest first and the start columns whose answer was cut. Breadth-first for
-    every start column at once (one query per level, for the distinct columns of the frontier); each start column
-    keeps its own visited set, so a column fed by two changed ones is a consumer of both."""
-    with driver.session(default_access_mode=READ_ACCESS) as session:
-        by_key = {stored_key(column): column for column in columns}
-        starts = [(record["id"], by_key.get(record["wanted"], record["wanted"])) for record in session.run(
-            Query(_START, timeout=_left(deadline)), namespace=stored_key(namespace), name=stored_key(name),
-            fields=list(by_key))]
-        column_of = dict(starts)
-        starts += [(record["alias"], column_of[record["id"]]) for record in session.run(
-            Query(_START_ALIASES, timeout=_left(deadline)), ids=list(column_of), asOf=None)]
-        visited = set(starts)  # (node id, start column)
-        paths: dict[tuple[str, str], tuple[Hop, ...]] = {pair: () for pair in starts}
-        found: dict[str, list[Consumer]] = {}
-        cut: set[str] = set()
-        frontier = starts
-        for _level in range(depth):
-            if not frontier:
-                break
-            left = _left(deadline)
-            if left is not None and left < 0.001:
-                cut.update(start for _node, start in frontier)
-                break
-            waiting: dict[str, list[str]] = {}  # node id → the start columns it was reached from at this level
-            for node, start in frontier:
-                waiting.setdefault(node, []).append(start)
-            rows = session.run(Query(_LEVEL, timeout=left), ids=list(waiting), rows=MAX_ROWS_PER_LEVEL + 1,
-                               jobs=MAX_JOBS_PER_HOP).single(strict=True)[0]
-            if len(rows) > MAX_ROWS_PER_LEVEL:
-                cut.update(start for _node, start in frontier)
-                rows = rows[:MAX_ROWS_PER_LEVEL]
-            following = []
-            for source, target, ns, nm, column, how, jobs in rows:
-                hop = Hop(ns, nm, column, how or "", tuple((job[0], job[1]) for job in jobs))
-                for start in waiting[source]:
-                    if target is not None and (target, start) in visited:
-                        continue
-                    consumers = found.setdefault(start, [])
-                    if len(consumers) >= limit:
-                        cut.add(start)
-                        continue
-                    path = paths[(source, start)] + (hop,)
-                    consumers.append(Consumer(path))
-                    if target is not None:
-                        visited.add((target, start))
-                        paths[(target, start)] = path
-                        following.append((target, start))
-            frontier = following
-    return found, cut
-
-
 def _unknown_readers(driver: Driver, namespace: str, name: str) -> list[tuple[str, str]]:
     with driver.session(default_access_mode=READ_ACCESS) as session:
         return [(record[0], record[1]) for record in session.run(
             Query(_UNKNOWN_READERS, timeout=DEFAULT_TIMEOUT), namespace=stored_key(namespace),
             name=stored_key(name), limit=MAX_UNKNOWN_READERS)]
-
-
-def _left(deadline: float | None) -> float | None:
-    return None if deadline is None else max(0.0, deadline - time.monotonic())

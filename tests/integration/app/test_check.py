@@ -44,12 +44,13 @@ class Shop:
         revenue = self.dataset("shop.mart.revenue", [("total", "decimal(18,2)")],
                                {"total": [("shop.stg.orders", "amount", "AGGREGATION", False)]})
         # the same table read by its files' path (a symlinks facet names the table): its columns are the table's
-        files = {"namespace": "s3://lake", "name": "raw/orders", "facets": {"symlinks": {
+        self.files = f"raw/{uuid.uuid4().hex[:8]}/orders"  # this shop's own: every test run adds a shop
+        files = {"namespace": "s3://lake", "name": self.files, "facets": {"symlinks": {
             "_producer": "t", "_schemaURL": "t",
             "identifiers": [{"namespace": self.ns, "name": "shop.public.orders", "type": "TABLE"}]}}}
         copy = self.dataset("shop.lake.orders_copy", [("email", "text")])
         copy["facets"]["columnLineage"] = {"_producer": "t", "_schemaURL": "t", "fields": {"email": {"inputFields": [
-            {"namespace": "s3://lake", "name": "raw/orders", "field": "email"}]}}}
+            {"namespace": "s3://lake", "name": self.files, "field": "email"}]}}}
         self.events = [self.event("stg_orders", [raw], [stg]), self.event("contacts", [stg], [contacts]),
                        self.event("revenue", [stg], [revenue]), self.event("lake_copy", [files], [copy])]
         self.export = self.event("export", [raw], [self.dataset("shop.export", [("x", "text")])])

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from kafka_lineage.app.check_output import github, render, sarif, text
-from kafka_lineage.graph.check import BREAKING_WITH_CONSUMERS, PASS, CheckReport, Consumer, DatasetCheck, Finding, Hop
+from kafka_lineage.graph.check import BREAKING_WITH_CONSUMERS, PASS, CheckReport, DatasetCheck, Finding
+from kafka_lineage.graph.column_walk import Consumer, Hop
 from kafka_lineage.schemas.proposals import ProposedSchema
 from kafka_lineage.schemas.schema_diff import FieldChange
 
