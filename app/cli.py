@@ -699,6 +699,41 @@ def _read_bounded(path: Path, limit: int) -> str:
     return path.read_text(encoding="utf-8")
 
 
+def cmd_tags(args: argparse.Namespace) -> int:
+    from kafka_lineage.graph.driver import driver_for
+    from kafka_lineage.graph.keys import utc_time
+    from kafka_lineage.graph.sensitive import sensitive_columns
+
+    settings = ServerSettings.from_env()
+    tags = tuple(args.tag) if args.tag else settings.sensitive_tags
+    as_of = utc_time(args.as_of) if args.as_of else None
+    if args.as_of and as_of is None:
+        raise ConfigError(f"--as-of: an ISO-8601 time such as 2024-05-01T12:00:00Z, got {args.as_of!r}")
+    try:
+        with driver_for(ClientSettings.from_env()) as driver:
+            columns, cut = sensitive_columns(driver, tags, depth=args.depth, as_of=as_of,
+                                             stop_at_aggregation=settings.sensitive_stop_at_aggregation)
+    except ValueError as exc:
+        raise ConfigError(f"--depth: {exc}") from None
+    if args.dataset:
+        columns = [c for c in columns if (c.namespace, c.name) == tuple(args.dataset)]
+    if args.json:
+        print(json.dumps({"tags": list(tags), "truncated": cut, "columns": [c.as_dict() for c in columns]}, indent=2))
+        return 0
+    print(f"{len(columns)} columns {', '.join(tags)} reaches{' (cut: more exist)' if cut else ''}")
+    for c in columns:
+        where = f"{shown(c.namespace)} {shown(c.name)}.{shown(c.field)}"
+        if c.status == "origin":
+            print(f"  [{c.tag}] {where}  (tagged)")
+            continue
+        hops = " → ".join(f"{shown(h.name)}.{shown(h.field)}"
+                          + (f" ({shown(h.transformation)})" if h.transformation else "") for h in c.path)
+        origin = f"{shown(c.origin[1])}.{shown(c.origin[2])}"
+        verdict = "masked: stops here" if c.status == "masked" else "cleared" if c.cleared else "NOT CLEARED"
+        print(f"  [{c.tag}] {where}  {c.status} from {origin}: {origin} → {hops}  [{verdict}]")
+    return 0
+
+
 def cmd_emit(args: argparse.Namespace) -> int:
     from kafka_lineage.producers.service.emit import emit_lines, open_source, progress_printer
 
@@ -902,6 +937,16 @@ def build_parser() -> argparse.ArgumentParser:
                             "after deleting from the graph by hand: running writers forget the rows they knew it "
                             "held and write them again")
     graph.set_defaults(handler=cmd_graph)
+
+    tags_cmd = sub.add_parser("tags", help="where sensitive tags (pii, …) reach along column lineage: tagged, derived "
+                                          "and masked columns, each with its path and whether its dataset is cleared")
+    tags_cmd.add_argument("--tag", action="append", help="a tag to follow (repeatable; default LINEAGE_SENSITIVE_TAGS, "
+                                                          "pii)")
+    tags_cmd.add_argument("--dataset", nargs=2, metavar=("NAMESPACE", "NAME"), help="only this dataset's columns")
+    tags_cmd.add_argument("--depth", type=int, default=10, help="column hops to follow (default 10)")
+    tags_cmd.add_argument("--as-of", help="the lineage as it was then (ISO time)")
+    tags_cmd.add_argument("--json", action="store_true", help="machine-readable output")
+    tags_cmd.set_defaults(handler=cmd_tags)
 
     check_cmd = sub.add_parser(
         "check", help="schema-change gate for CI: diff proposed schemas against the graph's current ones and list "

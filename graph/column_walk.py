@@ -118,7 +118,8 @@ def walk_columns(driver: Driver, starts: Sequence[Start], depth: int, limit: int
         begin += [(record["alias"], label) for record in session.run(
             Query(_START_ALIASES, timeout=_left(deadline)), ids=list(labels_of), asOf=as_of)
             for label in labels_of[record["id"]]]
-        visited = set(begin)  # (node id, start label)
+        visited = set(begin)  # (node id, start label) walked on from
+        ended: set[tuple[str, str]] = set()  # reached by a hop ``follow`` refused
         paths: dict[tuple[str, str], tuple[Hop, ...]] = {pair: () for pair in begin}
         found: dict[str, list[Consumer]] = {}
         cut: set[str] = set()
@@ -141,8 +142,9 @@ def walk_columns(driver: Driver, starts: Sequence[Start], depth: int, limit: int
             following = []
             for source, target, ns, nm, column, how, jobs in answer:
                 hop = Hop(ns, nm, column, how or "", tuple((job[0], job[1]) for job in jobs))
+                go_on = target is not None and follow(hop)
                 for label in waiting[source]:
-                    if target is not None and (target, label) in visited:
+                    if target is not None and ((target, label) in visited or (not go_on and (target, label) in ended)):
                         continue
                     reached = found.setdefault(label, [])
                     if len(reached) >= limit:
@@ -150,11 +152,12 @@ def walk_columns(driver: Driver, starts: Sequence[Start], depth: int, limit: int
                         continue
                     path = paths[(source, label)] + (hop,)
                     reached.append(Consumer(path))
-                    if target is not None:
+                    if go_on:  # a column reached by a hop not followed may still be reached by one that is
                         visited.add((target, label))
-                        if follow(hop):
-                            paths[(target, label)] = path
-                            following.append((target, label))
+                        paths[(target, label)] = path
+                        following.append((target, label))
+                    elif target is not None:
+                        ended.add((target, label))
             frontier = following
     return found, cut
 

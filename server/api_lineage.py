@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from kafka_lineage.graph.check import check
 from kafka_lineage.graph.node_ids import NodeId
+from kafka_lineage.graph.sensitive import sensitive_columns
 from kafka_lineage.graph.store import NotFound
 from kafka_lineage.schemas.proposals import MAX_PROPOSAL_BYTES, ProposalError, proposals_of
 from kafka_lineage.server.http import (
@@ -193,6 +194,31 @@ def lineage_routes(routes: Routes) -> APIRouter:
         except ProposalError as exc:  # an ALTER naming a column the current schema does not have
             raise HTTPException(400, str(exc)) from None
         return JSONResponse(report.as_dict())
+
+    @router.get("/api/v2/sensitive", dependencies=api, tags=["Lineage"])
+    def sensitive(tag: str | None = None, depth: Depth = 10, asOf: AsOf = None) -> JSONResponse:
+        """Where sensitive tags reach along column lineage: every column tagged (``origin``), derived from a
+        tagged one (``derived``) or derived through a masking hop that stops the tag (``masked``), with the path
+        from the origin, and whether its dataset is cleared for the tag. ``tag``: one tag (default: the
+        configured ones, ``LINEAGE_SENSITIVE_TAGS``)."""
+        return JSONResponse(_sensitive_answer(tag, depth, asOf))
+
+    @router.get("/api/v2/datasets/{namespace}/{dataset}/sensitive", dependencies=api, tags=["Datasets"])
+    def dataset_sensitive(namespace: str, dataset: str, tag: str | None = None, depth: Depth = 10,
+                          asOf: AsOf = None) -> JSONResponse:
+        """The dataset's columns that a sensitive tag reaches (as ``/api/v2/sensitive``), each with its origin."""
+        ns, name = segment(namespace), segment(dataset)
+        answer = _sensitive_answer(tag, depth, asOf)
+        answer["dataset"] = {"namespace": ns, "name": name}
+        answer["columns"] = [c for c in answer["columns"] if (c["namespace"], c["name"]) == (ns, name)]
+        return JSONResponse(answer)
+
+    def _sensitive_answer(tag: str | None, depth: int, as_of_text: str | None) -> dict[str, Any]:
+        tags = (tag,) if tag else settings.sensitive_tags
+        columns, cut = sensitive_columns(store.driver, tags, depth=depth_cap(depth),
+                                         stop_at_aggregation=settings.sensitive_stop_at_aggregation,
+                                         as_of=parse_as_of(as_of_text), timeout=settings.query_timeout)
+        return {"tags": list(tags), "truncated": cut, "columns": [c.as_dict() for c in columns]}
 
     return router
 

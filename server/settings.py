@@ -29,6 +29,8 @@ class ServerSettings:
     max_nodes: int = 2000  # nodes per lineage answer; more is cut to the nearest, flagged truncated
     max_results: int = 1000  # rows per list answer (limit above this is capped)
     query_timeout: float = 10.0  # seconds a question may keep Neo4j busy
+    sensitive_tags: tuple[str, ...] = ("pii",)  # classification tags followed along column lineage
+    sensitive_stop_at_aggregation: bool = False  # whether an aggregated column still carries a sensitive tag
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServerSettings:
@@ -46,7 +48,17 @@ class ServerSettings:
             max_nodes=count_setting(values, "LINEAGE_SERVER_MAX_NODES", default.max_nodes),
             max_results=count_setting(values, "LINEAGE_SERVER_MAX_RESULTS", default.max_results),
             query_timeout=positive_setting(values, "LINEAGE_SERVER_QUERY_TIMEOUT", default.query_timeout),
+            sensitive_tags=tuple(t.strip() for t in values.get("LINEAGE_SENSITIVE_TAGS", "").split(",")
+                                 if t.strip()) or default.sensitive_tags,
+            sensitive_stop_at_aggregation=_aggregation_setting(values.get("LINEAGE_SENSITIVE_AGGREGATION", "keep")),
         )
         if bool(settings.tls_cert) != bool(settings.tls_key):
             raise ConfigError("LINEAGE_SERVER_TLS_CERT and LINEAGE_SERVER_TLS_KEY: set both (HTTPS) or neither")
         return settings
+
+
+def _aggregation_setting(value: str) -> bool:
+    """LINEAGE_SENSITIVE_AGGREGATION: ``keep`` (an aggregate of a sensitive column stays sensitive) or ``stop``."""
+    if value.strip().lower() not in ("keep", "stop"):
+        raise ConfigError(f"LINEAGE_SENSITIVE_AGGREGATION: keep or stop, got {value!r}")
+    return value.strip().lower() == "stop"
