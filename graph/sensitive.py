@@ -27,16 +27,19 @@ from neo4j import READ_ACCESS, Driver, Query
 from kafka_lineage.graph.column_walk import Consumer, Hop, Start, walk_columns
 from kafka_lineage.graph.keys import stored_key
 from kafka_lineage.graph.queries import DEFAULT_TIMEOUT, _checked_depth
+from kafka_lineage.schemas.tags import TAGS_FACET
 
 DEFAULT_TAGS = ("pii",)
 MAX_TAGGED_DATASETS = 10_000
 MAX_ORIGIN_COLUMNS = 20_000
 MAX_REACHED_PER_ORIGIN = 1000
 
-_TAGGED = ("MATCH (f:Facet {of: 'Dataset', key: 'tags'}) WHERE f.json IS NOT NULL "
+_TAG_FACETS = ["tags", TAGS_FACET]  # producers' own, and those set through the API or imported (schemas/tags.py)
+_TAGGED = ("MATCH (f:Facet {of: 'Dataset'}) WHERE f.key IN $keys AND f.json IS NOT NULL "
            "OPTIONAL MATCH (d:Dataset {namespace: f.namespace, name: f.name}) "
            "RETURN coalesce(d.fullNamespace, f.namespace), coalesce(d.fullName, f.name), f.json LIMIT $limit")
-_TAGS_OF = ("UNWIND $datasets AS ds MATCH (f:Facet {of: 'Dataset', key: 'tags', namespace: ds[0], name: ds[1]}) "
+_TAGS_OF = ("UNWIND $datasets AS ds UNWIND $keys AS key "
+            "MATCH (f:Facet {of: 'Dataset', key: key, namespace: ds[0], name: ds[1]}) "
             "WHERE f.json IS NOT NULL RETURN ds[0], ds[1], f.json")
 _COLUMNS_OF = ("UNWIND $datasets AS ds MATCH (c:Field {namespace: ds[0], name: ds[1]}) "
                "RETURN ds[0], ds[1], coalesce(c.fullField, c.field) LIMIT $limit")
@@ -74,12 +77,12 @@ def tag_names(tag: Any) -> set[str]:
 
 
 def facet_tags(facet_json: str | None) -> list[dict[str, Any]]:
-    """The tag items of a stored ``tags`` facet document (``{"tags": {"tags": [...]}}``)."""
+    """The tag items of a stored tags facet document (``{"tags": {"tags": [...]}}``, ``{"kafkaLineage_tags": …}``)."""
     try:
         document = json.loads(facet_json) if facet_json else {}
     except ValueError:
         return []
-    facet = document.get("tags") if isinstance(document, dict) else None
+    facet = next(iter(document.values()), None) if isinstance(document, dict) and len(document) == 1 else None
     items = facet.get("tags") if isinstance(facet, dict) else None
     return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
 
@@ -112,8 +115,8 @@ def sensitive_columns(driver: Driver, tags: Iterable[str] = DEFAULT_TAGS, *, dep
     depth = _checked_depth(depth)
     deadline = None if timeout is None else time.monotonic() + timeout
     with driver.session(default_access_mode=READ_ACCESS) as session:
-        tagged = [tuple(row) for row in session.run(Query(_TAGGED, timeout=timeout), limit=MAX_TAGGED_DATASETS
-                                                    ).values()]
+        tagged = [tuple(row) for row in session.run(Query(_TAGGED, timeout=timeout), limit=MAX_TAGGED_DATASETS,
+                                                    keys=_TAG_FACETS).values()]
     cut = len(tagged) >= MAX_TAGGED_DATASETS
     origins: list[tuple[str, str, str, str]] = []  # (namespace, name, field, tag)
     whole: list[tuple[str, str, str]] = []  # datasets tagged as a whole: (namespace, name, tag)
@@ -167,9 +170,22 @@ def _with_clearance(driver: Driver, columns: list[TaggedColumn], timeout: float 
     if not datasets:
         return columns
     with driver.session(default_access_mode=READ_ACCESS) as session:
-        rows = session.run(Query(_TAGS_OF, timeout=timeout), datasets=[
+        rows = session.run(Query(_TAGS_OF, timeout=timeout), keys=_TAG_FACETS, datasets=[
             [stored_key(ns), stored_key(nm)] for ns, nm in datasets]).values()
-    tags_of = {(ns, nm): facet_tags(text) for ns, nm, text in rows}
+    tags_of: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for ns, nm, text in rows:
+        tags_of.setdefault((ns, nm), []).extend(facet_tags(text))
     return [TaggedColumn(c.namespace, c.name, c.field, c.tag, c.status, c.origin, c.path,
                          cleared_for(tags_of.get((stored_key(c.namespace), stored_key(c.name)), []), c.tag))
             for c in columns]
+
+
+def dataset_tags(driver: Driver, namespace: str, name: str, timeout: float | None = DEFAULT_TIMEOUT
+                 ) -> dict[str, list[dict[str, Any]]]:
+    """A dataset's tags by facet: ``tags`` (its producers') and ``kafkaLineage_tags`` (set through the API)."""
+    with driver.session(default_access_mode=READ_ACCESS) as session:
+        rows = session.run(Query("UNWIND $keys AS key MATCH (f:Facet {of: 'Dataset', key: key, namespace: $namespace, "
+                                 "name: $name}) RETURN key, f.json", timeout=timeout), keys=_TAG_FACETS,
+                           namespace=stored_key(namespace), name=stored_key(name)).values()
+    found = {key: facet_tags(text) for key, text in rows}
+    return {key: found.get(key, []) for key in _TAG_FACETS}

@@ -4,6 +4,7 @@ gate (``POST /api/v2/check``), runs, partitions and backfill plans, a run's deta
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
@@ -12,9 +13,11 @@ from starlette.concurrency import run_in_threadpool
 
 from kafka_lineage.graph.check import check
 from kafka_lineage.graph.node_ids import NodeId
-from kafka_lineage.graph.sensitive import sensitive_columns
+from kafka_lineage.graph.sensitive import dataset_tags, sensitive_columns
 from kafka_lineage.graph.store import NotFound
+from kafka_lineage.producers.client.publisher import EventPublisher
 from kafka_lineage.schemas.proposals import MAX_PROPOSAL_BYTES, ProposalError, proposals_of
+from kafka_lineage.schemas.tags import TAGS_FACET, BadTag, checked_tag, merged, tags_event
 from kafka_lineage.server.http import (
     AsOf,
     Depth,
@@ -212,6 +215,59 @@ def lineage_routes(routes: Routes) -> APIRouter:
         answer["dataset"] = {"namespace": ns, "name": name}
         answer["columns"] = [c for c in answer["columns"] if (c["namespace"], c["name"]) == (ns, name)]
         return JSONResponse(answer)
+
+    @router.get("/api/v2/datasets/{namespace}/{dataset}/tags", dependencies=api, tags=["Datasets"])
+    def get_tags(namespace: str, dataset: str) -> dict[str, Any]:
+        """The dataset's tags: its producers' (the ``tags`` facet) and those set here (``userTags``)."""
+        ns, name = segment(namespace), segment(dataset)
+        store.dataset(ns, name)  # 404 for an unknown dataset
+        found = dataset_tags(store.driver, ns, name, settings.query_timeout)
+        return {"dataset": {"namespace": ns, "name": name}, "tags": found["tags"], "userTags": found[TAGS_FACET]}
+
+    @router.put("/api/v2/datasets/{namespace}/{dataset}/tags", dependencies=api, tags=["Datasets"], status_code=202)
+    async def put_tags(namespace: str, dataset: str, request: Request) -> JSONResponse:
+        """Set tags on the dataset or its columns: ``{"tags": [{"key": "classification", "value": "pii",
+        "field": "email"}]}`` (a tag of the same key and field is replaced). Recorded as a DatasetEvent on the events
+        topic (a rebuild keeps it); 202 once Kafka has it, the graph shows it when the pipeline has written it."""
+        body = await _bounded_json(request, 1024 * 1024)
+        items = body.get("tags") if isinstance(body, dict) else None
+        if not isinstance(items, list) or not items:
+            raise HTTPException(400, 'the body is {"tags": [{"key": …, "value": …, "field": …}]}')
+        try:
+            added = [checked_tag(item) for item in items]
+        except BadTag as exc:
+            raise HTTPException(400, str(exc)) from None
+        return await run_in_threadpool(_record_tags, segment(namespace), segment(dataset), added, [])
+
+    @router.delete("/api/v2/datasets/{namespace}/{dataset}/tags", dependencies=api, tags=["Datasets"],
+                   status_code=202)
+    def delete_tag(namespace: str, dataset: str, key: str, field: str | None = None) -> JSONResponse:
+        """Remove a tag set here (``key``, and ``field`` for a column's), recorded as an event like ``PUT``."""
+        return _record_tags(segment(namespace), segment(dataset), [], [(key, field or None)])
+
+    def _record_tags(ns: str, name: str, added: list[dict[str, str]],
+                     removed: list[tuple[str, str | None]]) -> JSONResponse:
+        if routes.clients is None:
+            raise HTTPException(503, "this server has no Kafka settings: tags cannot be recorded")
+        store.dataset(ns, name)  # 404 for an unknown dataset (a typo must not tag a new one)
+        current = dataset_tags(store.driver, ns, name, settings.query_timeout)[TAGS_FACET]
+        try:
+            tags = merged(current, added, removed)
+            event = tags_event(ns, name, tags, datetime.now(UTC).isoformat(timespec="milliseconds")
+                               .replace("+00:00", "Z"))
+        except BadTag as exc:
+            raise HTTPException(400, str(exc)) from None
+        publisher = _publisher()
+        publisher.send([publisher.encode(event)]).result(30)
+        return JSONResponse({"dataset": {"namespace": ns, "name": name}, "userTags": tags,
+                             "eventTime": event["eventTime"]}, status_code=202)
+
+    publishers: list[EventPublisher] = []
+
+    def _publisher() -> EventPublisher:
+        if not publishers:
+            publishers.append(EventPublisher.from_settings(routes.clients))
+        return publishers[0]
 
     def _sensitive_answer(tag: str | None, depth: int, as_of_text: str | None) -> dict[str, Any]:
         tags = (tag,) if tag else settings.sensitive_tags

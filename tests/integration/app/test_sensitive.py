@@ -5,8 +5,11 @@ stopped at an aggregation as configured, and datasets cleared for it told apart.
 from __future__ import annotations
 
 import json
+import os
+import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,8 +17,8 @@ import requests
 
 from kafka_lineage.graph.driver import driver_for, ensure_constraints, write_events
 from kafka_lineage.runtime.config import ClientSettings
-from kafka_lineage_devtools.processes import ChildProcess, server_process
-from tests.integration.conftest import lineage
+from kafka_lineage_devtools.processes import ChildProcess, pipeline_env, processor_process, server_process, sink_process
+from tests.integration.conftest import decoded_events, lineage
 
 pytestmark = pytest.mark.integration
 FACET = {"_producer": "t", "_schemaURL": "t"}
@@ -113,3 +116,41 @@ def test_the_server_answers_where_the_tag_reaches(platform: Platform, server: Ch
                        "sensitive", timeout=60).json()
     assert [(c["field"], c["status"]) for c in one["columns"]] == [("email", "derived")]
     assert requests.get(f"{server.url}/api/v2/sensitive", params={"asOf": "yesterday"}, timeout=30).status_code == 400
+
+
+def test_tags_set_through_the_api_are_events_that_reach_the_graph(platform: Platform, tmp_path: Path) -> None:
+    prefix = f"test.tags.{uuid.uuid4().hex[:8]}"
+    env = {**pipeline_env(prefix, 3, tmp_path / "processor"), "LINEAGE_SINK_POLL_SECONDS": "0.2"}
+    settings = ClientSettings.from_env({**os.environ, **env})
+    hashed = f"{server_segment(platform.ns)}/analytics.hashed"
+    with processor_process(env), sink_process(env), server_process(env) as server:
+        url = f"{server.url}/api/v2/datasets/{hashed}/tags"
+        answer = requests.put(url, json={"tags": [{"key": "pii", "field": "h"}]}, timeout=60)
+        assert answer.status_code == 202, answer.text
+        assert answer.json()["userTags"] == [{"key": "pii", "value": "true", "source": "USER", "field": "h"}]
+        columns = _wait_for(server.url, platform.ns, lambda found: "analytics.hashed.h" in found)
+        assert columns["analytics.hashed.h"] == ("origin", 0, False)
+        assert requests.get(url, timeout=30).json()["userTags"][0]["field"] == "h"
+        assert requests.put(url, json={"tags": [{"value": "x"}]}, timeout=30).status_code == 400
+        missing = f"{server.url}/api/v2/datasets/{server_segment(platform.ns)}/no.such.table/tags"
+        assert requests.put(missing, json={"tags": [{"key": "pii"}]}, timeout=30).status_code == 404
+        gone = requests.delete(url, params={"key": "pii", "field": "h"}, timeout=60)
+        assert gone.status_code == 202 and gone.json()["userTags"] == []
+        _wait_for(server.url, platform.ns, lambda found: "analytics.hashed.h" not in found)
+    recorded = decoded_events(settings, settings.events_topic, 2)
+    assert [event["dataset"]["facets"]["kafkaLineage_tags"]["tags"] for _key, event in recorded] == [
+        [{"key": "pii", "value": "true", "source": "USER", "field": "h"}], []]
+
+
+def server_segment(value: str) -> str:
+    return requests.utils.quote(value, safe="")
+
+
+def _wait_for(url: str, namespace: str, done: Any) -> dict[str, tuple[str, int, bool]]:
+    deadline = time.monotonic() + 60
+    while True:
+        found = reached(requests.get(f"{url}/api/v2/sensitive", timeout=60).json()["columns"], namespace)
+        if done(found) or time.monotonic() > deadline:
+            assert done(found), found
+            return found
+        time.sleep(0.5)
