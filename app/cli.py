@@ -704,6 +704,8 @@ def cmd_tags(args: argparse.Namespace) -> int:
     from kafka_lineage.graph.keys import utc_time
     from kafka_lineage.graph.sensitive import sensitive_columns
 
+    if args.import_dbt:
+        return _import_dbt_tags(Path(args.import_dbt), args.namespace or "")
     settings = ServerSettings.from_env()
     tags = tuple(args.tag) if args.tag else settings.sensitive_tags
     as_of = utc_time(args.as_of) if args.as_of else None
@@ -731,6 +733,39 @@ def cmd_tags(args: argparse.Namespace) -> int:
         origin = f"{shown(c.origin[1])}.{shown(c.origin[2])}"
         verdict = "masked: stops here" if c.status == "masked" else "cleared" if c.cleared else "NOT CLEARED"
         print(f"  [{c.tag}] {where}  {c.status} from {origin}: {origin} → {hops}  [{verdict}]")
+    return 0
+
+
+def _import_dbt_tags(target: Path, namespace: str) -> int:
+    """dbt's column tags and ``meta`` classifications as tags set on the datasets (``kafkaLineage_tags``, source
+    ``DBT CORE``; the other tags set there are kept), one event per dataset whose dbt tags changed."""
+    from kafka_lineage.graph.driver import driver_for
+    from kafka_lineage.graph.sensitive import dataset_tags
+    from kafka_lineage.schemas.proposals import ProposalError
+    from kafka_lineage.schemas.tags import TAGS_FACET, checked_tag, merged, tags_event
+
+    try:
+        proposals = _dbt_proposals(target, namespace)
+    except (ProposalError, OSError) as exc:
+        raise ConfigError(f"--import-dbt: {exc}") from None
+    now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    events = []
+    with driver_for(ClientSettings.from_env()) as driver:
+        for proposal in proposals:
+            current = dataset_tags(driver, proposal.namespace, proposal.name)[TAGS_FACET]
+            kept = [tag for tag in current if tag.get("source") != "DBT CORE"]
+            from_dbt = [checked_tag({"key": tag, "field": column}, source="DBT CORE")
+                        for column, names in sorted(proposal.tags.items()) for tag in names]
+            tags = merged(kept, from_dbt)
+            if tags != merged(current):
+                events.append(tags_event(proposal.namespace, proposal.name, tags, now))
+    publisher = EventPublisher.from_settings(ClientSettings.from_env())
+    try:
+        publisher.send([publisher.encode(event) for event in events]).result(60)
+    finally:
+        publisher.close()
+    print(f"{len(events)} datasets' dbt tags recorded ({sum(bool(p.tags) for p in proposals)} of {len(proposals)} "
+          "dbt datasets have tagged columns)")
     return 0
 
 
@@ -946,6 +981,10 @@ def build_parser() -> argparse.ArgumentParser:
     tags_cmd.add_argument("--depth", type=int, default=10, help="column hops to follow (default 10)")
     tags_cmd.add_argument("--as-of", help="the lineage as it was then (ISO time)")
     tags_cmd.add_argument("--json", action="store_true", help="machine-readable output")
+    tags_cmd.add_argument("--import-dbt", metavar="TARGET_DIR",
+                          help="record dbt's column tags and meta classifications (manifest.json there) as the "
+                               "datasets' tags, as events; needs --namespace")
+    tags_cmd.add_argument("--namespace", help="--import-dbt: the namespace dbt-ol gives the warehouse")
     tags_cmd.set_defaults(handler=cmd_tags)
 
     check_cmd = sub.add_parser(

@@ -140,3 +140,43 @@ def test_documenting_a_column_in_dbt_raises_no_alert_and_dropping_one_does(clien
     (alert,) = found
     assert alert["dataset"]["name"] == "shop.main.stg_customers"
     assert [(c["path"], c["kind"]) for c in alert["changes"]] == [("name", "REMOVED")]
+
+
+def test_dbt_column_tags_become_tags_that_follow_column_lineage(tmp_path: Path) -> None:
+    project = tmp_path / "shop"
+    shutil.copytree(PROJECT, project)
+    (tmp_path / "warehouse").mkdir()
+    database, events = tmp_path / "warehouse" / "shop.duckdb", tmp_path / "events.jsonl"
+    dbt(project, database, "build", events=events)
+    namespace = f"duckdb://{database}"
+    prefix = f"test.dbt-tags.{uuid.uuid4().hex[:8]}"
+    env = {**pipeline_env(prefix, 3, tmp_path / "processor"), "LINEAGE_SINK_POLL_SECONDS": "0.2"}
+    settings = ClientSettings.from_env({**os.environ, **env})
+    with processor_process(env), sink_process(env):
+        publisher = EventPublisher.from_settings(settings)
+        publisher.send([publisher.encode(json.loads(line)) for line in events.read_text().splitlines()]).result(60)
+        publisher.close()
+        with driver_for(settings) as driver:  # the lineage is in the graph before its tags are imported
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not driver.execute_query(
+                    "MATCH (:Field {namespace: $ns, name: 'shop.main.customer_contacts'})-[:DERIVES_FROM]->() "
+                    "RETURN count(*) AS n", ns=namespace).records[0]["n"]:
+                time.sleep(0.3)
+        imported = lineage("tags", "--import-dbt", str(project / "target"), "--namespace", namespace, env=env)
+        assert "1 datasets' dbt tags recorded" in imported.stdout
+        deadline, reached = time.monotonic() + 60, {}
+        while time.monotonic() < deadline and "shop.main.customer_contacts.email" not in reached:
+            reached = _columns(namespace, env)
+            time.sleep(0.5)
+    # schema.yml tags stg_customers.email `pii` (tags: [pii], meta: {classification: pii})
+    assert reached == {"shop.main.stg_customers.email": "origin", "shop.main.customer_orders.email": "derived",
+                       "shop.main.customer_contacts.email": "derived",
+                       # dbt-ol names no transformation, so md5() is not known as masking: carrying is the safe reading
+                       "shop.main.customer_emails_hashed.email_hash": "derived"}
+    again = lineage("tags", "--import-dbt", str(project / "target"), "--namespace", namespace, env=env)
+    assert "0 datasets' dbt tags recorded" in again.stdout  # unchanged tags are not recorded twice
+
+
+def _columns(namespace: str, env: dict[str, str]) -> dict[str, str]:
+    answer = json.loads(lineage("tags", "--json", env=env).stdout)
+    return {f"{c['name']}.{c['field']}": c["status"] for c in answer["columns"] if c["namespace"] == namespace}
