@@ -404,10 +404,11 @@ async function showDetails(id: string): Promise<void> {
 }
 
 async function datasetPage(panel: HTMLElement, ref: NodeRef, id: string, stale: () => boolean): Promise<void> {
-  const [dataset, schema, runs] = await Promise.all([
+  const [dataset, schema, runs, sensitive] = await Promise.all([
     api(`/api/v1/namespaces/${seg(ref.namespace)}/datasets/${seg(ref.name)}`),
     api(`/api/v2/datasets/${seg(ref.namespace)}/${seg(ref.name)}/schema`),
     api(`/api/v2/datasets/${seg(ref.namespace)}/${seg(ref.name)}/runs`, { limit: 50 }),
+    api(`/api/v2/datasets/${seg(ref.namespace)}/${seg(ref.name)}/sensitive`).catch(() => ({ columns: [] })),
   ]);
   if (stale()) return;
   panel.append(actions(id));
@@ -427,14 +428,35 @@ async function datasetPage(panel: HTMLElement, ref: NodeRef, id: string, stale: 
     `<h3>Data quality (as read)</h3><ul>${quality || "<li class=hint>no metrics</li>"}</ul>` +
     `<h3>Written by</h3><ul>${jobs(from) || "<li class=hint>none in view</li>"}</ul>` +
     `<h3>Read by</h3><ul>${jobs(to) || "<li class=hint>none in view</li>"}</ul>` +
-    `<h3>Schema</h3><table><tr><th>field</th><th>type</th></tr>` +
-    dataset.fields.map((f: any) => html`<tr><td>${f.name}</td><td>${f.type}</td></tr>`).join("") + `</table>` +
+    `<h3>Schema</h3><table><tr><th>field</th><th>type</th><th>tags</th></tr>` +
+    dataset.fields.map((f: any) => html`<tr><td>${f.name}</td><td>${f.type}</td>` +
+      `<td>${tagBadges(sensitive.columns.filter((c: any) => c.field === f.name))}</td></tr>`).join("") + `</table>` +
+    untypedTags(sensitive.columns, dataset.fields) +
     `<h3>Schema history</h3><ol class="versions">` +
     schema.versions.map((v: any) => html`<li>${v.firstSeen} <code>${v.version.slice(0, 10)}</code>${v.current ? " (current)" : ""}` +
       (v.changes.length ? `<ul>${v.changes.map((c: any) => html`<li class="change-${c.severity}">${c.kind} ${c.path}: ${c.oldType ?? "-"} → ${c.newType ?? "-"}</li>`).join("")}</ul>` : "") +
       "</li>").join("") + `</ol>` +
     `<h3>Drift alerts</h3><ul id="dataset-alerts">` +
     (schema.alerts.map((a: any) => html`<li class="change-${a.severity}">${a.eventTime}: ${a.changes.length} changes, ${a.impactedJobs.length} jobs downstream</li>`).join("") || "<li class=hint>none</li>") + `</ul>`);
+}
+
+// Sensitive tags on a column (GET …/sensitive): tagged here, derived (with the origin and the path on hover), or
+// stopped by a masking hop; a dataset not cleared for a derived tag is flagged.
+function tagBadges(columns: any[]): string {
+  return columns.map((c: any) => {
+    const origin = `${c.origin.name}.${c.origin.field}`;
+    const path = [origin, ...c.path.map((h: any) => `${h.name}.${h.field}${h.transformation ? ` (${h.transformation})` : ""}`)].join(" → ");
+    const what = c.status === "origin" ? "tagged here" : c.status === "masked" ? `masked: stops here (from ${origin})`
+      : `derived from ${origin}${c.cleared ? "" : ", dataset not cleared"}`;
+    return html`<span class="tag tag-${c.status}${c.status === "derived" && !c.cleared ? " tag-uncleared" : ""}" title="${path}">${c.tag}: ${what}</span> `;
+  }).join("");
+}
+
+// Tagged columns the schema does not list (a partial dbt schema, a column known from column lineage only).
+function untypedTags(columns: any[], fields: any[]): string {
+  const listed = new Set(fields.map((f: any) => f.name));
+  const others = columns.filter((c: any) => !listed.has(c.field));
+  return others.length ? `<p class="small">Other tagged columns: ${others.map((c: any) => html`${c.field} ` + tagBadges([c])).join("")}</p>` : "";
 }
 
 // A job's or dataset's description, tags and facet documents (each facet's JSON folded under its name).

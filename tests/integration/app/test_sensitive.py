@@ -18,7 +18,7 @@ import requests
 from kafka_lineage.graph.driver import driver_for, ensure_constraints, write_events
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage_devtools.processes import ChildProcess, pipeline_env, processor_process, server_process, sink_process
-from tests.integration.conftest import decoded_events, lineage
+from tests.integration.conftest import decoded_events, lineage, screenshot
 
 pytestmark = pytest.mark.integration
 FACET = {"_producer": "t", "_schemaURL": "t"}
@@ -154,3 +154,20 @@ def _wait_for(url: str, namespace: str, done: Any) -> dict[str, tuple[str, int, 
             assert done(found), found
             return found
         time.sleep(0.5)
+
+
+def test_the_dataset_page_shows_each_columns_tag_and_its_origin(platform: Platform, server: ChildProcess,
+                                                               browser: Any) -> None:
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    node = server_segment(f"dataset:{platform.ns}:stg.customers")
+    page.goto(f"{server.url}/#/lineage?node={node}&depth=1")
+    page.locator("#details .tag").first.wait_for(timeout=15_000)
+    badges = {badge.inner_text(): badge.get_attribute("class") for badge in page.locator("#details .tag").all()}
+    assert badges == {"pii: derived from raw.customers.email, dataset not cleared": "tag tag-derived tag-uncleared",
+                      "pii: masked: stops here (from raw.customers.email)": "tag tag-masked"}
+    derived = page.locator("#details .tag-derived")
+    assert derived.get_attribute("title") == "raw.customers.email → stg.customers.email (DIRECT/IDENTITY)"
+    screenshot(page, "sensitive-tags")
+    assert errors == []
