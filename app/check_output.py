@@ -146,7 +146,11 @@ def sarif(report: CheckReport) -> dict[str, Any]:
                             "message": {"text": f"{p.namespace} {p.name} is not in the lineage graph"}})
         for finding in dataset.findings:
             rule, level = _rule(finding, dataset, report.unknown_readers_count)
-            results.append({"ruleId": rule, "level": level, "locations": [location],
+            at = location
+            if p.source and finding.line:  # the statement that makes this change
+                at = {**location, "physicalLocation": {"artifactLocation": {"uri": p.source},
+                                                       "region": {"startLine": finding.line}}}
+            results.append({"ruleId": rule, "level": level, "locations": [at],
                             "message": {"text": _message(finding, dataset)},
                             "properties": finding.as_dict()})
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [{
@@ -173,9 +177,10 @@ def github(report: CheckReport) -> str:
     lines = []
     for dataset in report.datasets:
         p = dataset.proposal
-        place = ",".join(filter(None, [f"file={_escape_property(p.source)}" if p.source else "",
-                                       f"line={p.line}" if p.source and p.line else ""]))
         for finding in dataset.findings:
+            line = finding.line or p.line
+            place = ",".join(filter(None, [f"file={_escape_property(p.source)}" if p.source else "",
+                                           f"line={line}" if p.source and line else ""]))
             _rule_id, level = _rule(finding, dataset, report.unknown_readers_count)
             command = {"error": "error", "warning": "warning"}.get(level, "notice")
             title = f"{finding.change.severity} schema change: {p.name}.{finding.change.path}"

@@ -61,6 +61,7 @@ class Finding:
     allowed: bool = False
     truncated: bool = False  # more consumers than listed, or the walk ran out of time
     renamed_to: str | None = None  # a RENAMED change's new name
+    line: int | None = None  # the line of the statement that makes the change (an ALTER's), when known
 
     @property
     def breaking(self) -> bool:
@@ -71,7 +72,7 @@ class Finding:
         return list(dict.fromkeys(job for consumer in self.consumers for hop in consumer.path for job in hop.jobs))
 
     def as_dict(self) -> dict[str, Any]:
-        return {**self.change.as_record(), "renamedTo": self.renamed_to, "allowed": self.allowed,
+        return {**self.change.as_record(), "renamedTo": self.renamed_to, "line": self.line, "allowed": self.allowed,
                 "truncated": self.truncated,
                 "consumers": [consumer.as_dict() for consumer in self.consumers],
                 "jobs": [{"namespace": ns, "name": name} for ns, name in self.jobs()]}
@@ -80,7 +81,8 @@ class Finding:
     def from_dict(cls, data: dict[str, Any]) -> Finding:
         change = FieldChange(data["path"], data["kind"], data.get("oldType"), data.get("newType"), data["severity"])
         consumers = tuple(Consumer(tuple(Hop.from_dict(hop) for hop in c["path"])) for c in data.get("consumers") or [])
-        return cls(change, consumers, bool(data.get("allowed")), bool(data.get("truncated")), data.get("renamedTo"))
+        return cls(change, consumers, bool(data.get("allowed")), bool(data.get("truncated")), data.get("renamedTo"),
+                   data["line"] if isinstance(data.get("line"), int) else None)
 
 
 @dataclass(frozen=True)
@@ -211,9 +213,12 @@ def check(driver: Driver, proposals: Iterable[ProposedSchema], *, depth: int = 1
         deadline = None if timeout is None else time.monotonic() + timeout
         starts = [Start(proposal.namespace, proposal.name, column, column) for column in sorted(walked)]
         reach, cut = walk_columns(driver, starts, depth, max_consumers, deadline) if walked else ({}, set())
+        lines = {name: op.line for op in proposal.operations for name in (op.column, op.new_name)
+                 if name and op.line is not None}  # a column's last ALTER
         findings = tuple(Finding(change, tuple(reach.get(change.path, ())),
                                  allowed(allow, proposal.namespace, proposal.name, change.path),
-                                 change.path in cut, renames.get(change.path) if change.kind == RENAMED else None)
+                                 change.path in cut, renames.get(change.path) if change.kind == RENAMED else None,
+                                 lines.get(change.path.split(".", 1)[0], proposal.line))
                          for change in changes)
         readers = _unknown_readers(driver, proposal.namespace, proposal.name) \
             if any(f.breaking for f in findings) else []

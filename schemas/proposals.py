@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kafka_lineage.schemas.limits import MAX_NAME_CHARS, MAX_SCHEMA_FIELD_DEPTH, MAX_SCHEMA_FIELDS
@@ -68,6 +68,7 @@ class ColumnOperation:
     column: str = ""
     new_name: str = ""
     type: str | None = None
+    line: int | None = None  # the line of its ALTER statement (1-based), when known
 
 
 @dataclass(frozen=True)
@@ -497,7 +498,8 @@ def from_ddl(text: str, namespace: str, dialect: str | None = None, source: str 
                                              origin="DDL CREATE TABLE")
         elif isinstance(statement, exp.Alter) and str(statement.args.get("kind") or "").upper() == "TABLE":
             name = _table_name(statement.this)
-            operations = tuple(_operations(statement.args.get("actions") or [], dialect, name))
+            operations = tuple(replace(op, line=line)
+                               for op in _operations(statement.args.get("actions") or [], dialect, name))
             earlier = proposals.get(name)
             if earlier is not None and earlier.fields is not None:  # CREATE then ALTER in one file: the result
                 fields, _renames = apply_operations(earlier.fields, operations)

@@ -265,13 +265,13 @@ def _run_workflow(repo: Path, values: dict[str, str]) -> subprocess.CompletedPro
 
 def test_the_documented_workflow_fails_a_breaking_pull_request(shop: Shop, server: ChildProcess,
                                                               tmp_path: Path) -> None:
-    repo = _repository(tmp_path, "-- drop the column nobody should use\nALTER TABLE shop.public.orders DROP COLUMN "
-                                 "email;\n")
+    repo = _repository(tmp_path, "ALTER TABLE shop.public.orders ADD COLUMN coupon TEXT;\n-- drop the column "
+                                 "nobody should use\nALTER TABLE shop.public.orders DROP COLUMN email;\n")
     values = {"vars.LINEAGE_SERVER_URL": server.url, "secrets.LINEAGE_SERVER_TOKEN": "",
               "vars.LINEAGE_NAMESPACE": shop.ns, "github.base_ref": "main"}
     failed = _run_workflow(repo, values)
     assert failed.returncode == 1, failed.stderr
-    assert any(line.startswith("::error file=migrations/0002_change.sql,line=2,title=BREAKING schema change%3A "
+    assert any(line.startswith("::error file=migrations/0002_change.sql,line=3,title=BREAKING schema change%3A "
                                "shop.public.orders.email::") for line in failed.stdout.splitlines()), failed.stdout
     (repo / ".lineage-allow").write_text("# agreed with the contacts team\nshop.public.orders:email\n")
     passed = _run_workflow(repo, values)

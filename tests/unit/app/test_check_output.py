@@ -67,6 +67,11 @@ def test_github_commands_escape_properties_and_data() -> None:
                                "shop.orders.email::")
     assert "\n" not in lines[0] and lines[1].startswith("::notice ")
     assert lines[-1] == f"lineage check: {BREAKING_WITH_CONSUMERS}"
+    placed = Finding(REMOVED.change, REMOVED.consumers, line=9)  # an ALTER's own statement line
+    assert github(report(placed)).startswith("::error file=migrations/0042%2Cnew.sql,line=9,")
+    assert sarif(report(placed))["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"] == {
+        "startLine": 9}
+    assert Finding.from_dict(placed.as_dict()) == placed
     multiline = Finding(FieldChange("a\nb%", "REMOVED", "int", None, "BREAKING"), REMOVED.consumers)
     assert "a%0Ab%25" in github(report(multiline)).splitlines()[0]
 

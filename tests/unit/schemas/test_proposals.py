@@ -37,6 +37,7 @@ def test_ddl_create_and_alter_with_statement_lines() -> None:
     assert (customers.name, customers.line, customers.source) == ("shop.public.customers", 2, "migrations/0042.sql")
     assert customers.fields == [{"name": "id", "type": "BIGINT"}, {"name": "name", "type": "TEXT"}]  # no NOT NULL
     assert (orders.name, orders.line, orders.fields) == ("shop.public.orders", 4, None)
+    assert [op.line for op in orders.operations] == [4, 5, 6]  # each change annotated on its own statement
     found, renames = proposed_changes(orders, CURRENT)
     assert [(c.path, c.kind, c.severity) for c in found] == [
         ("email", "REMOVED", "BREAKING"), ("amount", "TYPE_CHANGED", "BREAKING"), ("address", RENAMED, "BREAKING")]
