@@ -73,7 +73,7 @@ def _what(finding: Finding) -> str:
 
 def _finding_text(finding: Finding, dataset: DatasetCheck, unknown_count: bool) -> list[str]:
     change, what = finding.change, _what(finding)
-    failing = finding in dataset.failing(unknown_count)
+    failing = dataset.fails(finding, unknown_count)
     mark = "✗" if failing else "~" if finding.breaking else "✓"
     note = " (allowed)" if finding.allowed and finding.breaking else ""
     lines = [f"  {mark} {shown(change.path)} {shown(what)}: {change.severity}{note}"]
@@ -111,7 +111,7 @@ def path_text(consumer: Consumer, namespace: str, column: str) -> str:
 
 # --- SARIF ---------------------------------------------------------------------------------------------------------
 def _rule(finding: Finding, dataset: DatasetCheck, unknown_count: bool) -> tuple[str, str]:
-    if finding in dataset.failing(unknown_count):
+    if dataset.fails(finding, unknown_count):
         return "breaking-change-with-consumers", "error"
     if finding.breaking:
         return "breaking-change", "warning" if not finding.allowed else "note"

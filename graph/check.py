@@ -98,11 +98,14 @@ class DatasetCheck:
     unknown_readers: tuple[tuple[str, str], ...] = ()
     closest: tuple[tuple[str, str], ...] = ()
 
+    def fails(self, finding: Finding, unknown_readers_count: bool = True) -> bool:
+        """Whether ``finding`` (one of this check's) is BREAKING, not allowed and has a consumer (or, when
+        ``unknown_readers_count``, a reader that reported no column lineage)."""
+        return finding.breaking and not finding.allowed and bool(
+            finding.consumers or (unknown_readers_count and self.unknown_readers))
+
     def failing(self, unknown_readers_count: bool = True) -> list[Finding]:
-        """BREAKING, not allowed findings with a consumer (or, when ``unknown_readers_count``, with a reader that
-        reported no column lineage)."""
-        return [f for f in self.findings if f.breaking and not f.allowed
-                and (f.consumers or (unknown_readers_count and self.unknown_readers))]
+        return [f for f in self.findings if self.fails(f, unknown_readers_count)]
 
     def as_dict(self, unknown_readers_count: bool = True) -> dict[str, Any]:
         proposal = self.proposal
