@@ -10,6 +10,8 @@ from kafka_lineage.runtime.terminal import shown
 def format_alert(alert: dict[str, Any]) -> str:
     """An alert as an operator reads it; every text from events shown escaped (``terminal.shown``)."""
     dataset = f"{shown(alert['dataset']['namespace'])} {shown(alert['dataset']['name'])}"
+    if alert.get("kind") == "sensitiveExposure" and alert.get("exposure"):
+        return _format_exposure(alert, dataset)
     lines = [f"[{shown(alert['severity'])}] {dataset} changed by job {shown(alert['job']['namespace'])} "
              f"{shown(alert['job']['name'])} (run {shown(alert['runId'])}) at {shown(alert['eventTime'])}"]
     for change in alert["changes"]:
@@ -22,6 +24,21 @@ def format_alert(alert: dict[str, Any]) -> str:
     more = " (more not listed)" if alert["impactTruncated"] else ""
     lines.append(f"    impacted jobs: {jobs}{more}")
     lines.append(f"    impacted datasets: {datasets}")
+    return "\n".join(lines)
+
+
+def _format_exposure(alert: dict[str, Any], dataset: str) -> str:
+    exposure = alert["exposure"]
+    more = " (more not listed)" if exposure["columnsTruncated"] else ""
+    lines = [f"[{shown(exposure['tag'])}] {dataset} is not cleared for {shown(exposure['tag'])} and now receives it in "
+             f"{len(exposure['columns'])} columns{more} (detected {shown(alert['eventTime'])})"]
+    for column in exposure["columns"]:
+        origin = column["origin"]
+        hops = " → ".join(f"{shown(hop['name'])}.{shown(hop['field'] or '')} ({shown(hop['transformation'] or '-')}"
+                          f"{', ' + ', '.join(shown(job['name']) for job in hop['jobs']) if hop['jobs'] else ''})"
+                          for hop in column["path"])
+        lines.append(f"    {shown(column['field']):30} from {shown(origin['namespace'])} {shown(origin['name'])}."
+                     f"{shown(origin['field'])}: {hops}")
     return "\n".join(lines)
 
 

@@ -342,6 +342,20 @@ def count_setting(values: Mapping[str, str], key: str, default: int) -> int:
     return value
 
 
+def sensitive_tags_setting(values: Mapping[str, str], default: tuple[str, ...] = ("pii",)) -> tuple[str, ...]:
+    """LINEAGE_SENSITIVE_TAGS: the classification tags followed along column lineage, comma-separated (the server's
+    answers, ``lineage tags``, the alert sink's exposure alerts)."""
+    return tuple(t.strip() for t in values.get("LINEAGE_SENSITIVE_TAGS", "").split(",") if t.strip()) or default
+
+
+def aggregation_stops_setting(values: Mapping[str, str]) -> bool:
+    """LINEAGE_SENSITIVE_AGGREGATION: ``keep`` (an aggregate of a sensitive column stays sensitive) or ``stop``."""
+    value = values.get("LINEAGE_SENSITIVE_AGGREGATION", "keep").strip().lower()
+    if value not in ("keep", "stop"):
+        raise ConfigError(f"LINEAGE_SENSITIVE_AGGREGATION: keep or stop, got {value!r}")
+    return value == "stop"
+
+
 def crash_points_setting(values: Mapping[str, str], key: str, known: tuple[str, ...]) -> str:
     text = values.get(key, "")
     try:

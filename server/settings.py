@@ -7,11 +7,13 @@ from dataclasses import dataclass
 
 from kafka_lineage.runtime.config import (
     ConfigError,
+    aggregation_stops_setting,
     count_setting,
     existing_file_setting,
     merged_environment,
     port_setting,
     positive_setting,
+    sensitive_tags_setting,
 )
 
 
@@ -48,17 +50,9 @@ class ServerSettings:
             max_nodes=count_setting(values, "LINEAGE_SERVER_MAX_NODES", default.max_nodes),
             max_results=count_setting(values, "LINEAGE_SERVER_MAX_RESULTS", default.max_results),
             query_timeout=positive_setting(values, "LINEAGE_SERVER_QUERY_TIMEOUT", default.query_timeout),
-            sensitive_tags=tuple(t.strip() for t in values.get("LINEAGE_SENSITIVE_TAGS", "").split(",")
-                                 if t.strip()) or default.sensitive_tags,
-            sensitive_stop_at_aggregation=_aggregation_setting(values.get("LINEAGE_SENSITIVE_AGGREGATION", "keep")),
+            sensitive_tags=sensitive_tags_setting(values, default.sensitive_tags),
+            sensitive_stop_at_aggregation=aggregation_stops_setting(values),
         )
         if bool(settings.tls_cert) != bool(settings.tls_key):
             raise ConfigError("LINEAGE_SERVER_TLS_CERT and LINEAGE_SERVER_TLS_KEY: set both (HTTPS) or neither")
         return settings
-
-
-def _aggregation_setting(value: str) -> bool:
-    """LINEAGE_SENSITIVE_AGGREGATION: ``keep`` (an aggregate of a sensitive column stays sensitive) or ``stop``."""
-    if value.strip().lower() not in ("keep", "stop"):
-        raise ConfigError(f"LINEAGE_SENSITIVE_AGGREGATION: keep or stop, got {value!r}")
-    return value.strip().lower() == "stop"

@@ -154,7 +154,8 @@ def _wait_for_alert(clients: ClientSettings, dataset: str, since: datetime, time
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for alert in tail(clients, clients.drift_topic, "schema_drift_alert", 200, follow=False):
-            if alert["dataset"]["name"] == dataset and _event_time(alert["eventTime"]) >= since:
+            if alert["kind"] == "schemaDrift" and alert["dataset"]["name"] == dataset \
+                    and _event_time(alert["eventTime"]) >= since:
                 return alert
         sleep_watching(1)
     raise RuntimeError(f"no schema-drift alert for {dataset} within {timeout:.0f}s")

@@ -64,6 +64,7 @@ from kafka_lineage.runtime.transactions import (
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, WireFormatError
+from kafka_lineage.sinks.alerts.exposure_watch import ExposureWatch
 from kafka_lineage.sinks.alerts.settings import ALERT_CRASH_POINTS, AlertSettings
 from kafka_lineage.sinks.consumer import SinkMember, batch_offsets, consume_loop, throttled
 
@@ -85,7 +86,7 @@ PUBLISH_SECONDS = 60.0
 T = TypeVar("T")
 
 
-class Unanswered(Exception):
+class Unanswered(TimeoutError):
     """A call gave no answer within its client-side bound (a Neo4j connection that went silent, a transactional
     call waiting on a broker that never replies)."""
 
@@ -185,6 +186,7 @@ def build_alert(change: dict[str, Any], event: dict[str, Any], impacted: list[Re
         "impactComplete": complete,
         "changedAt": change.get("changedAt"), "late": bool(change.get("late")),
         "supersedes": change.get("supersedes"), "beyondHistory": bool(change.get("beyondHistory")),
+        "kind": "schemaDrift", "exposure": None,
     }
 
 
@@ -260,6 +262,8 @@ class AlertSink:
         self.aborted = 0  # batches given up (transaction aborted, or out of time) and read again
         self.replaced = 0  # producers replaced because a transactional call hung
         self.stop = threading.Event()
+        self.exposures = ExposureWatch(clients, settings, self.driver, self.alerts, self.alert_schema_id, self.crash,
+                                       self._bounded) if settings.sensitive_alerts else None
         self._deadline = float("inf")  # the batch in work gives up at this time.monotonic()
 
     def run(self, stop: threading.Event) -> None:
@@ -289,14 +293,23 @@ class AlertSink:
                      "%d batches read again; partitions held: %s", self.read, self.undecodable, self.findings,
                      self.published, self.aborted, held)
 
+        reporting = throttled(self.settings.report_seconds, report)
+        owner = TopicPartition(self.clients.normalized_topic, 0)
+
+        def every() -> None:
+            reporting()
+            if self.exposures is not None:  # the member holding partition 0 compares (exposure_watch.py)
+                self.exposures.tick(owner in self.member.consumer.assignment())
+
         try:
             consume_loop(self.member, stop, handle, stage=STAGE, metrics=self.metrics, batch_size=BATCH_SIZE,
-                         poll_seconds=self.settings.poll_seconds, every=throttled(self.settings.report_seconds, report),
-                         commits=False)
+                         poll_seconds=self.settings.poll_seconds, every=every, commits=False)
         except Stopped:
             log.warning("%s: stopped in the middle of a batch; it is not committed and will be read again", STAGE)
         finally:
             self.member.consumer.close()  # no commit here: an unfinished batch goes to the next start
+            if self.exposures is not None:
+                self.exposures.release()
             self.progress.close()
             self.producer.close()  # a transaction still open is aborted: its alerts never show
             self._close_driver()

@@ -437,7 +437,9 @@ async function datasetPage(panel: HTMLElement, ref: NodeRef, id: string, stale: 
       (v.changes.length ? `<ul>${v.changes.map((c: any) => html`<li class="change-${c.severity}">${c.kind} ${c.path}: ${c.oldType ?? "-"} → ${c.newType ?? "-"}</li>`).join("")}</ul>` : "") +
       "</li>").join("") + `</ol>` +
     `<h3>Drift alerts</h3><ul id="dataset-alerts">` +
-    (schema.alerts.map((a: any) => html`<li class="change-${a.severity}">${a.eventTime}: ${a.changes.length} changes, ${a.impactedJobs.length} jobs downstream</li>`).join("") || "<li class=hint>none</li>") + `</ul>`);
+    (schema.alerts.map((a: any) => a.kind === "sensitiveExposure" && a.exposure
+      ? html`<li class="exposure">${a.eventTime}: ${a.exposure.tag} newly reaches ${exposedFields(a)} (not cleared)</li>`
+      : html`<li class="change-${a.severity}">${a.eventTime}: ${a.changes.length} changes, ${a.impactedJobs.length} jobs downstream</li>`).join("") || "<li class=hint>none</li>") + `</ul>`);
 }
 
 // Sensitive tags on a column (GET …/sensitive): tagged here, derived (with the origin and the path on hover), or
@@ -563,11 +565,20 @@ let statusTimer: number | undefined;
 
 function alertItem(alert: any): HTMLLIElement {
   const item = document.createElement("li");
-  item.className = `change-${alert.severity}`;
-  item.innerHTML = html`<a href="#/lineage?node=${encodeURIComponent(datasetId(alert.dataset.namespace, alert.dataset.name))}&depth=3&dir=down">${alert.dataset.name}</a> ` +
-    html`(${alert.dataset.namespace}) changed by ${alert.job.name} at ${alert.eventTime}: ` +
-    alert.changes.map((c: any) => html`${c.kind} ${c.path}`).join(", ") + html` — ${alert.impactedJobs.length} jobs downstream`;
+  const exposure = alert.kind === "sensitiveExposure" && alert.exposure;
+  item.className = exposure ? "exposure" : `change-${alert.severity}`;
+  const link = html`<a href="#/lineage?node=${encodeURIComponent(datasetId(alert.dataset.namespace, alert.dataset.name))}&depth=3&dir=${exposure ? "up" : "down"}">${alert.dataset.name}</a> `;
+  item.innerHTML = exposure
+    ? link + html`(${alert.dataset.namespace}) is not cleared for ${alert.exposure.tag} and now receives it in ${exposedFields(alert)} at ${alert.eventTime}`
+    : link + html`(${alert.dataset.namespace}) changed by ${alert.job.name} at ${alert.eventTime}: ` +
+      alert.changes.map((c: any) => html`${c.kind} ${c.path}`).join(", ") + html` — ${alert.impactedJobs.length} jobs downstream`;
   return item;
+}
+
+// A sensitive-exposure alert's columns, each with where its values come from (the tagged origin column)
+function exposedFields(alert: any): string {
+  const columns = alert.exposure.columns.map((c: any) => `${c.field} (from ${c.origin.name}.${c.origin.field})`);
+  return columns.join(", ") + (alert.exposure.columnsTruncated ? ", …" : "");
 }
 
 async function showOperator(): Promise<void> {

@@ -1,0 +1,221 @@
+"""The alert sink's exposure watch: sensitive tags newly reaching columns of datasets not cleared for them, alerted
+once on the alert topic (``kind: sensitiveExposure``).
+
+An exposure is a state of the graph, not of one event: a column lineage edge, a tag, a clearance or a masked hop can
+each make or end one, in any order. So the watch compares the graph with what it has already alerted, every
+``sensitive_check_seconds``, instead of reacting to records; anything the graph sink writes is seen by the next
+comparison, whichever member read its record and whatever crashed in between.
+
+Exactly once: the exposures alerted are remembered in a compacted topic of the alert group
+(``{group}.sensitive-exposures``, key = the exposure, a tombstone when it ended), written in the same Kafka
+transaction as the alerts. One member compares, the one holding partition 0 of the normalized topic, through a
+transactional id of its own that is the same in every member: the next holder's producer fences the last one and
+ends its open transaction before the remembered exposures are read back, so no alert is lost or repeated when the
+role moves or a member is killed mid-publish. The first comparison of a new group takes the exposures already in
+the graph as its baseline (remembered, not alerted).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from neo4j import Driver
+from neo4j.exceptions import DriverError, Neo4jError
+
+from kafka_lineage.graph.sensitive import sensitive_columns
+from kafka_lineage.runtime.config import ClientSettings
+from kafka_lineage.runtime.crash_points import CrashPoints
+from kafka_lineage.runtime.kafka_io import TOPIC_MAX_MESSAGE_BYTES, ensure_topic, missing_topics
+from kafka_lineage.runtime.logs import problem
+from kafka_lineage.runtime.transactions import TransactionAborted, TransactionalProducer, TransactionFatal, fenced
+from kafka_lineage.schemas.wire import AvroCodec
+from kafka_lineage.sinks.alerts.exposures import (
+    BASELINE_KEY,
+    compare,
+    exposure_alerts,
+    exposures,
+    remembered_value,
+)
+from kafka_lineage.sinks.alerts.settings import AlertSettings
+
+log = logging.getLogger(__name__)
+STAGE = "alert-sink"
+MAX_REMEMBERED = 1_000_000  # exposures remembered (keys of 32 bytes): past it, new ones wait and the log says so
+MAX_NEW_PER_CHECK = 5_000  # exposures alerted by one comparison; the rest by the next ones
+READ_SECONDS = 120.0  # reading the remembered exposures back
+PUBLISH_SECONDS = 60.0  # an exposure transaction (begin … commit) not done by then is abandoned
+# ``work()`` waited for at most a time (a silent connection must not hold the sink): AlertSink._bounded
+Bounded = Callable[..., Any]
+
+
+def remembered_topic(settings: AlertSettings) -> str:
+    return f"{settings.group_id}.sensitive-exposures"
+
+
+class ExposureWatch:
+    def __init__(self, clients: ClientSettings, settings: AlertSettings, driver: Driver, alerts: AvroCodec,
+                 alert_schema_id: int, crash: CrashPoints, bounded: Bounded) -> None:
+        self.clients, self.settings, self.driver = clients, settings, driver
+        self.alerts, self.alert_schema_id, self.crash, self.bounded = alerts, alert_schema_id, crash, bounded
+        self.topic = remembered_topic(settings)
+        self.producer: TransactionalProducer | None = None  # set while this member holds the role
+        self.remembered: set[bytes] = set()
+        self.baseline = False  # whether the group's first comparison was made
+        self.next_check = 0.0
+        self.published = 0
+
+    def tick(self, owner: bool) -> None:
+        """Called after each poll: compares when due if this member holds the normalized topic's partition 0."""
+        if not owner:
+            self.release()
+            return
+        if time.monotonic() < self.next_check:
+            return
+        self.next_check = time.monotonic() + self.settings.sensitive_check_seconds
+        try:
+            if self.producer is None:
+                self._claim()
+            self._check()
+        except (Neo4jError, DriverError, OSError, TimeoutError) as exc:
+            problem(log, "sensitive exposures not compared: the graph did not answer", "check that Neo4j runs",
+                    error=exc, retry_in=self.settings.sensitive_check_seconds, stage=STAGE)
+        except (KafkaException, TransactionFatal) as exc:  # the role not taken: Kafka away, or fenced at once
+            problem(log, f"sensitive exposures: the comparing role not taken ({exc})",
+                    "nothing to do if the next comparison goes through", stage=STAGE)
+            self.release()
+        except Unpublished as exc:
+            if isinstance(exc.__cause__, TransactionFatal) and fenced(exc.__cause__):
+                log.info("sensitive exposures: another member compares now (%s)", exc)
+            else:
+                problem(log, f"sensitive exposure alerts not published ({exc}); compared again next time",
+                        "nothing to do if the next comparison goes through", stage=STAGE)
+
+    def release(self, *, close: bool = True) -> None:
+        """Leave the role (what is open is aborted; ``close`` False: a producer stuck in a call is left to its
+        thread). The next holder, this member again included, reads the remembered exposures anew."""
+        if self.producer is not None and close:
+            self.producer.close()
+        self.producer, self.remembered, self.baseline = None, set(), False
+
+    def _claim(self) -> None:
+        """Take the role: fence the last holder (its open transaction is aborted), then read what it remembered."""
+        if missing_topics(self.clients.kafka_config(), [self.topic]):
+            if not self.clients.topics.create:
+                raise Unpublished(f"missing topic {self.topic} (compacted, one partition); create it or set "
+                                  "LINEAGE_CREATE_TOPICS=true")
+            ensure_topic(self.clients.kafka_config(), self.topic, partitions=1,
+                         replication_factor=self.clients.topics.replication_factor,
+                         config={"cleanup.policy": "compact", "max.message.bytes": str(TOPIC_MAX_MESSAGE_BYTES),
+                                 **({"min.insync.replicas": str(self.clients.topics.min_insync_replicas)}
+                                    if self.clients.topics.min_insync_replicas else {})})
+        self.producer = TransactionalProducer(self.clients.kafka_config(), f"{self.settings.group_id}.exposures")
+        try:
+            self.remembered, self.baseline = self._read_remembered()
+        except BaseException:  # never compare without what was remembered: a second baseline would hide exposures
+            self.release()
+            raise
+        log.info("sensitive exposures: this member compares; %d exposures remembered%s", len(self.remembered),
+                 "" if self.baseline else " (no baseline yet)")
+
+    def _read_remembered(self) -> tuple[set[bytes], bool]:
+        consumer = Consumer(self.clients.kafka_config({
+            "group.id": f"{self.topic}.reader", "enable.auto.commit": False, "isolation.level": "read_committed",
+            "enable.partition.eof": True}))
+        remembered: set[bytes] = set()
+        baseline = False
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=10)
+            if high <= low:
+                return remembered, baseline
+            consumer.assign([TopicPartition(self.topic, 0, low)])
+            deadline = time.monotonic() + READ_SECONDS
+            while time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is None:
+                    continue
+                if message.error() is not None:
+                    if message.error().code() == KafkaError._PARTITION_EOF:
+                        return remembered, baseline
+                    raise Unpublished(f"reading {self.topic}: {message.error()}")
+                key = message.key() or b""
+                if key == BASELINE_KEY:
+                    baseline = True
+                elif message.value() is None:
+                    remembered.discard(key)
+                else:
+                    remembered.add(key)
+            raise Unpublished(f"reading {self.topic} took over {READ_SECONDS:.0f}s")
+        finally:
+            consumer.close()
+
+    def _check(self) -> None:
+        settings = self.settings
+        columns, cut = self.bounded(lambda: sensitive_columns(
+            self.driver, settings.sensitive_tags, depth=settings.depth,
+            stop_at_aggregation=settings.sensitive_stop_at_aggregation, timeout=settings.query_timeout),
+            settings.query_timeout * 4, "Neo4j")
+        found = exposures(columns)
+        room = max(0, MAX_REMEMBERED - len(self.remembered))
+        # the baseline is remembered whole: what it left out would be alerted by the next comparison
+        changes = compare(self.remembered, found, complete=not cut,
+                          limit=min(MAX_NEW_PER_CHECK, room) if self.baseline else room)
+        if changes.more and room < MAX_NEW_PER_CHECK:
+            problem(log, f"{changes.more} sensitive exposures not alerted: {MAX_REMEMBERED} are remembered already",
+                    "clear datasets for their tags or mask the columns", stage=STAGE)
+        if not changes.new and not changes.gone and self.baseline:
+            return
+        now = datetime.now(UTC)
+        alerts = exposure_alerts((column for _key, column in changes.new), now, settings.depth,
+                                 settings.max_impacted) if self.baseline else []
+        records: list[tuple[str, bytes, bytes | None]] = [
+            (self.clients.drift_topic, f"{a['dataset']['namespace']}/{a['dataset']['name']}".encode(),
+             self.alerts.encode(a, self.alert_schema_id)) for a in alerts]
+        records += [(self.topic, key, remembered_value(column)) for key, column in changes.new]
+        records += [(self.topic, key, None) for key in changes.gone]
+        if not self.baseline:
+            records.append((self.topic, BASELINE_KEY, json.dumps({"at": now.isoformat()}).encode()))
+        self._publish(records)
+        self.remembered.update(key for key, _column in changes.new)
+        self.remembered.difference_update(changes.gone)
+        if not self.baseline:
+            log.info("sensitive exposures: baseline of %d exposures taken (not alerted)", len(changes.new))
+            self.baseline = True
+        for alert in alerts:
+            exposure: dict[str, Any] = alert["exposure"]
+            dataset = f"{alert['dataset']['namespace']}/{alert['dataset']['name']}"
+            log.warning("sensitive tag %s newly reaches %d columns of %s (not cleared for it): %s", exposure["tag"],
+                        len(exposure["columns"]), dataset, ", ".join(c["field"] for c in exposure["columns"]),
+                        extra={"stage": STAGE, "dataset": dataset})
+        self.published += len(alerts)
+
+    def _publish(self, records: list[tuple[str, bytes, bytes | None]]) -> None:
+        """The alerts and the remembered exposures in one transaction. Any failure leaves the role: whether a commit
+        whose answer was lost took effect is known only by reading the remembered exposures back."""
+        producer = self.producer
+        assert producer is not None
+
+        def transact() -> None:
+            producer.begin()
+            for topic, key, value in records:
+                producer.produce(topic, key, value)
+            self.crash.reach("exposure-before-commit", producer.flush)
+            producer.commit()
+
+        try:
+            self.bounded(transact, PUBLISH_SECONDS, "the exposure transaction", stoppable=False)
+        except TimeoutError as exc:  # a call that hung: the producer is left to its thread
+            self.release(close=False)
+            raise Unpublished(str(exc)) from exc
+        except (TransactionAborted, TransactionFatal) as exc:
+            self.release()
+            raise Unpublished(str(exc)) from exc
+
+
+class Unpublished(Exception):
+    """An exposure comparison's outcome could not be published (or its remembered exposures not read)."""
