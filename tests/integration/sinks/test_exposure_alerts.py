@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from kafka_lineage.graph.driver import driver_for, ensure_constraints, write_events
@@ -24,6 +25,7 @@ from kafka_lineage_devtools.processes import (
     alert_sink_process,
     pipeline_env,
     processor_process,
+    server_process,
     sink_process,
     wait_until,
 )
@@ -56,7 +58,7 @@ def _baseline_taken(sink: ChildProcess) -> None:
                what="the exposure watch's baseline")
 
 
-def test_a_tag_newly_reaching_a_dataset_not_cleared_alerts_once_with_its_path(tmp_path: Path) -> None:
+def test_a_tag_newly_reaching_a_dataset_not_cleared_alerts_once_with_its_path(tmp_path: Path, browser: Any) -> None:
     platform = Platform()
     raw = platform.dataset("raw.customers", tags=[{"key": "classification", "value": "pii", "field": "email"}])
     stg = platform.dataset("stg.customers", {"email": EMAIL,
@@ -89,6 +91,19 @@ def test_a_tag_newly_reaching_a_dataset_not_cleared_alerts_once_with_its_path(tm
     assert found[1]["job"]["name"] == "mart" and found[1]["severity"] == "UNKNOWN"
     text = lineage("alerts", "tail", env=env).stdout
     assert f"[pii] {platform.ns} mart.orders is not cleared for pii and now receives it in 1 columns" in text
+    with server_process(env) as server:  # the operator view lists it among the alerts, saying what it is
+        def served() -> set[str]:  # the server reads the alert topic in the background once started
+            return {a["dataset"]["name"] for a in requests.get(f"{server.url}/api/v2/alerts", timeout=30).json()[
+                "alerts"] if a["kind"] == "sensitiveExposure" and a["dataset"]["namespace"] == platform.ns}
+
+        assert wait_until(lambda: len(served()) == 2 and served(), 60, watch=[server],
+                          what="the server's alerts") == {"mart.orders", "stg.customers"}
+        page = browser.new_page()
+        page.goto(f"{server.url}/#/operator")
+        item = page.locator("#alerts li.exposure", has_text="mart.orders")
+        item.first.wait_for(timeout=30_000)
+        assert "not cleared for pii and now receives it in email (from raw.customers.email)" in item.first.inner_text()
+        page.close()
 
 
 def test_a_sink_killed_with_its_exposure_transaction_open_alerts_nothing_and_its_restart_alerts_once(
