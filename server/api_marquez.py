@@ -14,6 +14,7 @@ from kafka_lineage.server.http import (
     AsOf,
     Depth,
     Limit,
+    NodeLimit,
     Offset,
     Routes,
     SearchText,
@@ -24,7 +25,7 @@ from kafka_lineage.server.http import (
 
 def marquez_routes(routes: Routes) -> APIRouter:
     store, settings, api = routes.store, routes.settings, routes.api
-    capped, depth_cap, flagged = routes.capped, routes.depth_cap, routes.flagged
+    capped, depth_cap, node_cap, flagged = routes.capped, routes.depth_cap, routes.node_cap, routes.flagged
     router = APIRouter()
 
     @router.get("/api/v1/namespaces", dependencies=api, tags=["Marquez"])
@@ -70,21 +71,21 @@ def marquez_routes(routes: Routes) -> APIRouter:
         return {"runs": [marquez.run(r) for r in runs], "totalCount": len(runs)}
 
     @router.get("/api/v1/lineage", dependencies=api, tags=["Marquez"])
-    def lineage(nodeId: str, depth: Depth = 20, asOf: AsOf = None) -> JSONResponse:
+    def lineage(nodeId: str, depth: Depth = 20, asOf: AsOf = None, limit: NodeLimit = None) -> JSONResponse:
         node = parse_node_id(nodeId, ("dataset", "job"))
         capped_depth = depth_cap(depth)
         as_of = parse_as_of(asOf)
-        graph = store.neighbourhood(node.kind, node.namespace, node.name, capped_depth, settings.max_nodes, as_of)
+        graph = store.neighbourhood(node.kind, node.namespace, node.name, capped_depth, node_cap(limit), as_of)
         return flagged(marquez.lineage_graph(graph, graph.latest_runs(), graph.schemas()),
                        graph.stopped is not None or depth > capped_depth)
 
     @router.get("/api/v1/column-lineage", dependencies=api, tags=["Marquez"])
     def column_lineage(nodeId: str, depth: Depth = 20, withDownstream: bool = False,
-                       asOf: AsOf = None) -> JSONResponse:
+                       asOf: AsOf = None, limit: NodeLimit = None) -> JSONResponse:
         node = parse_node_id(nodeId, ("dataset", "datasetField"))
         capped_depth = depth_cap(depth)
         graph = store.column_graph(node.namespace, node.name, node.field, capped_depth,
-                                   ("up", "down") if withDownstream else ("up",), settings.max_nodes, parse_as_of(asOf))
+                                   ("up", "down") if withDownstream else ("up",), node_cap(limit), parse_as_of(asOf))
         types = store.field_types({(n.namespace, n.name) for n in graph.nodes.values()})
         return flagged(marquez.column_lineage_graph(graph, types),
                        graph.stopped is not None or depth > capped_depth)

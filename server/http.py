@@ -40,6 +40,9 @@ Depth = Annotated[int, Query(ge=1, description="jobs deep (capped at LINEAGE_SER
 PartitionKey = Annotated[str | None, Query(max_length=40_000, description="name=value pairs a partition holds, "
                                                                         "e.g. date=2025-12-24 or date=…/region=eu")]
 PartitionState = Annotated[Literal["RUNNING", "SUCCESS", "FAILED", "STALE"] | None, Query()]
+NodeLimit = Annotated[int | None, Query(ge=1, description="nodes in the answer at most (capped at "
+                                                          "LINEAGE_SERVER_MAX_NODES; more is cut, nearest kept, "
+                                                          "and flagged truncated)")]
 AsOf = Annotated[str | None, Query(description="ISO-8601 time: the lineage as it was then (edges an event had "
                                                "carried by that time)")]
 
@@ -151,6 +154,11 @@ class Routes:
 
     def depth_cap(self, depth: int) -> int:
         return min(depth, self.settings.max_depth, MAX_DEPTH)
+
+    def node_cap(self, limit: int | None) -> int:
+        """The nodes a graph answer may hold: the caller's ``limit`` (the web UI draws fewer than the API answers)
+        within the server's ``max_nodes``."""
+        return min(limit or self.settings.max_nodes, self.settings.max_nodes)
 
     @staticmethod
     def flagged(body: dict[str, Any], truncated: bool) -> JSONResponse:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kafka_lineage.graph.queries import NODE_LIMIT
 from kafka_lineage.runtime.config import (
     ConfigError,
     aggregation_stops_setting,
@@ -28,7 +29,7 @@ class ServerSettings:
     tls_cert: str = ""
     tls_key: str = ""
     max_depth: int = 20  # lineage depth asked beyond this is capped (and the answer says so)
-    max_nodes: int = 2000  # nodes per lineage answer; more is cut to the nearest, flagged truncated
+    max_nodes: int = NODE_LIMIT  # nodes per lineage answer; more is cut to the nearest, flagged truncated
     max_results: int = 1000  # rows per list answer (limit above this is capped)
     query_timeout: float = 10.0  # seconds a question may keep Neo4j busy
     sensitive_tags: tuple[str, ...] = ("pii",)  # classification tags followed along column lineage

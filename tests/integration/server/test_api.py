@@ -288,6 +288,14 @@ def test_limits_cut_and_say_so(server: ChildProcess, clients: ClientSettings) ->
                           timeout=30)
     assert answer.status_code == 200 and answer.headers["X-Lineage-Truncated"] == "true"
     assert len(answer.json()["graph"]) == 50  # LINEAGE_SERVER_MAX_NODES
+    drawn = requests.get(f"{server.url}/api/v1/lineage", params={"nodeId": f"dataset:{hub}:source", "depth": 1,
+                                                                "limit": 7}, timeout=30)  # what the web UI draws
+    assert drawn.headers["X-Lineage-Truncated"] == "true" and len(drawn.json()["graph"]) == 7
+    capped = requests.get(f"{server.url}/api/v1/lineage", params={"nodeId": f"dataset:{hub}:source", "depth": 1,
+                                                                 "limit": 10_000}, timeout=30)
+    assert len(capped.json()["graph"]) == 50  # a caller's limit never passes the server's
+    assert requests.get(f"{server.url}/api/v1/lineage", params={"nodeId": f"dataset:{hub}:source", "limit": 0},
+                        timeout=30).status_code == 400
     impact = _get(server, f"/api/v2/datasets/{hub}/source/impact", depth=500)
     assert impact["truncated"] is True and impact["depth"] == 10
 
