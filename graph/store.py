@@ -211,6 +211,28 @@ _RUN_DETAIL = (
     "job: [(c)-[:OF_JOB]->(cj:Job) | {namespace: " + _NS.format("cj") + ", name: " + _NAME.format("cj") + "}][0]} }"
     " AS children")
 MAX_CHILDREN = 1000
+# Dataset namespaces (Marquez's sources) and the datasets' tags facets (Marquez's tags), bounded.
+_DATASET_NAMESPACES = ("MATCH (d:Dataset) WITH DISTINCT " + _NS.format("d") + " AS namespace "
+                       "RETURN namespace ORDER BY namespace SKIP $offset LIMIT $limit")
+_TAG_FACETS = "MATCH (f:Facet {key: 'tags'}) WHERE f.of = 'Dataset' AND f.json IS NOT NULL RETURN f.json LIMIT $limit"
+MAX_TAG_FACETS = 10_000
+# One schema version of a dataset (Marquez's dataset version).
+_VERSION = ("MATCH (:Dataset {namespace: $namespace, name: $name})-[:HAS_SCHEMA]->(s:SchemaVersion {hash: $version}) "
+            "RETURN {version: s.hash, fields: s.fields, firstSeen: s.firstSeen}")
+# A run as Marquez shows it: its facets, its job, and each dataset it read and wrote with the schema version current
+# when the run last reported (the latest first seen by then; none when the dataset had no schema yet).
+_VERSION_AT = ("COLLECT {{ MATCH ({0})-[:HAS_SCHEMA]->(s:SchemaVersion) "
+               "WHERE s.firstSeen <= coalesce(r.endTime, r.lastEventTime) "
+               "RETURN s.hash ORDER BY s.firstSeen DESC LIMIT 1 }}[0]")
+_MARQUEZ_RUN = (
+    "MATCH (r:Run {runId: $runId}) "
+    "RETURN " + _RUN_WITH_FACETS + " AS run, "
+    "[(r)-[:OF_JOB]->(j:Job) | {namespace: " + _NS.format("j") + ", name: " + _NAME.format("j") + ", "
+    "facets: " + _FACETS.format(of="Job", node="j") + "}][0] AS job, "
+    "[(r)-[:READ]->(d:Dataset) | {namespace: " + _NS.format("d") + ", name: " + _NAME.format("d") + ", "
+    "version: " + _VERSION_AT.format("d") + "}] AS inputs, "
+    "[(r)-[:WROTE]->(d:Dataset) | {namespace: " + _NS.format("d") + ", name: " + _NAME.format("d") + ", "
+    "version: " + _VERSION_AT.format("d") + "}] AS outputs")
 # The runs that wrote a dataset (row counts, bytes) and the data-quality metrics of the runs that read it, newest
 # first, bounded: a dataset's page shows them over time.
 _DATASET_RUNS = (
@@ -365,6 +387,31 @@ class GraphStore:
         if not found:
             raise NotFound(f"dataset {namespace} {name} is not in the graph")
         return versions
+
+    def dataset_namespaces(self, limit: int, offset: int) -> list[str]:
+        return [row[0] for row in self._read(_DATASET_NAMESPACES, limit=limit, offset=offset)]
+
+    def tag_facets(self) -> list[str]:
+        """The datasets' ``tags`` facet documents (at most ``MAX_TAG_FACETS``)."""
+        return [row[0] for row in self._read(_TAG_FACETS, limit=MAX_TAG_FACETS)]
+
+    def version(self, namespace: str, name: str, version: str) -> dict[str, Any]:
+        rows = self._read(_VERSION, namespace=stored_key(namespace), name=stored_key(name), version=version)
+        if not rows:
+            raise NotFound(f"dataset {namespace} {name} has no version {version}")
+        return rows[0][0]
+
+    def marquez_run(self, run_id: str) -> dict[str, Any]:
+        """A run with its facets, its job (with the job's facets) and the versions of the datasets it read and
+        wrote."""
+        rows = self._read(_MARQUEZ_RUN, runId=run_id)
+        if not rows:
+            raise NotFound(f"run {run_id} is not in the graph")
+        run, job, inputs, outputs = rows[0]
+        run["facets"] = run_facets(run)
+        if job is not None:
+            job["facets"] = facet_documents(job["facets"])
+        return {"run": run, "job": job, "inputs": inputs, "outputs": outputs}
 
     def schema_history(self, namespace: str, name: str, limit: int) -> tuple[str, list[dict[str, Any]]]:
         """The dataset's current version and its versions, oldest first, each with the changes from the one before

@@ -56,6 +56,45 @@ def marquez_routes(routes: Routes) -> APIRouter:
         versions = store.versions(ns, name, capped(limit, settings.max_results), offset)
         return {"versions": [marquez.dataset_version(ns, name, v) for v in versions], "totalCount": len(versions)}
 
+    @router.get("/api/v1/namespaces/{namespace}/datasets/{dataset}/versions/{version}", dependencies=api,
+                tags=["Marquez"])
+    def dataset_version(namespace: str, dataset: str, version: str) -> dict[str, Any]:
+        ns, name = segment(namespace), segment(dataset)
+        return marquez.dataset_version(ns, name, store.version(ns, name, segment(version)))
+
+    @router.get("/api/v1/sources", dependencies=api, tags=["Marquez"])
+    def sources(limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
+        """Marquez's sources: the datasets' namespaces (a dataset's ``sourceName``)."""
+        return {"sources": [marquez.source(ns) for ns in store.dataset_namespaces(capped(limit, settings.max_results),
+                                                                                  offset)]}
+
+    @router.get("/api/v1/sources/{source}", dependencies=api, tags=["Marquez"])
+    def one_source(source: str) -> dict[str, Any]:
+        name = segment(source)
+        if store.datasets(name, 1, 0)[1] == 0:
+            raise NotFound(f"source {name} is not in the graph")
+        return marquez.source(name)
+
+    @router.get("/api/v1/tags", dependencies=api, tags=["Marquez"])
+    def tags(limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
+        """The tags of the datasets' ``tags`` facets, as Marquez names them (``key`` or ``key:value``)."""
+        names = marquez.tag_names(store.tag_facets())[offset:offset + capped(limit, settings.max_results)]
+        return {"tags": [{"name": name, "description": None} for name in names]}
+
+    @router.get("/api/v1/jobs/runs/{run_id}", dependencies=api, tags=["Marquez"])
+    def one_run(run_id: str) -> dict[str, Any]:
+        found = store.marquez_run(segment(run_id))
+        return marquez.run(found["run"], found["inputs"], found["outputs"])
+
+    @router.get("/api/v1/jobs/runs/{run_id}/facets", dependencies=api, tags=["Marquez"])
+    def run_facets(run_id: str, type: str = "run") -> dict[str, Any]:
+        """Marquez's FacetsResult: the run's facets (``type=run``) or its job's (``type=job``)."""
+        if type not in ("run", "job"):
+            raise HTTPException(400, f"type: run or job, got {type!r}")
+        found = store.marquez_run(segment(run_id))
+        facets = found["run"]["facets"] if type == "run" else (found["job"] or {}).get("facets", {})
+        return {"runId": found["run"]["runId"], "facets": facets}
+
     @router.get("/api/v1/namespaces/{namespace}/jobs", dependencies=api, tags=["Marquez"])
     def jobs(namespace: str, limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
         rows, total = store.jobs(segment(namespace), capped(limit, settings.max_results), offset)

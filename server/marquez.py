@@ -89,16 +89,38 @@ def dataset_version(ns: str, name: str, version: Mapping[str, Any]) -> dict[str,
     }
 
 
-def run(row: Mapping[str, Any]) -> dict[str, Any]:
-    """Marquez's Run (its facets when the row has them: the job's runs list)."""
+def run(row: Mapping[str, Any], inputs: Iterable[Mapping[str, Any]] = (), outputs: Iterable[Mapping[str, Any]] = ()
+        ) -> dict[str, Any]:
+    """Marquez's Run (its facets when the row has them: the job's runs list), with the versions of the datasets it
+    read and wrote when given (``{namespace, name, version}``). ``jobVersion`` is null: the graph keeps no job
+    versions (Marquez answers null for a run without one too)."""
     start, end = row.get("startTime"), row.get("endTime")
     return {
         "id": row["runId"], "createdAt": start or row.get("lastEventTime"), "updatedAt": row.get("lastEventTime"),
         "nominalStartTime": row.get("nominalStartTime"), "nominalEndTime": row.get("nominalEndTime"),
         "state": RUN_STATES.get(row.get("state") or "", "NEW"), "startedAt": start, "endedAt": end,
-        "durationMs": _millis(start, end), "args": {}, "jobVersion": None, "inputVersions": [], "outputVersions": [],
-        "context": {}, "facets": row.get("facets") or {},
+        "durationMs": _millis(start, end), "args": {}, "jobVersion": None,
+        "inputDatasetVersions": _dataset_versions(inputs), "outputDatasetVersions": _dataset_versions(outputs),
+        "facets": row.get("facets") or {},
     }
+
+
+def _dataset_versions(datasets: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [{"datasetVersionId": {"namespace": d["namespace"], "name": d["name"], "version": d["version"]},
+             "facets": {}} for d in sorted(datasets, key=lambda d: (d["namespace"], d["name"]))]
+
+
+def source(namespace_name: str) -> dict[str, Any]:
+    """Marquez's Source of a dataset namespace (a dataset's ``sourceName`` is its namespace): its type is the
+    namespace's scheme, upper-cased (``POSTGRES``, ``S3``, ``KAFKA``)."""
+    scheme = namespace_name.partition("://")[0] if "://" in namespace_name else ""
+    return {"type": scheme.upper() or None, "name": namespace_name, "createdAt": None, "updatedAt": None,
+            "connectionUrl": namespace_name, "description": None}
+
+
+def tag_names(facet_texts: Iterable[str]) -> list[str]:
+    """Marquez's tag names (``key`` or ``key:value``) of every ``tags`` facet document given."""
+    return sorted({name for text in facet_texts for name in _tags(facet_documents([text]))})
 
 
 def job_type(processing_type: str | None) -> str:

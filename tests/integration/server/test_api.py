@@ -119,6 +119,44 @@ def test_runs_and_versions(server: ChildProcess, world: World) -> None:
     assert versions[0]["createdAt"] == "2024-05-01T12:00:00.000000Z"
 
 
+def test_a_run_a_dataset_version_its_source_and_tags_by_marquez_paths(server: ChildProcess, world: World,
+                                                                     clients: ClientSettings) -> None:
+    (version,) = _get(server, f"/api/v1/namespaces/{_seg(world.ns)}/datasets/shop.out/versions")["versions"]
+    one = _get(server, f"/api/v1/namespaces/{_seg(world.ns)}/datasets/shop.out/versions/{version['version']}")
+    assert one == version
+    _get(server, f"/api/v1/namespaces/{_seg(world.ns)}/datasets/shop.out/versions/no-such-version", 404)
+    run = _get(server, f"/api/v1/jobs/runs/{world.report_run}")
+    assert (run["id"], run["state"], run["durationMs"]) == (world.report_run, "COMPLETED", 5000)
+    mid_version = _get(server, f"/api/v1/namespaces/{_seg(world.ns)}/datasets/shop.mid")["currentVersion"]
+    assert run["inputDatasetVersions"] == [{"datasetVersionId": {"namespace": world.ns, "name": "shop.mid",
+                                                                 "version": mid_version}, "facets": {}}]
+    assert run["outputDatasetVersions"][0]["datasetVersionId"]["version"] == version["version"]
+    _get(server, f"/api/v1/jobs/runs/{uuid.uuid4()}", 404)
+
+    tags = f"tags-{uuid.uuid4().hex[:8]}"
+    event = _event("COMPLETE", "2024-05-02T10:00:00Z", (tags, "tagger"), str(uuid.uuid4()), [], [
+        {"namespace": f"kafka://{tags}:9092", "name": "topic", "facets": {"tags": {
+            "_producer": PRODUCER, "_schemaURL": "t", "tags": [{"key": f"{tags}-owner", "value": "crm",
+                                                               "source": "USER"}]}}}])
+    event["job"]["facets"] = {"documentation": {"_producer": PRODUCER, "_schemaURL": "t", "description": "tags"}}
+    event["run"]["facets"] = {"nominalTime": {"_producer": PRODUCER, "_schemaURL": "t",
+                                              "nominalStartTime": "2024-05-02T10:00:00Z"}}
+    with driver_for(clients) as driver:
+        write_events(driver, [event])
+    assert {"name": f"{tags}-owner:crm", "description": None} in _get(server, "/api/v1/tags", limit=1000)["tags"]
+    facets = _get(server, f"/api/v1/jobs/runs/{event['run']['runId']}/facets")
+    assert facets["runId"] == event["run"]["runId"] and set(facets["facets"]) == {"nominalTime"}
+    job_facets = _get(server, f"/api/v1/jobs/runs/{event['run']['runId']}/facets", type="job")["facets"]
+    assert job_facets["documentation"]["description"] == "tags"
+    _get(server, f"/api/v1/jobs/runs/{event['run']['runId']}/facets", 400, type="dataset")
+    source = _get(server, f"/api/v1/sources/{_seg(f'kafka://{tags}:9092')}")
+    assert (source["name"], source["type"], source["connectionUrl"]) == (f"kafka://{tags}:9092", "KAFKA",
+                                                                         f"kafka://{tags}:9092")
+    listed = [s["name"] for s in _get(server, "/api/v1/sources", limit=3)["sources"]]
+    assert len(listed) == 3 and listed == sorted(listed)  # one per dataset namespace, by name
+    _get(server, f"/api/v1/sources/{_seg('kafka://nowhere:1')}", 404)
+
+
 def test_lineage_graph_is_exactly_the_neighbourhood(server: ChildProcess, world: World) -> None:
     graph = _get(server, "/api/v1/lineage", nodeId=f"dataset:{world.ns}:shop.mid", depth=5)["graph"]
     ids = {n["id"] for n in graph}

@@ -88,6 +88,12 @@ def test_run_facets_follow_the_jobs_content_mode_and_deletions() -> None:
     assert run_facets(row("COMPLETE_SNAPSHOT")) == {"b": {"v": 2}}  # the latest event's alone
 
 
+def test_tag_names_are_the_tags_facets_keys_or_key_values() -> None:
+    documents = ['{"tags": {"tags": [{"key": "pii"}, {"key": "classification", "value": "pii"}]}}',
+                 '{"tags": {"tags": [{"key": "pii", "value": "pii"}, {"value": "no key"}]}}', "not json"]
+    assert marquez.tag_names(documents) == ["classification:pii", "pii"]
+
+
 def test_search_is_marquez_like_containment() -> None:
     import re
 
@@ -117,7 +123,9 @@ MARQUEZ_PROPERTIES: dict[str, dict[str, type]] = {
             "createdAt": STR, "updatedAt": STR, "namespace": STR, "inputs": ARR, "outputs": ARR, "location": STR,
             "context": OBJ, "description": STR, "latestRun": OBJ, "latestRuns": ARR, "facets": OBJ,
             "currentVersion": STR},
-    "Run": {**_RUN_TYPES, "jobVersion": OBJ, "inputVersions": ARR, "outputVersions": ARR, "context": OBJ},
+    "Run": {**_RUN_TYPES, "jobVersion": OBJ, "inputDatasetVersions": ARR, "outputDatasetVersions": ARR},
+    "DatasetVersionRef": {"datasetVersionId": OBJ, "facets": OBJ},  # Input/OutputDatasetVersion
+    "Source": {"type": STR, "name": STR, "createdAt": STR, "updatedAt": STR, "connectionUrl": STR, "description": STR},
     "SearchResult": {"type": STR, "name": STR, "updatedAt": STR, "namespace": STR, "nodeId": STR},
     "GraphNode": {"id": STR, "type": STR, "data": OBJ, "inEdges": ARR, "outEdges": ARR},
     "GraphEdge": {"origin": STR, "destination": STR},
@@ -146,12 +154,19 @@ def test_every_shape_has_exactly_marquez_properties() -> None:
                                     None, ['{"documentation": {"description": "d"}}']]),
         "DatasetVersion": marquez.dataset_version("ns", "d", {"version": "v", "fields": "[]", "firstSeen": None}),
         "Job": marquez.job(["ns", "j", None, None, None, None, None, [], [], [RUN_ROW], []]),
-        "Run": marquez.run({**RUN_ROW, "facets": {"parent": {}}}),
+        "Run": marquez.run({**RUN_ROW, "facets": {"parent": {}}}, [{"namespace": "ns", "name": "d", "version": "v"}],
+                           [{"namespace": "ns", "name": "o", "version": None}]),
         "SearchResult": marquez.search_result(["DATASET", "ns", "d", None, None]),
+        "Source": marquez.source("postgres://db:5432"),
     }
     for name, shape in shapes.items():
         _conforms(shape, name)
     _conforms(shapes["Job"]["latestRun"], "Run")
+    for version in shapes["Run"]["inputDatasetVersions"] + shapes["Run"]["outputDatasetVersions"]:
+        _conforms(version, "DatasetVersionRef")
+    assert shapes["Run"]["inputDatasetVersions"][0]["datasetVersionId"] == {"namespace": "ns", "name": "d",
+                                                                           "version": "v"}
+    assert shapes["Source"]["type"] == "POSTGRES"
     table = Graph(nodes={"d": NodeId("dataset", "ns", "d"), "j": NodeId("job", "ns", "j")}, edges={("d", "j"): ""})
     for node in marquez.lineage_graph(table, {"j": RUN_ROW})["graph"]:
         _conforms(node, "GraphNode")
