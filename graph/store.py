@@ -191,6 +191,10 @@ _FIELD_COLUMNS_OF = ("RETURN collect([elementId(f), " + _NS.format("f") + ", " +
                      "coalesce(f.fullField, f.field)])")
 _START_FIELD = "MATCH (f:Field {namespace: $namespace, name: $name, field: $field}) " + _FIELD_COLUMNS_OF
 _START_FIELDS = "MATCH (f:Field {namespace: $namespace, name: $name}) WHERE f.field IS NOT NULL " + _FIELD_COLUMNS_OF
+# A job's columns (Marquez's column lineage of a job node): those of the datasets it writes, at most ``$limit``.
+_START_JOB_FIELDS = ("MATCH (:Job {namespace: $namespace, name: $name})-[:OUTPUTS]->(d:Dataset) "
+                     "MATCH (f:Field {namespace: d.namespace, name: d.name}) WHERE f.field IS NOT NULL "
+                     "WITH f ORDER BY f.name, f.field LIMIT $limit " + _FIELD_COLUMNS_OF)
 _FIELD_TYPES = ("UNWIND $datasets AS key MATCH (d:Dataset {namespace: key[0], name: key[1]}) "
                 "RETURN key, [(d)-[:HAS_SCHEMA]->(s:SchemaVersion) WHERE s.hash = d.schemaVersion | s.fields][0]")
 
@@ -564,6 +568,19 @@ class GraphStore:
         if not starts:
             what = f"column {field_name} of dataset" if field_name is not None else "no column of dataset"
             raise NotFound(f"{what} {namespace} {name} is not in the graph")
+        return self._column_walk(starts, depth, directions, limit, as_of)
+
+    def job_column_graph(self, namespace: str, name: str, depth: int, directions: Sequence[str], limit: int,
+                         as_of: str | None = None) -> Graph:
+        """``column_graph`` from every column of the datasets a job writes."""
+        starts = self._single(_START_JOB_FIELDS, namespace=stored_key(namespace), name=stored_key(name),
+                              limit=limit)[0]
+        if not starts:
+            raise NotFound(f"job {namespace} {name} writes no dataset with columns in the graph")
+        return self._column_walk(starts, depth, directions, limit, as_of)
+
+    def _column_walk(self, starts: list[list[str]], depth: int, directions: Sequence[str], limit: int,
+                     as_of: str | None) -> Graph:
         graph = Graph(starts=[row[0] for row in starts])
         for node_id, ns, dataset, column in starts:
             graph.nodes[node_id] = NodeId("datasetField", ns, dataset, column)

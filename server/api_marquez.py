@@ -121,10 +121,15 @@ def marquez_routes(routes: Routes) -> APIRouter:
     @router.get("/api/v1/column-lineage", dependencies=api, tags=["Marquez"])
     def column_lineage(nodeId: str, depth: Depth = 20, withDownstream: bool = False,
                        asOf: AsOf = None, limit: NodeLimit = None) -> JSONResponse:
-        node = parse_node_id(nodeId, ("dataset", "datasetField"))
+        node = parse_node_id(nodeId, ("dataset", "datasetField", "job"))
         capped_depth = depth_cap(depth)
-        graph = store.column_graph(node.namespace, node.name, node.field, capped_depth,
-                                   ("up", "down") if withDownstream else ("up",), node_cap(limit), parse_as_of(asOf))
+        directions = ("up", "down") if withDownstream else ("up",)
+        if node.kind == "job":  # Marquez: the columns of the datasets the job writes
+            graph = store.job_column_graph(node.namespace, node.name, capped_depth, directions, node_cap(limit),
+                                           parse_as_of(asOf))
+        else:
+            graph = store.column_graph(node.namespace, node.name, node.field, capped_depth, directions,
+                                       node_cap(limit), parse_as_of(asOf))
         types = store.field_types({(n.namespace, n.name) for n in graph.nodes.values()})
         return flagged(marquez.column_lineage_graph(graph, types),
                        graph.stopped is not None or depth > capped_depth)

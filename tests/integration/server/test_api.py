@@ -192,6 +192,12 @@ def test_column_lineage_up_and_down(server: ChildProcess, world: World) -> None:
     both = _get(server, "/api/v1/column-lineage", nodeId=f"datasetField:{world.ns}:shop.mid:amount",
                 withDownstream="true")["graph"]
     assert f"datasetField:{world.ns}:shop.out:total" in {n["id"] for n in both}
+    # a job node (Marquez): the column lineage of the columns of the datasets it writes
+    job = _get(server, "/api/v1/column-lineage", nodeId=f"job:{world.jobs}:etl.clean", withDownstream="true")["graph"]
+    assert {n["id"] for n in job} == {f"datasetField:{world.ns}:shop.mid:amount",
+                                      f"datasetField:{world.ns}:shop.raw/orders:amount",
+                                      f"datasetField:{world.ns}:shop.out:total"}
+    _get(server, "/api/v1/column-lineage", 404, nodeId=f"job:{world.jobs}:no.such.job")
 
 
 def test_search_finds_datasets_and_jobs(server: ChildProcess, world: World) -> None:
