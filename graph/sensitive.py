@@ -30,6 +30,7 @@ from kafka_lineage.graph.queries import DEFAULT_TIMEOUT, _checked_depth
 from kafka_lineage.schemas.tags import TAGS_FACET
 
 DEFAULT_TAGS = ("pii",)
+DEFAULT_DEPTH = 10  # column-lineage hops followed from a tagged column
 MAX_TAGGED_DATASETS = 10_000
 MAX_ORIGIN_COLUMNS = 20_000
 MAX_REACHED_PER_ORIGIN = 1000
@@ -107,7 +108,7 @@ def carries(hop: Hop, stop_at_aggregation: bool = False) -> bool:
     return not (stop_at_aggregation and all(len(k) > 1 and k[1].upper().startswith("AGGREGATION") for k in direct))
 
 
-def sensitive_columns(driver: Driver, tags: Iterable[str] = DEFAULT_TAGS, *, depth: int = 10,
+def sensitive_columns(driver: Driver, tags: Iterable[str] = DEFAULT_TAGS, *, depth: int = DEFAULT_DEPTH,
                       stop_at_aggregation: bool = False, as_of: str | None = None,
                       timeout: float | None = DEFAULT_TIMEOUT) -> tuple[list[TaggedColumn], bool]:
     """Every column a wanted tag reaches (origins first, then nearest first) and whether the answer was cut."""

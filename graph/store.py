@@ -21,6 +21,7 @@ from kafka_lineage.graph.keys import stored_key
 from kafka_lineage.graph.node_ids import NodeId
 from kafka_lineage.graph.queries import MAX_ALIAS_LINKS, Traversal, aliases_of, field_aliases_of, known, traverse
 from kafka_lineage.schemas.schema_diff import diff_schemas, overall_severity
+from kafka_lineage.schemas.tags import TAGS_FACET
 
 _NS = "coalesce({0}.fullNamespace, {0}.namespace)"
 _NAME = "coalesce({0}.fullName, {0}.name)"
@@ -36,7 +37,7 @@ _NAMESPACES = (
     "CALL { MATCH (d:Dataset) RETURN " + _NS.format("d") + " AS namespace, null AS time "
     "UNION ALL MATCH (j:Job) RETURN " + _NS.format("j") + " AS namespace, j.lastEventTime AS time } "
     "WITH namespace, min(time) AS firstTime, max(time) AS lastTime "
-    "RETURN namespace, firstTime, lastTime ORDER BY namespace LIMIT $limit")
+    "RETURN namespace, firstTime, lastTime ORDER BY namespace SKIP $offset LIMIT $limit")
 
 # A job's or dataset's facet documents (``Facet`` nodes, one per facet key; a deleted facet's JSON is null).
 _FACETS = ("COLLECT {{ MATCH (f:Facet {{of: '{of}', namespace: {node}.namespace, name: {node}.name}}) "
@@ -68,17 +69,26 @@ _JOBS = ("MATCH (j:Job {namespace: $namespace}) WITH j ORDER BY j.name SKIP $off
          + _JOB_FIELDS)
 _JOB = "MATCH (j:Job {namespace: $namespace, name: $name}) " + _JOB_FIELDS
 _COUNT_JOBS = "MATCH (j:Job {namespace: $namespace}) RETURN count(j)"
+# Every namespace's jobs, most recently active first (Marquez's ``GET /jobs``), those whose latest run is in one of
+# ``$states`` (OpenLineage states; 'NEW': no run yet) when given.
+_ALL_JOBS = ("MATCH (j:Job) WHERE $states IS NULL OR "
+             "coalesce(COLLECT { MATCH (r:Run {runId: j.latestRunId}) RETURN r.state }[0], 'NEW') IN $states "
+             "WITH j ORDER BY coalesce(j.lastEventTime, '') DESC, j.namespace, j.name SKIP $offset LIMIT $limit "
+             + _JOB_FIELDS)
+_COUNT_ALL_JOBS = "MATCH (j:Job) RETURN count(j)"
+_COUNT_RUNS = "MATCH (j:Job {namespace: $namespace, name: $name}) RETURN COUNT { (:Run)-[:OF_JOB]->(j) }"
+_COUNT_VERSIONS = ("MATCH (d:Dataset {namespace: $namespace, name: $name}) "
+                   "RETURN COUNT { (d)-[:HAS_SCHEMA]->(:SchemaVersion) }")
 _RUN_WITH_FACETS = _RUN.replace("{runId:", "{startRunFacets: r.startRunFacets, runFacets: r.runFacets, "
                                 "contentMode: [(r)-[:OF_JOB]->(rj:Job) | rj.eventContentMode][0], runId:")
-_RUNS = ("MATCH (j:Job {namespace: $namespace, name: $name}) OPTIONAL MATCH (r:Run)-[:OF_JOB]->(j) "
-         "WITH j, r ORDER BY " + _NEWEST_FIRST + " SKIP $offset LIMIT $limit "
-         "RETURN count(j) > 0 AS found, [x IN collect(CASE WHEN r IS NOT NULL THEN " + _RUN_WITH_FACETS + " END) "
-         "WHERE x IS NOT NULL] AS runs")
+# (A page past the last run or version is empty, not a 404: the node is matched apart from its page.)
+_RUNS = ("MATCH (j:Job {namespace: $namespace, name: $name}) "
+         "RETURN true, COLLECT { MATCH (r:Run)-[:OF_JOB]->(j) WITH r ORDER BY " + _NEWEST_FIRST + " "
+         "SKIP $offset LIMIT $limit RETURN " + _RUN_WITH_FACETS + " } AS runs")
 _VERSIONS = ("MATCH (d:Dataset {namespace: $namespace, name: $name}) "
-             "OPTIONAL MATCH (d)-[:HAS_SCHEMA]->(s:SchemaVersion) "
-             "WITH d, s ORDER BY s.firstSeen DESC SKIP $offset LIMIT $limit "
-             "RETURN count(d) > 0 AS found, [x IN collect(CASE WHEN s IS NOT NULL THEN "
-             "{version: s.hash, fields: s.fields, firstSeen: s.firstSeen} END) WHERE x IS NOT NULL] AS versions")
+             "RETURN true, COLLECT { MATCH (d)-[:HAS_SCHEMA]->(s:SchemaVersion) WITH s "
+             "ORDER BY s.firstSeen DESC SKIP $offset LIMIT $limit "
+             "RETURN {version: s.hash, fields: s.fields, firstSeen: s.firstSeen} } AS versions")
 # Search: Marquez's case-insensitive containment over the lower-cased ``searchKey`` the sink keeps, ordered by that
 # key. A query with a literal run of 3+ characters (``$needle``) asks the key's text index for the nodes containing
 # it and sorts those; a shorter one matches densely, so the key's range index is read in order until ``$limit`` match.
@@ -218,7 +228,8 @@ MAX_CHILDREN = 1000
 # Dataset namespaces (Marquez's sources) and the datasets' tags facets (Marquez's tags), bounded.
 _DATASET_NAMESPACES = ("MATCH (d:Dataset) WITH DISTINCT " + _NS.format("d") + " AS namespace "
                        "RETURN namespace ORDER BY namespace SKIP $offset LIMIT $limit")
-_TAG_FACETS = "MATCH (f:Facet {key: 'tags'}) WHERE f.of = 'Dataset' AND f.json IS NOT NULL RETURN f.json LIMIT $limit"
+_TAG_FACETS = ("MATCH (f:Facet) WHERE f.key IN ['tags', '" + TAGS_FACET + "'] AND f.of = 'Dataset' "
+               "AND f.json IS NOT NULL RETURN f.json LIMIT $limit")
 MAX_TAG_FACETS = 10_000
 # One schema version of a dataset (Marquez's dataset version).
 _VERSION = ("MATCH (:Dataset {namespace: $namespace, name: $name})-[:HAS_SCHEMA]->(s:SchemaVersion {hash: $version}) "
@@ -351,8 +362,8 @@ class GraphStore:
         return rows[0] if rows else []
 
     # --- catalogue ----------------------------------------------------------------------------------------------
-    def namespaces(self, limit: int) -> list[list[Any]]:
-        return self._read(_NAMESPACES, limit=limit)
+    def namespaces(self, limit: int, offset: int = 0) -> list[list[Any]]:
+        return self._read(_NAMESPACES, limit=limit, offset=offset)
 
     def datasets(self, namespace: str, limit: int, offset: int) -> tuple[list[list[Any]], int]:
         key = stored_key(namespace)
@@ -370,6 +381,19 @@ class GraphStore:
         rows = self._read(_JOBS, namespace=key, limit=limit, offset=offset, latest=LATEST_RUNS)
         return rows, self._single(_COUNT_JOBS, namespace=key)[0]
 
+    def all_jobs(self, states: Sequence[str] | None, limit: int, offset: int) -> tuple[list[list[Any]], int]:
+        """Jobs of every namespace, most recently active first; with ``states``, those whose latest run is in one
+        (``NEW``: no run). The count is of every job, as Marquez counts."""
+        rows = self._read(_ALL_JOBS, states=None if states is None else list(states), limit=limit, offset=offset,
+                          latest=LATEST_RUNS)
+        return rows, self._single(_COUNT_ALL_JOBS)[0]
+
+    def run_count(self, namespace: str, name: str) -> int:
+        return self._single(_COUNT_RUNS, namespace=stored_key(namespace), name=stored_key(name))[0]
+
+    def version_count(self, namespace: str, name: str) -> int:
+        return self._single(_COUNT_VERSIONS, namespace=stored_key(namespace), name=stored_key(name))[0]
+
     def job(self, namespace: str, name: str) -> list[Any]:
         row = self._single(_JOB, namespace=stored_key(namespace), name=stored_key(name), latest=LATEST_RUNS)
         if not row:
@@ -377,26 +401,28 @@ class GraphStore:
         return row
 
     def runs(self, namespace: str, name: str, limit: int, offset: int) -> list[dict[str, Any]]:
-        found, runs = self._single(_RUNS, namespace=stored_key(namespace), name=stored_key(name), limit=limit,
-                                   offset=offset)
+        found = self._single(_RUNS, namespace=stored_key(namespace), name=stored_key(name), limit=limit,
+                             offset=offset)
         if not found:
             raise NotFound(f"job {namespace} {name} is not in the graph")
+        runs = found[1]
         for run in runs:
             run["facets"] = run_facets(run)
         return runs
 
     def versions(self, namespace: str, name: str, limit: int, offset: int) -> list[dict[str, Any]]:
-        found, versions = self._single(_VERSIONS, namespace=stored_key(namespace), name=stored_key(name),
-                                       limit=limit, offset=offset)
+        found = self._single(_VERSIONS, namespace=stored_key(namespace), name=stored_key(name), limit=limit,
+                             offset=offset)
         if not found:
             raise NotFound(f"dataset {namespace} {name} is not in the graph")
-        return versions
+        return found[1]
 
     def dataset_namespaces(self, limit: int, offset: int) -> list[str]:
         return [row[0] for row in self._read(_DATASET_NAMESPACES, limit=limit, offset=offset)]
 
     def tag_facets(self) -> list[str]:
-        """The datasets' ``tags`` facet documents (at most ``MAX_TAG_FACETS``)."""
+        """The datasets' tags facet documents, producers' and those set through the API (at most
+        ``MAX_TAG_FACETS``)."""
         return [row[0] for row in self._read(_TAG_FACETS, limit=MAX_TAG_FACETS)]
 
     def version(self, namespace: str, name: str, version: str) -> dict[str, Any]:
@@ -577,7 +603,10 @@ class GraphStore:
                               limit=limit)[0]
         if not starts:
             raise NotFound(f"job {namespace} {name} writes no dataset with columns in the graph")
-        return self._column_walk(starts, depth, directions, limit, as_of)
+        graph = self._column_walk(starts, depth, directions, limit, as_of)
+        if len(starts) >= limit:  # its columns alone fill the answer: more may exist
+            graph.stopped = graph.stopped or "nodes"
+        return graph
 
     def _column_walk(self, starts: list[list[str]], depth: int, directions: Sequence[str], limit: int,
                      as_of: str | None) -> Graph:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import JSONResponse
 
 from kafka_lineage.graph.node_ids import parse_node_id
@@ -29,8 +29,8 @@ def marquez_routes(routes: Routes) -> APIRouter:
     router = APIRouter()
 
     @router.get("/api/v1/namespaces", dependencies=api, tags=["Marquez"])
-    def namespaces(limit: Limit = 100) -> dict[str, Any]:
-        rows = store.namespaces(capped(limit, settings.max_results))
+    def namespaces(limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
+        rows = store.namespaces(capped(limit, settings.max_results), offset)
         return {"namespaces": [marquez.namespace(row) for row in rows]}
 
     @router.get("/api/v1/namespaces/{namespace}", dependencies=api, tags=["Marquez"])
@@ -54,7 +54,8 @@ def marquez_routes(routes: Routes) -> APIRouter:
     def dataset_versions(namespace: str, dataset: str, limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
         ns, name = segment(namespace), segment(dataset)
         versions = store.versions(ns, name, capped(limit, settings.max_results), offset)
-        return {"versions": [marquez.dataset_version(ns, name, v) for v in versions], "totalCount": len(versions)}
+        return {"versions": [marquez.dataset_version(ns, name, v) for v in versions],
+                "totalCount": store.version_count(ns, name)}
 
     @router.get("/api/v1/namespaces/{namespace}/datasets/{dataset}/versions/{version}", dependencies=api,
                 tags=["Marquez"])
@@ -107,7 +108,22 @@ def marquez_routes(routes: Routes) -> APIRouter:
     @router.get("/api/v1/namespaces/{namespace}/jobs/{job}/runs", dependencies=api, tags=["Marquez"])
     def job_runs(namespace: str, job: str, limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
         runs = store.runs(segment(namespace), segment(job), capped(limit, settings.max_results), offset)
-        return {"runs": [marquez.run(r) for r in runs], "totalCount": len(runs)}
+        return {"runs": [marquez.run(r) for r in runs], "totalCount": store.run_count(segment(namespace), segment(job))}
+
+    @router.get("/api/v1/jobs", dependencies=api, tags=["Marquez"])
+    def all_jobs(lastRunStates: Annotated[list[str] | None, Query()] = None, limit: Limit = 100,
+                 offset: Offset = 0) -> dict[str, Any]:
+        """Jobs of every namespace, most recently active first (Marquez's dashboard); ``lastRunStates``
+        (repeatable: NEW, RUNNING, COMPLETED, FAILED, ABORTED) keeps those whose latest run is in one."""
+        states = None
+        if lastRunStates:
+            unknown = sorted({s.upper() for s in lastRunStates} - set(marquez.OPENLINEAGE_STATES))
+            if unknown:
+                raise HTTPException(400, f"lastRunStates: one of {', '.join(marquez.OPENLINEAGE_STATES)}, "
+                                         f"got {', '.join(unknown)}")
+            states = sorted({state for s in lastRunStates for state in marquez.OPENLINEAGE_STATES[s.upper()]})
+        rows, total = store.all_jobs(states, capped(limit, settings.max_results), offset)
+        return {"jobs": [marquez.job(row) for row in rows], "totalCount": total}
 
     @router.get("/api/v1/lineage", dependencies=api, tags=["Marquez"])
     def lineage(nodeId: str, depth: Depth = 20, asOf: AsOf = None, limit: NodeLimit = None) -> JSONResponse:

@@ -16,10 +16,14 @@ from typing import Any
 
 from kafka_lineage.graph.node_ids import NodeId, dataset_id, job_id
 from kafka_lineage.graph.store import Graph, facet_documents, schema_fields
+from kafka_lineage.schemas.tags import TAGS_FACET
 
 # OpenLineage run states → Marquez's (RunState: NEW, RUNNING, COMPLETED, FAILED, ABORTED)
 RUN_STATES = {"START": "RUNNING", "RUNNING": "RUNNING", "COMPLETE": "COMPLETED", "FAIL": "FAILED",
               "ABORT": "ABORTED"}
+# ... and back: the OpenLineage states of each of Marquez's (``NEW``: a job without a run)
+OPENLINEAGE_STATES = {"NEW": ("NEW",), "RUNNING": ("START", "RUNNING"), "COMPLETED": ("COMPLETE",),
+                      "FAILED": ("FAIL",), "ABORTED": ("ABORT",)}
 
 
 def _millis(start: str | None, end: str | None) -> int | None:
@@ -119,8 +123,13 @@ def source(namespace_name: str) -> dict[str, Any]:
 
 
 def tag_names(facet_texts: Iterable[str]) -> list[str]:
-    """Marquez's tag names (``key`` or ``key:value``) of every ``tags`` facet document given."""
-    return sorted({name for text in facet_texts for name in _tags(facet_documents([text]))})
+    """Marquez's tag names (``key`` or ``key:value``) of every tags facet document given: producers' ``tags`` and
+    those set through the API (``kafkaLineage_tags``)."""
+    names: set[str] = set()
+    for text in facet_texts:
+        facets = facet_documents([text])
+        names.update(_tags(facets), _tags({"tags": facets.get(TAGS_FACET)}))
+    return sorted(names)
 
 
 def job_type(processing_type: str | None) -> str:

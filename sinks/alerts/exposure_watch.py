@@ -11,8 +11,8 @@ Exactly once: the exposures alerted are remembered in a compacted topic of the a
 transaction as the alerts. One member compares, the one holding partition 0 of the normalized topic, through a
 transactional id of its own that is the same in every member: the next holder's producer fences the last one and
 ends its open transaction before the remembered exposures are read back, so no alert is lost or repeated when the
-role moves or a member is killed mid-publish. The first comparison of a new group takes the exposures already in
-the graph as its baseline (remembered, not alerted).
+role moves or a member is killed mid-publish. The first comparison of a new group, or the first with other settings
+(tags, aggregation, depth), takes the exposures in the graph as its baseline (remembered, not alerted).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from neo4j import Driver
 from neo4j.exceptions import DriverError, Neo4jError
 
+from kafka_lineage.graph.sensitive import DEFAULT_DEPTH as SENSITIVE_DEPTH
 from kafka_lineage.graph.sensitive import sensitive_columns
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.crash_points import CrashPoints
@@ -50,6 +51,10 @@ MAX_REMEMBERED = 1_000_000  # exposures remembered (keys of 32 bytes): past it, 
 MAX_NEW_PER_CHECK = 5_000  # exposures alerted by one comparison; the rest by the next ones
 READ_SECONDS = 120.0  # reading the remembered exposures back
 PUBLISH_SECONDS = 60.0  # an exposure transaction (begin … commit) not done by then is abandoned
+DEPTH = SENSITIVE_DEPTH  # column-lineage hops followed, as `lineage tags` and /api/v2/sensitive follow them
+# Columns listed per alert (each with its path of up to DEPTH hops, 10 jobs each): ~1 MB at most, under the record
+# limit, and the server keeps its latest 1,000 alerts in memory
+MAX_LISTED_COLUMNS = 100
 # ``work()`` waited for at most a time (a silent connection must not hold the sink): AlertSink._bounded
 Bounded = Callable[..., Any]
 
@@ -58,10 +63,26 @@ def remembered_topic(settings: AlertSettings) -> str:
     return f"{settings.group_id}.sensitive-exposures"
 
 
+def comparison_config(tags: tuple[str, ...], stop_at_aggregation: bool, depth: int) -> str:
+    return json.dumps({"tags": sorted(t.strip().lower() for t in tags), "aggregationStops": stop_at_aggregation,
+                       "depth": depth}, sort_keys=True)
+
+
+def _baseline_config(value: bytes | None) -> str | None:
+    try:
+        config = json.loads(value or b"{}").get("config")
+    except (ValueError, AttributeError):
+        return None
+    return config if isinstance(config, str) else None
+
+
 class ExposureWatch:
     def __init__(self, clients: ClientSettings, settings: AlertSettings, driver: Driver, alerts: AvroCodec,
                  alert_schema_id: int, crash: CrashPoints, bounded: Bounded) -> None:
         self.clients, self.settings, self.driver = clients, settings, driver
+        # What the exposures are computed with: a baseline taken with other settings is no baseline (a tag added
+        # must not alert its history, a tag removed and added back not re-alert it)
+        self.config = comparison_config(settings.sensitive_tags, settings.sensitive_stop_at_aggregation, DEPTH)
         self.alerts, self.alert_schema_id, self.crash, self.bounded = alerts, alert_schema_id, crash, bounded
         self.topic = remembered_topic(settings)
         self.producer: TransactionalProducer | None = None  # set while this member holds the role
@@ -145,7 +166,7 @@ class ExposureWatch:
                     raise Unpublished(f"reading {self.topic}: {message.error()}")
                 key = message.key() or b""
                 if key == BASELINE_KEY:
-                    baseline = True
+                    baseline = _baseline_config(message.value()) == self.config
                 elif message.value() is None:
                     remembered.discard(key)
                 else:
@@ -157,7 +178,7 @@ class ExposureWatch:
     def _check(self) -> None:
         settings = self.settings
         columns, cut = self.bounded(lambda: sensitive_columns(
-            self.driver, settings.sensitive_tags, depth=settings.depth,
+            self.driver, settings.sensitive_tags, depth=DEPTH,
             stop_at_aggregation=settings.sensitive_stop_at_aggregation, timeout=settings.query_timeout),
             settings.query_timeout * 4, "Neo4j")
         found = exposures(columns)
@@ -171,20 +192,22 @@ class ExposureWatch:
         if not changes.new and not changes.gone and self.baseline:
             return
         now = datetime.now(UTC)
-        alerts = exposure_alerts((column for _key, column in changes.new), now, settings.depth,
-                                 settings.max_impacted) if self.baseline else []
+        alerts = exposure_alerts((column for _key, column in changes.new), now, DEPTH,
+                                 MAX_LISTED_COLUMNS) if self.baseline else []
         records: list[tuple[str, bytes, bytes | None]] = [
             (self.clients.drift_topic, f"{a['dataset']['namespace']}/{a['dataset']['name']}".encode(),
              self.alerts.encode(a, self.alert_schema_id)) for a in alerts]
         records += [(self.topic, key, remembered_value(column)) for key, column in changes.new]
         records += [(self.topic, key, None) for key in changes.gone]
         if not self.baseline:
-            records.append((self.topic, BASELINE_KEY, json.dumps({"at": now.isoformat()}).encode()))
+            records.append((self.topic, BASELINE_KEY, json.dumps({"at": now.isoformat(),
+                                                                  "config": self.config}).encode()))
         self._publish(records)
         self.remembered.update(key for key, _column in changes.new)
         self.remembered.difference_update(changes.gone)
         if not self.baseline:
-            log.info("sensitive exposures: baseline of %d exposures taken (not alerted)", len(changes.new))
+            log.info("sensitive exposures: baseline of %d exposures taken (not alerted; %d forgotten) with %s",
+                     len(changes.new), len(changes.gone), self.config)
             self.baseline = True
         for alert in alerts:
             exposure: dict[str, Any] = alert["exposure"]

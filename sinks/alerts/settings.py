@@ -23,7 +23,7 @@ class AlertSettings:
     group_id: str = "lineage-alert-sink"
     partitions: int = 6
     depth: int = 5
-    max_impacted: int = 1000  # jobs, datasets and columns each listed in an alert (depth 5: p50 ~720, decision 89)
+    max_impacted: int = 200  # jobs, datasets and columns each listed in an alert (decision 89)
     poll_seconds: float = 0.5
     graph_group_id: str = "lineage-graph-sink"  # the graph sink's group: impact waits for its committed offsets
     graph_wait_seconds: float = 30.0  # at most this long per batch; then the alert says impactComplete=false

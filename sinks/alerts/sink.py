@@ -272,7 +272,7 @@ class AlertSink:
         # redelivered past the last commit, a processor's repeated batch — must not alert twice. Committed ones
         # only (tail reads read_committed): an aborted transaction's alerts were never published.
         self._seed_recent()
-        self.member.subscribe()
+        self.member.subscribe(on_revoke=self._on_revoke)
         print(f"alert sink ready: {self.clients.normalized_topic} → {self.clients.drift_topic}", flush=True)
         def handle(messages: list[Any]) -> None:
             self.metrics.events_in(STAGE, len(messages))
@@ -314,6 +314,13 @@ class AlertSink:
             self.producer.close()  # a transaction still open is aborted: its alerts never show
             self._close_driver()
             print(f"alert sink stopped: {self.published} alerts published", flush=True)
+
+    def _on_revoke(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
+        """Partitions leave this member (a rebalance, or the assignment lost): without partition 0 it no longer
+        compares exposures, and what it remembered may be stale by the time it gets the partition back."""
+        if self.exposures is not None and any(tp.topic == self.clients.normalized_topic and tp.partition == 0
+                                              for tp in partitions):
+            self.exposures.release()
 
     def _handle(self, messages: list[Any], offsets: dict[tuple[str, int], int]) -> None:
         """Alerts for the batch's new findings, published with the batch's ``offsets`` in one transaction (or the

@@ -329,7 +329,7 @@ async function showLineage(view: View): Promise<void> {
 // Merge a node's own neighbourhood (depth 1) into the graph on screen.
 async function expand(id: string): Promise<void> {
   const view = readView().view;
-  const body = await api("/api/v1/lineage", { nodeId: id, depth: 1, asOf: view.asOf });
+  const body = await api("/api/v1/lineage", { nodeId: id, depth: 1, asOf: view.asOf, limit: DRAWN_NODES });
   for (const node of body.graph as GraphNode[]) {
     const known = shown.get(node.id);
     if (known) {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -114,8 +115,12 @@ def test_namespaces_datasets_and_jobs_as_marquez_lists_them(server: ChildProcess
 def test_runs_and_versions(server: ChildProcess, world: World) -> None:
     runs = _get(server, f"/api/v1/namespaces/{_seg(world.jobs)}/jobs/etl.clean/runs")["runs"]
     assert [(r["id"], r["state"]) for r in runs] == [(world.clean_run, "COMPLETED"), (world.failed, "FAILED")]
+    page = _get(server, f"/api/v1/namespaces/{_seg(world.jobs)}/jobs/etl.clean/runs", limit=1, offset=1)
+    assert [r["id"] for r in page["runs"]] == [world.failed] and page["totalCount"] == 2  # all runs, not the page
     versions = _get(server, f"/api/v1/namespaces/{_seg(world.ns)}/datasets/shop.out/versions")["versions"]
     assert len(versions) == 1 and [f["name"] for f in versions[0]["fields"]] == ["total"]
+    assert _get(server, f"/api/v1/namespaces/{_seg(world.ns)}/datasets/shop.out/versions", limit=1,
+                offset=1) == {"versions": [], "totalCount": 1}
     assert versions[0]["createdAt"] == "2024-05-01T12:00:00.000000Z"
 
 
@@ -155,6 +160,28 @@ def test_a_run_a_dataset_version_its_source_and_tags_by_marquez_paths(server: Ch
     listed = [s["name"] for s in _get(server, "/api/v1/sources", limit=3)["sources"]]
     assert len(listed) == 3 and listed == sorted(listed)  # one per dataset namespace, by name
     _get(server, f"/api/v1/sources/{_seg('kafka://nowhere:1')}", 404)
+
+
+def test_every_namespaces_jobs_most_recent_first_by_their_latest_run_state(server: ChildProcess, world: World,
+                                                                           clients: ClientSettings) -> None:
+    tag = f"dash-{uuid.uuid4().hex[:8]}"
+    now = datetime.now(UTC).replace(year=2099)  # newer than any other test's events, and than earlier runs'
+    failing, done = (tag, "failing"), (tag, "done")
+    events = [_event("START", (now - timedelta(seconds=30)).isoformat(), done, str(uuid.uuid4()), [], []),
+              _event("COMPLETE", (now - timedelta(seconds=20)).isoformat(), done, str(uuid.uuid4()), [], []),
+              _event("FAIL", (now - timedelta(seconds=10)).isoformat(), failing, str(uuid.uuid4()), [], [])]
+    with driver_for(clients) as driver:
+        write_events(driver, events)
+    recent = _get(server, "/api/v1/jobs", limit=2)
+    assert [(j["namespace"], j["name"]) for j in recent["jobs"]] == [failing, done]  # the latest activity first
+    assert recent["totalCount"] >= 4  # every job, not the page (the world's two and these)
+    failed = _get(server, "/api/v1/jobs", lastRunStates="FAILED", limit=1)["jobs"]
+    assert [(j["name"], j["latestRun"]["state"]) for j in failed] == [("failing", "FAILED")]
+    both = _get(server, "/api/v1/jobs?lastRunStates=FAILED&lastRunStates=COMPLETED&limit=2")["jobs"]
+    assert [j["name"] for j in both] == ["failing", "done"]
+    _get(server, "/api/v1/jobs", 400, lastRunStates="DONE")
+    names = [n["name"] for n in _get(server, "/api/v1/namespaces", limit=1000)["namespaces"]]
+    assert [n["name"] for n in _get(server, "/api/v1/namespaces", limit=2, offset=1)["namespaces"]] == names[1:3]
 
 
 def test_lineage_graph_is_exactly_the_neighbourhood(server: ChildProcess, world: World) -> None:

@@ -90,8 +90,9 @@ def test_run_facets_follow_the_jobs_content_mode_and_deletions() -> None:
 
 def test_tag_names_are_the_tags_facets_keys_or_key_values() -> None:
     documents = ['{"tags": {"tags": [{"key": "pii"}, {"key": "classification", "value": "pii"}]}}',
-                 '{"tags": {"tags": [{"key": "pii", "value": "pii"}, {"value": "no key"}]}}', "not json"]
-    assert marquez.tag_names(documents) == ["classification:pii", "pii"]
+                 '{"tags": {"tags": [{"key": "pii", "value": "pii"}, {"value": "no key"}]}}', "not json",
+                 '{"kafkaLineage_tags": {"tags": [{"key": "owner", "value": "crm", "field": "email"}]}}']
+    assert marquez.tag_names(documents) == ["classification:pii", "owner:crm", "pii"]
 
 
 def test_search_is_marquez_like_containment() -> None:

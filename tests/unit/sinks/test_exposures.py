@@ -3,11 +3,13 @@ the remembered ones, and the alerts they make."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 from kafka_lineage.app.formats import format_alert
 from kafka_lineage.graph.column_walk import Hop
 from kafka_lineage.graph.sensitive import TaggedColumn
+from kafka_lineage.sinks.alerts.exposure_watch import _baseline_config, comparison_config
 from kafka_lineage.sinks.alerts.exposures import BASELINE_KEY, compare, exposure_alerts, exposure_key, exposures
 from tests.unit.schemas.test_avro_schemas import _round_trip
 
@@ -80,3 +82,12 @@ def test_an_exposure_alert_reads_as_one_for_an_operator() -> None:
     assert ("email                          from pg://db raw.customers.email: stg.customers.email (DIRECT/IDENTITY, "
             "stage) → mart.orders.email (DIRECT/IDENTITY, mart)") in text
 
+
+
+def test_a_baseline_holds_only_for_the_settings_it_was_taken_with() -> None:
+    config = comparison_config(("PII", "gdpr"), False, 10)
+    record = json.dumps({"at": "2026-12-05T00:00:00+00:00", "config": config}).encode()
+    assert _baseline_config(record) == comparison_config(("gdpr", "pii"), False, 10)
+    assert _baseline_config(record) != comparison_config(("pii",), False, 10)  # a tag removed (or added)
+    assert _baseline_config(record) != comparison_config(("pii", "gdpr"), True, 10)
+    assert _baseline_config(b'{"at": "x"}') is None and _baseline_config(b"not json") is None
