@@ -32,7 +32,7 @@ from kafka_lineage.graph.sensitive import DEFAULT_DEPTH as SENSITIVE_DEPTH
 from kafka_lineage.graph.sensitive import sensitive_columns
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.crash_points import CrashPoints
-from kafka_lineage.runtime.kafka_io import TOPIC_MAX_MESSAGE_BYTES, ensure_topic, missing_topics
+from kafka_lineage.runtime.kafka_io import ensure_topic, missing_topics, topic_config
 from kafka_lineage.runtime.logs import problem
 from kafka_lineage.runtime.transactions import TransactionAborted, TransactionalProducer, TransactionFatal, fenced
 from kafka_lineage.schemas.wire import AvroCodec
@@ -89,7 +89,6 @@ class ExposureWatch:
         self.remembered: set[bytes] = set()
         self.baseline = False  # whether the group's first comparison was made
         self.next_check = 0.0
-        self.published = 0
 
     def tick(self, owner: bool) -> None:
         """Called after each poll: compares when due if this member holds the normalized topic's partition 0."""
@@ -132,9 +131,7 @@ class ExposureWatch:
                                   "LINEAGE_CREATE_TOPICS=true")
             ensure_topic(self.clients.kafka_config(), self.topic, partitions=1,
                          replication_factor=self.clients.topics.replication_factor,
-                         config={"cleanup.policy": "compact", "max.message.bytes": str(TOPIC_MAX_MESSAGE_BYTES),
-                                 **({"min.insync.replicas": str(self.clients.topics.min_insync_replicas)}
-                                    if self.clients.topics.min_insync_replicas else {})})
+                         config={**topic_config(self.clients.topics, raw=False), "cleanup.policy": "compact"})
         self.producer = TransactionalProducer(self.clients.kafka_config(), f"{self.settings.group_id}.exposures")
         try:
             self.remembered, self.baseline = self._read_remembered()
@@ -215,7 +212,6 @@ class ExposureWatch:
             log.warning("sensitive tag %s newly reaches %d columns of %s (not cleared for it): %s", exposure["tag"],
                         len(exposure["columns"]), dataset, ", ".join(c["field"] for c in exposure["columns"]),
                         extra={"stage": STAGE, "dataset": dataset})
-        self.published += len(alerts)
 
     def _publish(self, records: list[tuple[str, bytes, bytes | None]]) -> None:
         """The alerts and the remembered exposures in one transaction. Any failure leaves the role: whether a commit
