@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml devtools/pyproject.toml constraints.txt
 	touch $(STAMP)
 
 # The web UI: Node packages at the versions in package-lock.json, built into server/ui-dist (served by lineage serve).
-$(UI_BUILT): $(UI)/package.json $(UI)/package-lock.json $(UI)/index.html $(UI)/vite.config.js $(wildcard $(UI)/src/*)
+$(UI_BUILT): $(UI)/package.json $(UI)/package-lock.json $(UI)/index.html $(UI)/vite.config.js $(UI)/tsconfig.json $(wildcard $(UI)/src/*)
 	cd $(UI) && npm ci --no-audit --no-fund --loglevel=error && npm run build --silent
 
 # Browser tests drive Debian's Chromium (Playwright's own browser download cannot work here).

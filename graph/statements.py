@@ -230,6 +230,7 @@ CONSTRAINTS: list[str] = [
     "CREATE INDEX job_name IF NOT EXISTS FOR (j:Job) ON (j.name)",
     "CREATE INDEX run_state IF NOT EXISTS FOR (r:Run) ON (r.state)",
     "CREATE INDEX run_start IF NOT EXISTS FOR (r:Run) ON (r.startTime)",
+    "CREATE INDEX run_end IF NOT EXISTS FOR (r:Run) ON (r.endTime)",  # runs per day (the home page)
     # Facets of one kind wherever they are (the datasets' tags: the alert sink asks every half minute)
     "CREATE INDEX facet_by_key IF NOT EXISTS FOR (f:Facet) ON (f.key)",
     # Search (the lineage server's, case-insensitive containment as Marquez's): ``searchKey`` is the lower-cased

@@ -225,6 +225,20 @@ _RUN_DETAIL = (
     "job: [(c)-[:OF_JOB]->(cj:Job) | {namespace: " + _NS.format("cj") + ", name: " + _NAME.format("cj") + "}][0]} }"
     " AS children")
 MAX_CHILDREN = 1000
+# The home page's questions: recent runs in some states (newest first), runs still going (oldest first: a run whose
+# end never came shows until it does), runs per day and state, and how many jobs, datasets and runs there are.
+_RUN_AND_JOB = (" RETURN " + _RUN + " AS run, [(r)-[:OF_JOB]->(j:Job) | {namespace: " + _NS.format("j") + ", name: "
+                + _NAME.format("j") + "}][0] AS job")
+_RUN_DAY = "coalesce(r.startTime, r.endTime)"  # a run that only reported its end counts on that day
+_RECENT_RUNS = ("MATCH (r:Run) USING INDEX r:Run(state) WHERE r.state IN $states AND " + _RUN_DAY + " >= $since "
+                "WITH r ORDER BY " + _RUN_DAY + " DESC LIMIT $limit" + _RUN_AND_JOB)
+_RUNNING_RUNS = ("MATCH (r:Run) WHERE r.state IN ['START', 'RUNNING'] AND r.startTime IS NOT NULL "
+                 "WITH r ORDER BY r.startTime LIMIT $limit" + _RUN_AND_JOB)
+_RUNS_PER_DAY = ("CALL { MATCH (r:Run) WHERE r.startTime >= $since RETURN r "
+                 "UNION MATCH (r:Run) WHERE r.endTime >= $since AND r.startTime IS NULL RETURN r } "
+                 "RETURN substring(" + _RUN_DAY + ", 0, 10) AS day, r.state AS state, count(*) AS runs")
+_COUNTS = ("CALL { MATCH (j:Job) RETURN count(j) AS jobs } CALL { MATCH (d:Dataset) RETURN count(d) AS datasets } "
+           "CALL { MATCH (r:Run) RETURN count(r) AS runs } RETURN jobs, datasets, runs")
 # Dataset namespaces (Marquez's sources) and the datasets' tags facets (Marquez's tags), bounded.
 _DATASET_NAMESPACES = ("MATCH (d:Dataset) WITH DISTINCT " + _NS.format("d") + " AS namespace "
                        "RETURN namespace ORDER BY namespace SKIP $offset LIMIT $limit")
@@ -457,6 +471,21 @@ class GraphStore:
                             "severity": overall_severity(changes) if changes else None})
             previous = fields
         return current, history
+
+    def overview(self, since: str, limit: int) -> dict[str, Any]:
+        """What the home page shows: counts of jobs, datasets and runs; runs started since ``since`` per day (the
+        day of their own start time) and state; the latest failed or aborted of them and the runs still going,
+        oldest first (``limit`` each)."""
+        jobs, datasets, runs = self._single(_COUNTS)
+        recent = self._read(_RECENT_RUNS, since=since, states=["FAIL", "ABORT"], limit=limit)
+        running = self._read(_RUNNING_RUNS, limit=limit)
+        per_day: dict[str, dict[str, int]] = {}
+        for day, state, count in self._read(_RUNS_PER_DAY, since=since):
+            per_day.setdefault(day, {})[state or "NEW"] = count
+        return {"counts": {"jobs": jobs, "datasets": datasets, "runs": runs},
+                "runsPerDay": [{"day": day, "states": per_day[day]} for day in sorted(per_day)],
+                "failedRuns": [{**run, "job": job} for run, job in recent],
+                "runningRuns": [{**run, "job": job} for run, job in running]}
 
     def walk(self, namespace: str, name: str, depth: int, direction: str, limit: int, as_of: str | None) -> Traversal:
         """Jobs and datasets up or downstream of a dataset, nearest first, within ``limit`` nodes and the store's

@@ -4,7 +4,7 @@ gate (``POST /api/v2/check``), runs, partitions and backfill plans, a run's deta
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
@@ -30,6 +30,8 @@ from kafka_lineage.server.http import (
     parse_as_of,
     segment,
 )
+
+MAX_OVERVIEW_DAYS = 90
 
 
 def lineage_routes(routes: Routes) -> APIRouter:
@@ -158,6 +160,15 @@ def lineage_routes(routes: Routes) -> APIRouter:
         if depth > capped_depth:
             body["truncated"] = True
         return JSONResponse(body)
+
+    @router.get("/api/v2/overview", dependencies=api, tags=["Runs"])
+    def overview(days: Annotated[int, Query(ge=1, le=MAX_OVERVIEW_DAYS)] = 14, limit: Limit = 20) -> dict[str, Any]:
+        """What needs attention (the web UI's home page): the latest failed or aborted runs of the last ``days``
+        days, the runs still going (oldest first), runs per day and state over those days, and how many jobs,
+        datasets and runs the graph holds. Drift alerts, dead letters and lag are under /api/v2/alerts,
+        /api/v2/dead-letters and /api/v2/status."""
+        since = (datetime.now(UTC) - timedelta(days=days)).date().isoformat()
+        return store.overview(since, capped(limit, settings.max_results))
 
     @router.get("/api/v2/runs/{run_id}/partitions", dependencies=api, tags=["Runs"])
     def run_partitions(run_id: str) -> JSONResponse:

@@ -1,80 +1,21 @@
-// The lineage server's web UI: search, the lineage graph (table or column level, as of a time), dataset and job
-// pages, and the operator view (live drift alerts, dead letters, pipeline status). It reads only the server's API.
-import cytoscape from "cytoscape";
-import dagre from "cytoscape-dagre";
-import svg from "cytoscape-svg";
+// The lineage server's web UI: the home page (what needs attention), search, the lineage graph (table or column level,
+// as of a time), dataset and job pages, and the operator view (live drift alerts, dead letters, pipeline status). It
+// reads only the server's API.
+import { api, call, datasetId, headers, html, type NodeRef, parseNodeId, seg } from "./api";
+import { canvas, clearGraph, drawGraph, type Edge, fit, type GraphNode, label, runState, zoomBy } from "./graph";
+import { showHome } from "./home";
 import "./style.css";
 
-cytoscape.use(dagre);
-cytoscape.use(svg);
-
-type Edge = { origin: string; destination: string };
-type GraphNode = { id: string; type: "DATASET" | "JOB" | "DATASET_FIELD"; data: any; inEdges: Edge[]; outEdges: Edge[] };
 type Direction = "both" | "up" | "down";
 type View = { node?: string; depth: number; dir: Direction; columns: boolean; asOf?: string };
-type NodeRef = { kind: string; namespace: string; name: string; field?: string };
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
-const TOKEN_KEY = "kafka-lineage-token";
-// Nodes the graph view draws at most (the API answers up to LINEAGE_SERVER_MAX_NODES): dagre lays 500 out in ~1.1 s,
-// 1,000 in ~8.6 s in Chromium here (decision 89): past that the view is cut, nearest kept, and says so.
-const DRAWN_NODES = 500;
-
-// --- the API --------------------------------------------------------------------------------------------------------
-function headers(): HeadersInit {
-  const token = localStorage.getItem(TOKEN_KEY);
-  return token ? { Authorization: `Bearer ${token}` } : {};
-}
-
-async function call(path: string, params: Record<string, string | number | boolean | undefined> = {}): Promise<Response> {
-  const query = new URLSearchParams();
-  for (const [key, value] of Object.entries(params)) if (value !== undefined && value !== "") query.set(key, String(value));
-  const url = query.toString() ? `${path}?${query}` : path;
-  let response = await fetch(url, { headers: headers() });
-  if (response.status === 401) {
-    const token = window.prompt("This lineage server asks for a bearer token:");
-    if (token) {
-      localStorage.setItem(TOKEN_KEY, token);
-      response = await fetch(url, { headers: headers() });
-    }
-  }
-  return response;
-}
-
-async function api(path: string, params: Record<string, string | number | boolean | undefined> = {}): Promise<any> {
-  const response = await call(path, params);
-  const body = await response.json();
-  if (!response.ok) throw new Error(body.message || `${response.status}`);
-  return body;
-}
-
-const seg = (value: string) => encodeURIComponent(value);
-
-// Marquez node ids: a ":" followed by "//" or a digit belongs to the namespace (a URI), the last part takes the rest.
-export function parseNodeId(id: string): NodeRef {
-  const kind = id.split(":", 1)[0];
-  const parts: string[] = [];
-  const rest = id.slice(kind.length + 1);
-  const wanted = kind === "datasetField" ? 3 : 2;
-  let start = 0;
-  const delimiter = /:(?!\/\/|\d)/g;
-  let match: RegExpExecArray | null;
-  while (parts.length < wanted - 1 && (match = delimiter.exec(rest)) !== null) {
-    parts.push(rest.slice(start, match.index));
-    start = match.index + 1;
-  }
-  parts.push(rest.slice(start));
-  return { kind, namespace: parts[0], name: parts[1], field: parts[2] };
-}
-
-const datasetId = (ns: string, name: string) => `dataset:${ns}:${name}`;
-
 // --- the view in the URL (shareable) --------------------------------------------------------------------------------
 function readView(): { route: string; view: View } {
   const [route, query = ""] = location.hash.replace(/^#\/?/, "").split("?");
   const params = new URLSearchParams(query);
   return {
-    route: route || "lineage",
+    route: route || "home",
     view: {
       node: params.get("node") || undefined,
       depth: Math.max(1, Math.min(20, Number(params.get("depth")) || 3)),
@@ -148,42 +89,8 @@ async function runSearch(q: string): Promise<void> {
 }
 
 // --- the lineage graph ----------------------------------------------------------------------------------------------
-let cy: cytoscape.Core | undefined;
 let shown: Map<string, GraphNode> = new Map();
 let pathEnds: string[] = [];
-
-const STYLE: any[] = [
-  { selector: "node", style: { label: "data(label)", "font-size": 11, "text-valign": "center", "text-halign": "center",
-    "text-wrap": "ellipsis", "text-max-width": "150px", width: 160, height: 34, "background-color": "#eef2f7",
-    "border-width": 1, "border-color": "#8aa0b6", shape: "round-rectangle" } },
-  { selector: "node.job", style: { shape: "ellipse", "background-color": "#f3f0ff", "border-color": "#7c6fd6" } },
-  { selector: "node.state-COMPLETED", style: { "border-color": "#15803d", "border-width": 3 } },
-  { selector: "node.state-FAILED, node.state-ABORTED", style: { "border-color": "#c2410c", "border-width": 3,
-    "background-color": "#fff1eb" } },
-  { selector: "node.state-RUNNING", style: { "border-color": "#b45309", "border-width": 3, "border-style": "dashed" } },
-  { selector: "node.start", style: { "background-color": "#dbe7ff", "font-weight": "bold" } },
-  { selector: "node.dataset-group", style: { shape: "round-rectangle", "background-color": "#f8fafc",
-    "text-valign": "top", "font-weight": "bold", "border-color": "#94a3b8" } },
-  { selector: "node.field", style: { width: 120, height: 24, "font-size": 10 } },
-  { selector: "edge", style: { width: 1.5, "curve-style": "bezier", "target-arrow-shape": "triangle",
-    "line-color": "#94a3b8", "target-arrow-color": "#94a3b8", label: "data(label)", "font-size": 9,
-    color: "#5b6b7b" } },
-  { selector: ".on-path", style: { "line-color": "#2563eb", "target-arrow-color": "#2563eb", width: 3,
-    "border-color": "#2563eb", "border-width": 3 } },
-  { selector: "node:selected", style: { "overlay-color": "#2563eb", "overlay-opacity": 0.15 } },
-];
-
-// A path-like name is shown by its last segment (the list and the details panel show it whole).
-function label(node: GraphNode): string {
-  if (node.type === "DATASET_FIELD") return node.data.field;
-  const name: string = node.data.name ?? parseNodeId(node.id).name;
-  const tail = name.replace(/\/+$/, "").split("/").pop() || name;
-  return tail.length < name.length ? `…/${tail}` : name;
-}
-
-function runState(node: GraphNode): string | undefined {
-  return node.type === "JOB" ? node.data.latestRun?.state : undefined;
-}
 
 // The nodes reachable from the start along the data flow (down), against it (up), or all of them (both).
 function directed(nodes: GraphNode[], start: string, dir: Direction): GraphNode[] {
@@ -192,74 +99,26 @@ function directed(nodes: GraphNode[], start: string, dir: Direction): GraphNode[
   for (const node of nodes) {
     for (const edge of node.outEdges) {
       const [from, to] = dir === "down" ? [edge.origin, edge.destination] : [edge.destination, edge.origin];
-      next.set(from, [...(next.get(from) ?? []), to]);
+      const list = next.get(from);
+      if (list) list.push(to); else next.set(from, [to]);
     }
   }
   const starts = nodes.filter((n) => n.id === start || (n.type === "DATASET_FIELD" && datasetId(n.data.namespace, n.data.dataset) === start));
   const seen = new Set(starts.map((n) => n.id));
   const queue = [...seen];
-  while (queue.length) for (const to of next.get(queue.shift()!) ?? []) if (!seen.has(to)) { seen.add(to); queue.push(to); }
+  for (let head = 0; head < queue.length; head++) for (const to of next.get(queue[head]) ?? []) if (!seen.has(to)) { seen.add(to); queue.push(to); }
   return nodes.filter((n) => seen.has(n.id));
 }
 
-function elements(nodes: GraphNode[], start: string): cytoscape.ElementDefinition[] {
-  const ids = new Set(nodes.map((n) => n.id));
-  const out: cytoscape.ElementDefinition[] = [];
-  const groups = new Set<string>();
-  for (const node of nodes) {
-    const classes = [node.type === "JOB" ? "job" : node.type === "DATASET" ? "dataset" : "field"];
-    const state = runState(node);
-    if (state) classes.push(`state-${state}`);
-    if (node.id === start) classes.push("start");
-    let parent: string | undefined;
-    if (node.type === "DATASET_FIELD") {
-      parent = `group:${datasetId(node.data.namespace, node.data.dataset)}`;
-      if (!groups.has(parent)) {
-        groups.add(parent);
-        out.push({ data: { id: parent, label: node.data.dataset }, classes: "dataset-group" });
-      }
-    }
-    out.push({ data: { id: node.id, label: label(node), parent }, classes: classes.join(" ") });
-  }
-  const edges = new Set<string>();
-  for (const node of nodes) {
-    for (const edge of node.outEdges) {
-      const key = `${edge.origin}->${edge.destination}`;
-      if (edges.has(key) || !ids.has(edge.origin) || !ids.has(edge.destination)) continue;
-      edges.add(key);
-      const target = nodes.find((n) => n.id === edge.destination);
-      const transformation = target?.data.inputFields?.find((f: any) =>
-        `datasetField:${f.namespace}:${f.dataset}:${f.field}` === edge.origin)?.transformationType;
-      out.push({ data: { id: key, source: edge.origin, target: edge.destination, label: transformation ?? "" } });
-    }
-  }
-  return out;
-}
-
-function layout(): void {
-  cy?.layout({ name: "dagre", rankDir: "LR", nodeSep: 18, rankSep: 70, animate: false } as any).run();
-  cy?.fit(undefined, 30);
-  document.body.dataset.renderedAt = String(performance.now()); // lineage bench api: time to first render
-  document.body.dataset.graphNodes = String(cy?.nodes().not(".dataset-group").length ?? 0);
-}
-
-function draw(nodes: GraphNode[], start: string): void {
+async function draw(nodes: GraphNode[], start: string): Promise<void> {
   shown = new Map(nodes.map((n) => [n.id, n]));
   pathEnds = [];
-  cy?.destroy();
-  cy = cytoscape({ container: $("graph"), elements: elements(nodes, start), style: STYLE, wheelSensitivity: 0.3 });
-  cy.on("tap", "node", (event) => {
-    const id = event.target.id() as string;
-    if (id.startsWith("group:")) return;
-    if ((event.originalEvent as MouseEvent)?.shiftKey) return markPath(id);
-    showDetails(id);
-  });
-  cy.on("dbltap", "node", (event) => {
-    const id = event.target.id() as string;
-    if (!id.startsWith("group:")) writeView({ ...readView().view, node: id.startsWith("datasetField:") ? fieldDataset(id) : id });
-  });
-  layout();
   renderNodeList();
+  await drawGraph($("graph"), nodes, start, {
+    select: (id) => showDetails(id),
+    open: (id) => writeView({ ...readView().view, node: id.startsWith("datasetField:") ? fieldDataset(id) : id }),
+    path: markPath,
+  });
 }
 
 function fieldDataset(id: string): string {
@@ -269,6 +128,7 @@ function fieldDataset(id: string): string {
 
 // Shift-click two nodes: the path between them, highlighted.
 function markPath(id: string): void {
+  const cy = canvas();
   if (!cy) return;
   pathEnds = [...pathEnds, id].slice(-2);
   cy.elements().removeClass("on-path");
@@ -310,16 +170,17 @@ async function showLineage(view: View): Promise<void> {
     let response: Response;
     if (view.columns) {
       if (start.kind === "job") { notice("columns: choose a dataset or a column"); return; }
-      response = await call("/api/v1/column-lineage", { nodeId: view.node, depth: view.depth, withDownstream: true, asOf: view.asOf, limit: DRAWN_NODES });
+      response = await call("/api/v1/column-lineage", { nodeId: view.node, depth: view.depth, withDownstream: true, asOf: view.asOf });
     } else {
-      response = await call("/api/v1/lineage", { nodeId: view.node, depth: view.depth, asOf: view.asOf, limit: DRAWN_NODES });
+      response = await call("/api/v1/lineage", { nodeId: view.node, depth: view.depth, asOf: view.asOf });
     }
     const body = await response.json();
     if (seq !== lineageSeq) return; // the view changed while this answer was on its way: the later one draws
-    if (!response.ok) { notice(body.message); cy?.destroy(); cy = undefined; shown = new Map(); renderNodeList(); document.body.dataset.graphNodes = "0"; return; }
+    if (!response.ok) { notice(body.message); clearGraph(); shown = new Map(); renderNodeList(); return; }
     const nodes = directed(body.graph, view.node, view.dir);
-    draw(nodes, view.node);
     if (response.headers.get("X-Lineage-Truncated") === "true") notice("more lineage exists than shown (limits)");
+    else if (nodes.length > 200) notice(`${nodes.length} nodes: arrow keys walk the graph, the minimap moves the view`);
+    await draw(nodes, view.node);
     showDetails(view.columns && start.kind === "dataset" ? view.node : view.node);
   } catch (error) {
     notice(String(error));
@@ -329,7 +190,7 @@ async function showLineage(view: View): Promise<void> {
 // Merge a node's own neighbourhood (depth 1) into the graph on screen.
 async function expand(id: string): Promise<void> {
   const view = readView().view;
-  const body = await api("/api/v1/lineage", { nodeId: id, depth: 1, asOf: view.asOf, limit: DRAWN_NODES });
+  const body = await api("/api/v1/lineage", { nodeId: id, depth: 1, asOf: view.asOf });
   for (const node of body.graph as GraphNode[]) {
     const known = shown.get(node.id);
     if (known) {
@@ -339,13 +200,13 @@ async function expand(id: string): Promise<void> {
       known.inEdges.push(...node.inEdges.filter((e) => !have.has(key(e))));
     } else shown.set(node.id, node);
   }
-  draw([...shown.values()], view.node ?? id);
+  await draw([...shown.values()], view.node ?? id);
   notice(`expanded ${parseNodeId(id).name}`);
   await showDetails(id); // its readers and writers now include the new neighbours
 }
 
 // Hide what hangs off this node: every node the start reaches only through it.
-function collapse(id: string): void {
+async function collapse(id: string): Promise<void> {
   const start = readView().view.node ?? id;
   const reached = new Set([start]);
   const queue = [start];
@@ -358,15 +219,11 @@ function collapse(id: string): void {
   }
   const hidden = new Set([...shown.keys()].filter((other) => !reached.has(other)));
   const kept = [...shown.values()].filter((node) => !hidden.has(node.id));
-  draw(kept, start);
+  await draw(kept, start);
   notice(hidden.size ? `collapsed ${hidden.size} nodes next to ${parseNodeId(id).name}` : "nothing only this node leads to");
 }
 
 // --- details: dataset, job, column pages ----------------------------------------------------------------------------
-function html(strings: TemplateStringsArray, ...values: unknown[]): string {
-  const escape = (v: unknown) => String(v ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-  return strings.reduce((out, text, i) => out + text + (i < values.length ? escape(values[i]) : ""), "");
-}
 
 function neighbours(id: string): { from: GraphNode[]; to: GraphNode[] } {
   const node = shown.get(id);
@@ -555,8 +412,12 @@ function setupControls(): void {
     update({ asOf: days ? new Date(Date.now() - days * 86_400_000).toISOString() : undefined });
   });
   $("now").addEventListener("click", () => { $<HTMLInputElement>("as-of-days").value = "0"; update({ asOf: undefined }); });
-  $("export-png").addEventListener("click", () => cy && download("lineage.png", cy.png({ full: true, scale: 2, bg: "#ffffff", output: "blob" }) as any));
-  $("export-svg").addEventListener("click", () => cy && download("lineage.svg", new Blob([(cy as any).svg({ full: true, bg: "#ffffff" })], { type: "image/svg+xml" })));
+  $("zoom-in").addEventListener("click", () => zoomBy(1.25));
+  $("zoom-out").addEventListener("click", () => zoomBy(0.8));
+  $("fit").addEventListener("click", fit);
+  const cy = canvas;
+  $("export-png").addEventListener("click", () => cy() && download("lineage.png", cy()!.png({ full: true, scale: 2, bg: "#ffffff", output: "blob" }) as any));
+  $("export-svg").addEventListener("click", () => cy() && download("lineage.svg", new Blob([(cy() as any).svg({ full: true, bg: "#ffffff" })], { type: "image/svg+xml" })));
   $("share").addEventListener("click", async () => {
     try { await navigator.clipboard.writeText(location.href); notice("link copied"); } catch { window.prompt("Link to this view:", location.href); }
   });
@@ -636,13 +497,15 @@ async function streamAlerts(list: HTMLElement): Promise<void> {
 
 // --- routing --------------------------------------------------------------------------------------------------------
 async function route(): Promise<void> {
-  const { route, view } = readView();
-  const operator = route === "operator";
-  $("lineage-view").hidden = operator;
-  $("operator-view").hidden = !operator;
-  if (operator) return showOperator();
-  streaming?.abort();
-  window.clearInterval(statusTimer);
+  const { route: asked, view } = readView();
+  const route = ["home", "lineage", "operator"].includes(asked) ? asked : "home";
+  for (const name of ["home", "lineage", "operator"]) {
+    $(`${name}-view`).hidden = name !== route;
+    $(`nav-${name}`).toggleAttribute("aria-current", name === route);
+  }
+  if (route !== "operator") { streaming?.abort(); window.clearInterval(statusTimer); }
+  if (route === "operator") return showOperator();
+  if (route === "home") return showHome();
   await showLineage(view);
 }
 
