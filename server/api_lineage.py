@@ -30,6 +30,7 @@ from kafka_lineage.server.http import (
     parse_as_of,
     segment,
 )
+from kafka_lineage.server.marquez import millis_between
 
 MAX_OVERVIEW_DAYS = 90
 
@@ -160,6 +161,15 @@ def lineage_routes(routes: Routes) -> APIRouter:
         if depth > capped_depth:
             body["truncated"] = True
         return JSONResponse(body)
+
+    @router.get("/api/v2/jobs/{namespace}/{job}/runs", dependencies=api, tags=["Runs"])
+    def job_runs(namespace: str, job: str, limit: Limit = 100) -> dict[str, Any]:
+        """A job's latest runs, newest first, with what a timeline draws: state, start and end, duration, rows and
+        bytes read and written, the error of a failed run (the run facets are under /api/v2/runs/{id})."""
+        runs = store.runs(segment(namespace), segment(job), capped(limit, settings.max_results), 0)
+        return {"runs": [{key: value for key, value in run.items()
+                          if key not in ("facets", "startRunFacets", "runFacets")}
+                         | {"durationMs": millis_between(run.get("startTime"), run.get("endTime"))} for run in runs]}
 
     @router.get("/api/v2/overview", dependencies=api, tags=["Runs"])
     def overview(days: Annotated[int, Query(ge=1, le=MAX_OVERVIEW_DAYS)] = 14, limit: Limit = 20) -> dict[str, Any]:

@@ -26,7 +26,8 @@ OPENLINEAGE_STATES = {"NEW": ("NEW",), "RUNNING": ("START", "RUNNING"), "COMPLET
                       "FAILED": ("FAIL",), "ABORTED": ("ABORT",)}
 
 
-def _millis(start: str | None, end: str | None) -> int | None:
+def millis_between(start: str | None, end: str | None) -> int | None:
+    """Milliseconds from one ISO time to another; None when either is missing or unreadable."""
     if not start or not end:
         return None
     try:
@@ -103,7 +104,7 @@ def run(row: Mapping[str, Any], inputs: Iterable[Mapping[str, Any]] = (), output
         "id": row["runId"], "createdAt": start or row.get("lastEventTime"), "updatedAt": row.get("lastEventTime"),
         "nominalStartTime": row.get("nominalStartTime"), "nominalEndTime": row.get("nominalEndTime"),
         "state": RUN_STATES.get(row.get("state") or "", "NEW"), "startedAt": start, "endedAt": end,
-        "durationMs": _millis(start, end), "args": {}, "jobVersion": None,
+        "durationMs": millis_between(start, end), "args": {}, "jobVersion": None,
         "inputDatasetVersions": _dataset_versions(inputs), "outputDatasetVersions": _dataset_versions(outputs),
         "facets": row.get("facets") or {},
     }

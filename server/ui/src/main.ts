@@ -4,6 +4,9 @@
 import { api, call, datasetId, headers, html, type NodeRef, parseNodeId, seg } from "./api";
 import { canvas, clearGraph, drawGraph, type Edge, fit, type GraphNode, label, runState, zoomBy } from "./graph";
 import { showHome } from "./home";
+import { partitionGrid } from "./partitions";
+import { seconds, type TimedRun, timeline } from "./runs";
+import { diffTable } from "./schema";
 import "./style.css";
 
 type Direction = "both" | "up" | "down";
@@ -264,11 +267,12 @@ async function showDetails(id: string): Promise<void> {
 }
 
 async function datasetPage(panel: HTMLElement, ref: NodeRef, id: string, stale: () => boolean): Promise<void> {
-  const [dataset, schema, runs, sensitive] = await Promise.all([
+  const [dataset, schema, runs, sensitive, partitions] = await Promise.all([
     api(`/api/v1/namespaces/${seg(ref.namespace)}/datasets/${seg(ref.name)}`),
     api(`/api/v2/datasets/${seg(ref.namespace)}/${seg(ref.name)}/schema`),
     api(`/api/v2/datasets/${seg(ref.namespace)}/${seg(ref.name)}/runs`, { limit: 50 }),
     api(`/api/v2/datasets/${seg(ref.namespace)}/${seg(ref.name)}/sensitive`).catch(() => ({ columns: [] })),
+    api(`/api/v2/datasets/${seg(ref.namespace)}/${seg(ref.name)}/partitions`, { limit: 1000 }).catch(() => ({ partitions: [] })),
   ]);
   if (stale()) return;
   panel.append(actions(id));
@@ -286,6 +290,10 @@ async function datasetPage(panel: HTMLElement, ref: NodeRef, id: string, stale: 
     html`<p>last written: ${dataset.lastModifiedAt ?? "never by a completed run"}</p>` +
     `<h3>Rows written</h3>${sparkline(counted.map((w: any) => w.rowCount))}` +
     `<h3>Data quality (as read)</h3><ul>${quality || "<li class=hint>no metrics</li>"}</ul>` +
+    (partitions.partitions.length ? `<h3>Partitions</h3>${partitionGrid(partitions.partitions)}` +
+      `<ul class="partition-attention">${partitions.partitions.filter((p: any) => p.state === "FAILED" || p.state === "STALE").slice(0, 10)
+        .map((p: any) => html`<li><button type="button" class="partition" data-key="${p.key}">${p.key}</button> <span class="state-${p.state}">${p.state}</span></li>`).join("")}</ul>` +
+      `<div id="partition-detail"></div>` : "") +
     `<h3>Written by</h3><ul>${jobs(from) || "<li class=hint>none in view</li>"}</ul>` +
     `<h3>Read by</h3><ul>${jobs(to) || "<li class=hint>none in view</li>"}</ul>` +
     `<h3>Schema</h3><table><tr><th>field</th><th>type</th><th>tags</th></tr>` +
@@ -296,10 +304,40 @@ async function datasetPage(panel: HTMLElement, ref: NodeRef, id: string, stale: 
     schema.versions.map((v: any) => html`<li>${v.firstSeen} <code>${v.version.slice(0, 10)}</code>${v.current ? " (current)" : ""}` +
       (v.changes.length ? `<ul>${v.changes.map((c: any) => html`<li class="change-${c.severity}">${c.kind} ${c.path}: ${c.oldType ?? "-"} → ${c.newType ?? "-"}</li>`).join("")}</ul>` : "") +
       "</li>").join("") + `</ol>` +
+    (schema.versions.length > 1 ? `<h3>Compare versions</h3><div class="compare">` +
+      `<label>before <select id="diff-before">${versionOptions(schema.versions, schema.versions.length - 2)}</select></label> ` +
+      `<label>after <select id="diff-after">${versionOptions(schema.versions, schema.versions.length - 1)}</select></label></div>` +
+      `<div id="schema-diff"></div>` : "") +
     `<h3>Drift alerts</h3><ul id="dataset-alerts">` +
     (schema.alerts.map((a: any) => a.kind === "sensitiveExposure" && a.exposure
       ? html`<li class="exposure">${a.eventTime}: ${a.exposure.tag} newly reaches ${exposedFields(a)} (not cleared)</li>`
       : html`<li class="change-${a.severity}">${a.eventTime}: ${a.changes.length} changes, ${a.impactedJobs.length} jobs downstream</li>`).join("") || "<li class=hint>none</li>") + `</ul>`);
+  wirePartitions(panel, partitions.partitions);
+  if (schema.versions.length > 1) {
+    const compare = () => {
+      const before = schema.versions[Number($<HTMLSelectElement>("diff-before").value)];
+      const after = schema.versions[Number($<HTMLSelectElement>("diff-after").value)];
+      const alert = schema.alerts.find((a: any) => a.newVersion === after.version && a.kind !== "sensitiveExposure");
+      $("schema-diff").innerHTML = diffTable(before, after, alert);
+    };
+    $("diff-before").addEventListener("change", compare);
+    $("diff-after").addEventListener("change", compare);
+    compare();
+  }
+}
+
+function versionOptions(versions: any[], selected: number): string {
+  return versions.map((v: any, i: number) => html`<option value="${i}"${i === selected ? " selected" : ""}>` +
+    html`${v.firstSeen ?? "?"} ${v.version.slice(0, 10)}</option>`).join("");
+}
+
+// One partition: its state and why, the run that wrote its current version, and the partitions that run read.
+function partitionDetail(partitions: any[], keys: string[]): void {
+  const chosen = partitions.filter((p) => keys.includes(p.key));
+  $("partition-detail").innerHTML = chosen.map((p) => html`<h4>${p.key} <span class="state-${p.state}">${p.state ?? "not written"}</span></h4>` +
+    (p.reason ? html`<p class="small">${p.reason}</p>` : "") +
+    (p.latest ? html`<p>version ${p.latest.version} by ${p.latest.job?.name ?? "?"} (run ${p.latest.runId}), ${p.latest.rowCount ?? "?"} rows, ${p.latest.endTime ?? "not ended"}</p>` : "") +
+    (p.upstream.length ? `<p>built from</p><ul>${p.upstream.map((u: any) => html`<li>${u.name} ${u.key}</li>`).join("")}</ul>` : "")).join("");
 }
 
 // Sensitive tags on a column (GET …/sensitive): tagged here, derived (with the origin and the path on hover), or
@@ -342,29 +380,57 @@ function sparkline(values: number[]): string {
     html`<p class="small">last ${values[values.length - 1]} rows; min ${min}, max ${max} over ${values.length} writes</p>`;
 }
 
+function wirePartitions(panel: HTMLElement, partitions: any[]): void {
+  panel.querySelectorAll<SVGRectElement>("rect.partition-cell").forEach((cell) =>
+    cell.addEventListener("click", () => partitionDetail(partitions, (cell.dataset.keys ?? "").split("\n"))));
+  panel.querySelectorAll<HTMLButtonElement>("button.partition").forEach((button) =>
+    button.addEventListener("click", () => partitionDetail(partitions, [button.dataset.key!])));
+}
+
 async function jobPage(panel: HTMLElement, ref: NodeRef, id: string, stale: () => boolean): Promise<void> {
-  const [job, runs] = await Promise.all([
-    api(`/api/v1/namespaces/${seg(ref.namespace)}/jobs/${seg(ref.name)}`),
-    api(`/api/v1/namespaces/${seg(ref.namespace)}/jobs/${seg(ref.name)}/runs`, { limit: 25 }),
+  const path = `${seg(ref.namespace)}/jobs/${seg(ref.name)}`;
+  const [job, runs, timed] = await Promise.all([
+    api(`/api/v1/namespaces/${path}`),
+    api(`/api/v1/namespaces/${path}/runs`, { limit: 25 }),
+    api(`/api/v2/jobs/${seg(ref.namespace)}/${seg(ref.name)}/runs`, { limit: 100 }).catch(() => ({ runs: [] })),
   ]);
   if (stale()) return;
   panel.append(actions(id));
   const names = (list: any[]) => list.map((d) => html`<li>${d.name} <span class="small">${d.namespace}</span></li>`).join("");
+  const failed = timed.runs.filter((r: TimedRun) => r.state === "FAIL" || r.state === "ABORT").slice(0, 5);
   panel.insertAdjacentHTML("beforeend", about(job) + `<h3>Inputs</h3><ul>${names(job.inputs)}</ul><h3>Outputs</h3><ul>${names(job.outputs)}</ul>` +
+    `<h3>Runs over time</h3><div class="run-timeline">${timeline(timed.runs)}</div>` +
+    (failed.length ? `<h3>Failed runs</h3><ul class="failed-runs">` + failed.map((r: TimedRun) =>
+      html`<li><button type="button" class="run" data-run="${r.runId}">${r.startTime ?? r.endTime ?? "?"}</button> ` +
+      html`<span class="state-FAILED">${r.errorMessage ?? r.state}</span></li>`).join("") + `</ul>` : "") +
     `<h3>Runs</h3><table class="runs"><tr><th>started</th><th>state</th><th>duration</th></tr>` +
     runs.runs.map((r: any) => html`<tr><td><button type="button" class="run" data-run="${r.id}">${r.startedAt ?? r.createdAt ?? "?"}</button></td>` +
-      html`<td class="state-${r.state}">${r.state}</td><td>${r.durationMs != null ? `${(r.durationMs / 1000).toFixed(1)} s` : ""}</td></tr>`).join("") +
+      html`<td class="state-${r.state}">${r.state}</td><td>${seconds(r.durationMs)}</td></tr>`).join("") +
     `</table><div id="run-detail"></div>`);
-  panel.querySelectorAll<HTMLButtonElement>("button.run").forEach((button) =>
-    button.addEventListener("click", () => runDetail(button.dataset.run!)));
+  panel.querySelectorAll<HTMLElement>("button.run, rect.run-bar").forEach((element) =>
+    element.addEventListener("click", () => runDetail(element.dataset.run!)));
 }
 
+// A run: state and error, what it read and wrote (rows, the schema version then), the partitions it wrote and read
+// with their state, its parent and children, its facets.
 async function runDetail(runId: string): Promise<void> {
-  const detail = await api(`/api/v2/runs/${seg(runId)}`);
+  const [detail, versions, partitions] = await Promise.all([
+    api(`/api/v2/runs/${seg(runId)}`),
+    api(`/api/v1/jobs/runs/${seg(runId)}`).catch(() => ({ inputDatasetVersions: [], outputDatasetVersions: [] })),
+    api(`/api/v2/runs/${seg(runId)}/partitions`).catch(() => ({ wrote: [], read: [] })),
+  ]);
   const run = detail.run;
-  const rows = (list: any[]) => list.map((d) => html`<li>${d.name}: ${d.rowCount ?? "?"} rows</li>`).join("");
+  const versionOf = (list: any[], d: any) => list.find((v: any) => v.datasetVersionId.namespace === d.namespace &&
+    v.datasetVersionId.name === d.name)?.datasetVersionId.version;
+  const rows = (list: any[], known: any[]) => list.map((d) => html`<li>${d.name}: ${d.rowCount ?? "?"} rows` +
+    (versionOf(known, d) ? html` <span class="small">schema ${String(versionOf(known, d)).slice(0, 10)}</span>` : "") + "</li>").join("");
+  const parts = (list: any[]) => list.map((p: any) => html`<li>${p.name ?? p.dataset?.name ?? ""} ${p.key ?? p.partition ?? ""} ` +
+    html`<span class="state-${p.state}">${p.state ?? ""}</span></li>`).join("");
   $("run-detail").innerHTML = html`<h3>Run ${runId}</h3><p class="state-${run.state}">${run.state}${run.errorMessage ? `: ${run.errorMessage}` : ""}</p>` +
-    `<p>read</p><ul>${rows(detail.inputs)}</ul><p>wrote</p><ul>${rows(detail.outputs)}</ul>` +
+    html`<p class="small">${run.startTime ?? "?"} → ${run.endTime ?? "not ended"}</p>` +
+    `<p>read</p><ul>${rows(detail.inputs, versions.inputDatasetVersions)}</ul><p>wrote</p><ul>${rows(detail.outputs, versions.outputDatasetVersions)}</ul>` +
+    (partitions.wrote.length ? `<p>partitions written</p><ul class="partitions">${parts(partitions.wrote)}</ul>` : "") +
+    (partitions.read.length ? `<p>partitions read</p><ul class="partitions">${parts(partitions.read)}</ul>` : "") +
     (detail.parent ? html`<p>parent: ${detail.parent.job?.name ?? ""} ${detail.parent.runId}</p>` : "") +
     (detail.children.length ? html`<p>${detail.children.length} child runs</p>` : "") +
     Object.entries(run.facets ?? {}).map(([name, facet]) =>

@@ -31,7 +31,7 @@ DAG_JOBS = 2000
 
 @pytest.fixture(scope="module")
 def platform(clients: ClientSettings) -> dict[str, Any]:
-    """A failed run, a run going for three hours, a finished one, column lineage (one column indirect), and the
+    """A failed run, a run going since 2001, a finished one, column lineage (one column indirect), and the
     bench's layered 2,000-job DAG."""
     tag = uuid.uuid4().hex[:8]
     ns, jobs = f"warehouse://home-{tag}", f"home-jobs-{tag}"
@@ -42,19 +42,38 @@ def platform(clients: ClientSettings) -> dict[str, Any]:
     daily["facets"]["columnLineage"]["fields"]["total"]["inputFields"][0]["transformations"] = [
         {"type": "INDIRECT", "subtype": "GROUP_BY"}]
     failing, slow, fine = (jobs, f"load_orders_{tag}"), (jobs, f"rebuild_daily_{tag}"), (jobs, f"clean_orders_{tag}")
-    failed = _run("FAIL", now - timedelta(hours=2), failing, [], [orders], str(uuid.uuid4()))
+    failed = _run("FAIL", now, failing, [], [orders], str(uuid.uuid4()))  # the newest failure: listed first
     failed["run"]["facets"] = {"errorMessage": {
         "_producer": "https://example.com", "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/ErrorMessageRunFacet.json",
         "message": f"disk full {tag}", "programmingLanguage": "python"}}
     done = str(uuid.uuid4())
     dag = f"home-dag-{tag}"
+    # clean gains a column (a second schema version); daily_load writes five days of daily, the fourth day failing
+    clean_v2 = json.loads(json.dumps(clean))
+    clean_v2["facets"]["schema"]["fields"].append({"name": "currency", "type": "STRING"})
+    widen = str(uuid.uuid4())
+    days = []
+    for day in range(5):
+        when, run_id = now - timedelta(days=5 - day), str(uuid.uuid4())
+        written = json.loads(json.dumps(daily))
+        written["outputFacets"] = {"kafkaLineage_partition": {
+            "_producer": "https://example.com", "_schemaURL": "https://example.com/partition.json",
+            "keys": [{"name": "date", "value": when.date().isoformat()}]}}
+        loader = (jobs, f"daily_load_{tag}")
+        days += [_run("START", when, loader, [clean], [written], run_id),
+                 _run("FAIL" if day == 3 else "COMPLETE", when + timedelta(minutes=10 + day), loader, [clean],
+                      [written], run_id)]
     with driver_for(clients) as driver:
         ensure_constraints(driver)
         write_events(driver, [
             failed,
-            _run("START", now - timedelta(hours=3), slow, [clean], [daily], str(uuid.uuid4())),
+            # started long before anything another test leaves running: first in "running longest" on a shared stack
+            _run("START", datetime(2001, 1, 1, tzinfo=UTC), slow, [clean], [daily], str(uuid.uuid4())),
             _run("START", now - timedelta(hours=1), fine, [orders], [clean], done),
             _run("COMPLETE", now - timedelta(minutes=50), fine, [orders], [clean], done),
+            _run("START", now - timedelta(minutes=20), fine, [orders], [clean_v2], widen),
+            _run("COMPLETE", now - timedelta(minutes=10), fine, [orders], [clean_v2], widen),
+            *days,
         ])
         width, _, _ = write_dag(driver, dag, DAG_JOBS)
         ensure_constraints(driver)
@@ -113,7 +132,7 @@ def test_home_shows_what_needs_attention_first(server: ChildProcess, browser: An
     failed = page.locator("#home-failed li", has_text=f"load_orders_{tag}")
     assert f"disk full {tag}" in failed.inner_text()
     running = page.locator("#home-running li", has_text=f"rebuild_daily_{tag}").inner_text()
-    assert "running for 3.0 h" in running
+    assert "running for 9" in running and "days" in running  # 9,000-odd days
     assert page.locator("#home-alerts li.change-BREAKING", has_text=f"orders_{tag}").count() >= 1
     assert int(page.locator(".summary .figure b").first.inner_text()) >= DAG_JOBS  # jobs
     assert page.locator(".runs-chart svg rect").count() >= 1
@@ -191,12 +210,12 @@ def test_the_column_view_has_no_overlaps_and_the_pages_pass_axe(server: ChildPro
     errors: list[str] = []
     page = _page(browser, errors, 1280, 800)
     page.goto(f"{server.url}/#/lineage?node={quote(f'dataset:{ns}:clean_{tag}', safe='')}&depth=3&columns=1")
-    page.wait_for_function("document.body.dataset.graphNodes === '3'", timeout=30_000)
+    page.wait_for_function("document.body.dataset.graphNodes === '4'", timeout=30_000)  # currency has no lineage
     boxes = page.evaluate("""() => window.lineageGraph().nodes().map(n => ({id: n.id(), group: n.isParent(),
       box: n.boundingBox({includeLabels: false})}))""")
     groups = [b for b in boxes if b["group"]]
     fields = [b for b in boxes if not b["group"]]
-    assert len(groups) == 3 and len(fields) == 3
+    assert len(groups) == 3 and len(fields) == 4
 
     def overlap(a: dict[str, float], b: dict[str, float]) -> bool:
         return a["x1"] < b["x2"] and b["x1"] < a["x2"] and a["y1"] < b["y2"] and b["y1"] < a["y2"]
@@ -213,3 +232,35 @@ def test_the_column_view_has_no_overlaps_and_the_pages_pass_axe(server: ChildPro
     assert _critical_violations(page) == []
     assert not errors, errors
     page.close()
+
+
+def test_runs_over_time_partitions_and_schema_diffs(server: ChildProcess, browser: Any,
+                                                    platform: dict[str, Any]) -> None:
+    ns, jobs, tag = platform["ns"], platform["jobs"], platform["tag"]
+    errors: list[str] = []
+    page = _page(browser, errors)
+    # the job's runs as a timeline (five, one failed) and a run's partitions
+    page.goto(f"{server.url}/#/lineage?node={quote(f'job:{jobs}:daily_load_{tag}', safe='')}&depth=1")
+    page.locator("#details .run-timeline svg.timeline").wait_for(timeout=30_000)
+    assert page.locator("#details rect.run-bar").count() == 5
+    assert "5 runs, 1 failed" in page.locator("#details .run-timeline").inner_text()
+    page.locator("#details ul.failed-runs button.run").first.click()
+    page.locator("#run-detail ul.partitions li", has_text="FAILED").wait_for(timeout=15_000)
+    screenshot(page, "ui-run-timeline", readme=True)
+    # the dataset's partitions by day: four succeeded, one failed, and what a partition was built from
+    page.goto(f"{server.url}/#/lineage?node={quote(f'dataset:{ns}:daily_{tag}', safe='')}&depth=1")
+    page.locator("#details svg.partition-grid").wait_for(timeout=30_000)
+    assert page.locator("#details rect.partition-cell").count() == 5
+    assert "4 success" in page.locator("#details svg.partition-grid + p").inner_text()
+    page.locator("#details button.partition").first.click()
+    page.locator("#partition-detail h4", has_text="FAILED").wait_for(timeout=15_000)
+    screenshot(page, "ui-partitions", readme=True)
+    # two schema versions side by side: currency added
+    page.goto(f"{server.url}/#/lineage?node={quote(f'dataset:{ns}:clean_{tag}', safe='')}&depth=1")
+    page.locator("#schema-diff table.schema-diff").wait_for(timeout=30_000)
+    assert page.locator("#schema-diff tr.diff-added td").first.inner_text() == "currency"
+    assert page.locator("#schema-diff tr.diff-same td").first.inner_text() == "amount"
+    assert _critical_violations(page) == []
+    assert not errors, errors
+    page.close()
+
