@@ -23,6 +23,7 @@ from kafka_lineage.graph.store import GraphStore, NotFound, QueryTimeout
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.metrics import Check, Metrics, Readiness
 from kafka_lineage.runtime.status import ServiceProbe
+from kafka_lineage.server.api_events import events_routes
 from kafka_lineage.server.api_lineage import lineage_routes
 from kafka_lineage.server.api_marquez import marquez_routes
 from kafka_lineage.server.api_operations import operations_routes
@@ -50,7 +51,7 @@ def create_app(store: GraphStore, settings: ServerSettings, metrics: Metrics | N
     app = FastAPI(title=API_TITLE, version="1", docs_url="/api/docs", redoc_url=None,
                   description="Lineage of the OpenLineage pipeline: Marquez-compatible reads (/api/v1) and the "
                               "pipeline's own questions (/api/v2).")
-    for router in (operations_routes(routes), marquez_routes(routes), lineage_routes(routes)):
+    for router in (operations_routes(routes), marquez_routes(routes), lineage_routes(routes), events_routes(routes)):
         app.include_router(router)
 
     # --- errors ------------------------------------------------------------------------------------------------

@@ -434,7 +434,23 @@ async function runDetail(runId: string): Promise<void> {
     (detail.parent ? html`<p>parent: ${detail.parent.job?.name ?? ""} ${detail.parent.runId}</p>` : "") +
     (detail.children.length ? html`<p>${detail.children.length} child runs</p>` : "") +
     Object.entries(run.facets ?? {}).map(([name, facet]) =>
-      html`<details class="facet"><summary>facet ${name}</summary><pre>${JSON.stringify(facet, null, 2)}</pre></details>`).join("");
+      html`<details class="facet"><summary>facet ${name}</summary><pre>${JSON.stringify(facet, null, 2)}</pre></details>`).join("") +
+    `<p><button type="button" id="run-events">The run's OpenLineage events</button></p><div id="run-events-list"></div>`;
+  $("run-events").addEventListener("click", async () => {
+    const found = await api(`/api/v2/runs/${seg(runId)}/events`).catch((error) => ({ events: [], error: String(error) }));
+    $("run-events-list").innerHTML = (found.error ? html`<p class="state-FAILED">${found.error}</p>` : "") +
+      `<ol class="raw-events">${found.events.map(rawEvent).join("")}</ol>` +
+      (found.truncated ? `<p class="small">more events may exist (the read was bounded)</p>` : "") +
+      (!found.error && !found.events.length ? `<p class="hint">none found in the raw topic around the run's times</p>` : "");
+  });
+}
+
+// One raw OpenLineage event, folded: when, what, which job and run; its JSON inside.
+function rawEvent(event: any): string {
+  const job = event.job ?? {};
+  return html`<li><details><summary><span class="state-${event.eventType}">${event.eventType ?? "event"}</span> ${event.eventTime} ` +
+    html`${job.name ?? event.dataset?.name ?? ""} <span class="small">${job.namespace ?? ""}</span></summary>` +
+    html`<pre>${JSON.stringify(event, null, 2)}</pre></details></li>`;
 }
 
 function fieldPage(panel: HTMLElement, id: string): void {
@@ -561,17 +577,34 @@ async function streamAlerts(list: HTMLElement): Promise<void> {
   }
 }
 
+// --- the events browser: the raw events as published, newest first -------------------------------------------------
+const EVENTS_PAGE = 50;
+
+async function showEvents(offset: number): Promise<void> {
+  const view = $("events-view");
+  const found = await api("/api/v1/events/lineage", { limit: EVENTS_PAGE, offset }).catch((error) => ({ events: [], totalCount: 0, error: String(error) }));
+  const link = (at: number, text: string) => `<a href="#/events?offset=${at}">${text}</a>`;
+  view.innerHTML = `<h1 class="attention">OpenLineage events</h1>` +
+    (found.error ? html`<p class="state-FAILED">${found.error}</p>` : "") +
+    html`<p class="small">${found.totalCount} events in the raw topic; ${offset + 1}–${offset + found.events.length}, newest first</p>` +
+    `<ol class="raw-events" start="${offset + 1}">${found.events.map(rawEvent).join("")}</ol><p>` +
+    (offset > 0 ? link(Math.max(0, offset - EVENTS_PAGE), "newer") + " " : "") +
+    (offset + found.events.length < found.totalCount ? link(offset + EVENTS_PAGE, "older") : "") + "</p>";
+  document.body.dataset.events = "ready";
+}
+
 // --- routing --------------------------------------------------------------------------------------------------------
 async function route(): Promise<void> {
   const { route: asked, view } = readView();
-  const route = ["home", "lineage", "operator"].includes(asked) ? asked : "home";
-  for (const name of ["home", "lineage", "operator"]) {
+  const route = ["home", "lineage", "events", "operator"].includes(asked) ? asked : "home";
+  for (const name of ["home", "lineage", "events", "operator"]) {
     $(`${name}-view`).hidden = name !== route;
     $(`nav-${name}`).toggleAttribute("aria-current", name === route);
   }
   if (route !== "operator") { streaming?.abort(); window.clearInterval(statusTimer); }
   if (route === "operator") return showOperator();
   if (route === "home") return showHome();
+  if (route === "events") return showEvents(Number(new URLSearchParams(location.hash.split("?")[1] ?? "").get("offset")) || 0);
   await showLineage(view);
 }
 
