@@ -237,6 +237,13 @@ _RUNNING_RUNS = ("MATCH (r:Run) WHERE r.state IN ['START', 'RUNNING'] AND r.star
 _RUNS_PER_DAY = ("CALL { MATCH (r:Run) WHERE r.startTime >= $since RETURN r "
                  "UNION MATCH (r:Run) WHERE r.endTime >= $since AND r.startTime IS NULL RETURN r } "
                  "RETURN substring(" + _RUN_DAY + ", 0, 10) AS day, r.state AS state, count(*) AS runs")
+# Run starts and ends per UTC hour in [$from, $to) (Marquez's lineage-event stats): starts by start time, ends by
+# end time and final state.
+_RUN_HOURS = ("CALL { MATCH (r:Run) WHERE r.startTime >= $from AND r.startTime < $to "
+              "RETURN substring(r.startTime, 0, 13) AS hour, 'START' AS kind, count(*) AS runs "
+              "UNION ALL MATCH (r:Run) WHERE r.endTime >= $from AND r.endTime < $to AND r.state IN ['COMPLETE', "
+              "'FAIL', 'ABORT'] RETURN substring(r.endTime, 0, 13) AS hour, r.state AS kind, count(*) AS runs } "
+              "RETURN hour, kind, sum(runs)")
 _COUNTS = ("CALL { MATCH (j:Job) RETURN count(j) AS jobs } CALL { MATCH (d:Dataset) RETURN count(d) AS datasets } "
            "CALL { MATCH (r:Run) RETURN count(r) AS runs } RETURN jobs, datasets, runs")
 # Dataset namespaces (Marquez's sources) and the datasets' tags facets (Marquez's tags), bounded.
@@ -486,6 +493,14 @@ class GraphStore:
                 "runsPerDay": [{"day": day, "states": per_day[day]} for day in sorted(per_day)],
                 "failedRuns": [{**run, "job": job} for run, job in recent],
                 "runningRuns": [{**run, "job": job} for run, job in running]}
+
+    def run_hours(self, start: str, end: str) -> dict[str, dict[str, int]]:
+        """UTC hour (``YYYY-MM-DDTHH``) → how many runs started (START) and ended COMPLETE, FAIL or ABORT in it,
+        over [start, end)."""
+        hours: dict[str, dict[str, int]] = {}
+        for hour, kind, count in self._read(_RUN_HOURS, **{"from": start, "to": end}):
+            hours.setdefault(hour, {})[kind] = count
+        return hours
 
     def walk(self, namespace: str, name: str, depth: int, direction: str, limit: int, as_of: str | None) -> Traversal:
         """Jobs and datasets up or downstream of a dataset, nearest first, within ``limit`` nodes and the store's

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import JSONResponse
 
 from kafka_lineage.graph.node_ids import parse_node_id
 from kafka_lineage.graph.store import NotFound
-from kafka_lineage.server import marquez
+from kafka_lineage.server import marquez, stats
 from kafka_lineage.server.http import (
     AsOf,
     Depth,
@@ -124,6 +126,23 @@ def marquez_routes(routes: Routes) -> APIRouter:
             states = sorted({state for s in lastRunStates for state in marquez.OPENLINEAGE_STATES[s.upper()]})
         rows, total = store.all_jobs(states, capped(limit, settings.max_results), offset)
         return {"jobs": [marquez.job(row) for row in rows], "totalCount": total}
+
+    @router.get("/api/v1/stats/lineage-events", dependencies=api, tags=["Marquez"])
+    def lineage_event_stats(period: str, timezone: str | None = None) -> list[dict[str, Any]]:
+        """Marquez's dashboard metric: per hour of the last day (``period=DAY``, UTC) or per day of the last week in
+        ``timezone`` (``period=WEEK``, required), the runs that started and that ended complete, failed, aborted."""
+        chosen = period.upper()
+        if chosen not in ("DAY", "WEEK"):
+            raise HTTPException(400, "period: DAY or WEEK")
+        if chosen == "WEEK" and not timezone:
+            raise HTTPException(400, "Timezone must be specified for period 'WEEK'")
+        try:
+            zone = ZoneInfo(timezone) if timezone else UTC
+        except (ZoneInfoNotFoundError, ValueError):
+            raise HTTPException(400, f"timezone: unknown {timezone!r}") from None
+        spans = stats.intervals(chosen, datetime.now(UTC), zone)
+        hours = store.run_hours(stats.stored_time(spans[0][0]), stats.stored_time(spans[-1][1]))
+        return stats.lineage_metrics(spans, hours)
 
     @router.get("/api/v1/lineage", dependencies=api, tags=["Marquez"])
     def lineage(nodeId: str, depth: Depth = 20, asOf: AsOf = None, limit: NodeLimit = None) -> JSONResponse:

@@ -185,17 +185,23 @@ def lineage_graph(graph: Graph, latest_runs: Mapping[str, Mapping[str, Any]] | N
             targets.sort(key=by_id)
         edges_in = [{"origin": ids[o], "destination": node_id} for o in sources]
         edges_out = [{"origin": node_id, "destination": ids[d]} for d in targets]
+        # Marquez's JobData / DatasetData: what the walk does not read (creation times, descriptions, locations,
+        # parents) is null; a job's updatedAt is its latest run's last known time.
         if node.kind == "job":
+            latest = run(latest_runs[element]) if element in latest_runs else None
             data: dict[str, Any] = {
                 "id": {"namespace": node.namespace, "name": node.name}, "type": "BATCH", "name": node.name,
-                "simpleName": node.name.rsplit(".", 1)[-1], "namespace": node.namespace,
-                "inputs": _dataset_ids(graph.nodes[o] for o in sources),
-                "outputs": _dataset_ids(graph.nodes[d] for d in targets),
-                "latestRun": run(latest_runs[element]) if element in latest_runs else None}
+                "simpleName": node.name.rsplit(".", 1)[-1], "parentJobName": None, "parentJobUuid": None,
+                "currentRunUuid": None, "createdAt": None,
+                "updatedAt": (latest["updatedAt"] or latest["endedAt"] or latest["startedAt"]) if latest else None,
+                "namespace": node.namespace, "inputs": _dataset_ids(graph.nodes[o] for o in sources),
+                "outputs": _dataset_ids(graph.nodes[d] for d in targets), "location": None, "description": None,
+                "latestRun": latest}
         else:
             data = {"id": {"namespace": node.namespace, "name": node.name}, "type": dataset_type(node.namespace),
-                    "name": node.name, "physicalName": node.name, "namespace": node.namespace,
-                    "sourceName": node.namespace, "fields": fields(schemas.get(element)), "tags": []}
+                    "name": node.name, "physicalName": node.name, "createdAt": None, "updatedAt": None,
+                    "namespace": node.namespace, "sourceName": node.namespace, "fields": fields(schemas.get(element)),
+                    "tags": [], "lastModifiedAt": None, "description": None, "lastLifecycleState": None}
         nodes.append({"id": node_id, "type": node.kind.upper(), "data": data,
                       "inEdges": edges_in, "outEdges": edges_out})
     nodes.sort(key=lambda n: n["id"])

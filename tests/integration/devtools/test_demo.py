@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import requests
@@ -54,4 +55,12 @@ def test_demo_shows_the_alert_the_impact_and_a_picture(stack_settings: StackSett
     page.wait_for_function("Number(document.body.dataset.graphNodes) >= 5", timeout=30_000)
     page.locator("#details h3", has_text="Schema history").wait_for(timeout=30_000)
     screenshot(page, "demo-lineage", readme=True)
+    # each view on the demo's data: the change side by side, the daily partitions, the home page's breaking alert
+    assert page.locator("#schema-diff tr.diff-changed", has_text="amount").count() == 1
+    page.goto(f"{server}/#/lineage?node={quote(f'dataset:file:{daily}', safe='')}&depth=1")
+    page.locator("#details svg.partition-grid rect.partition-cell").first.wait_for(timeout=30_000)
+    screenshot(page, "demo-partitions")
+    page.goto(f"{server}/")
+    page.locator("#home-alerts li.change-BREAKING", has_text="orders_cleaned").first.wait_for(timeout=30_000)
+    screenshot(page, "demo-home", readme=True)
     page.close()

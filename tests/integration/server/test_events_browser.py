@@ -32,7 +32,7 @@ def published(clients: ClientSettings) -> dict[str, Any]:
     tag = uuid.uuid4().hex[:8]
     settings = ClientSettings.from_env({**os.environ, "LINEAGE_EVENTS_TOPIC": f"test.events-browser.{tag}.events"})
     prepare_pipeline(settings, 3)
-    ns, now = f"events-{tag}", datetime.now(UTC)
+    ns, now = f"events-{tag}", datetime.now(UTC) - timedelta(minutes=2)  # all in the past (the stats' last hour)
     table = _dataset(f"warehouse://events-{tag}", "orders", "amount")
     events = []
     for job in range(12):
@@ -116,3 +116,16 @@ def test_the_ui_shows_the_events_and_a_runs_own(server: ChildProcess, browser: A
     assert kinds == ["START", "RUNNING", "COMPLETE"]
     assert not errors, errors
     page.close()
+
+
+def test_marquez_stats_count_the_runs_started_and_ended(server: ChildProcess, published: dict[str, Any]) -> None:
+    url = f"{server.url}/api/v1/stats/lineage-events"
+    day = requests.get(url, params={"period": "DAY"}, timeout=60).json()
+    assert len(day) == 24 and set(day[0]) == {"startInterval", "endInterval", "start", "complete", "fail", "abort"}
+    runs = len(published["events"]) // 2  # 13 runs, each started and completed within the last hour or two
+    assert sum(bucket["start"] for bucket in day) >= runs and sum(bucket["complete"] for bucket in day) >= runs
+    week = requests.get(url, params={"period": "week", "timezone": "America/New_York"}, timeout=60).json()
+    assert len(week) == 7 and week[-1]["startInterval"].endswith(("-05:00", "-04:00"))
+    assert requests.get(url, params={"period": "WEEK"}, timeout=60).status_code == 400
+    assert requests.get(url, params={"period": "MONTH"}, timeout=60).status_code == 400
+

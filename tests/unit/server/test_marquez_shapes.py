@@ -19,6 +19,11 @@ def test_lineage_graph_edges_point_along_the_data() -> None:
     assert job["data"]["outputs"] == [{"namespace": "s3://lake", "name": "mart/orders"}]
     raw = nodes["dataset:s3://lake:raw/orders"]
     assert raw["type"] == "DATASET" and raw["inEdges"] == []
+    # every field of Marquez's JobData and DatasetData is there (null when the walk does not read it)
+    assert {"parentJobName", "parentJobUuid", "currentRunUuid", "createdAt", "updatedAt", "location", "description",
+            "latestRun"} <= set(job["data"])
+    assert {"createdAt", "updatedAt", "lastModifiedAt", "description", "lastLifecycleState", "fields", "tags"} \
+        <= set(raw["data"])
     assert raw["outEdges"] == [{"origin": "dataset:s3://lake:raw/orders", "destination": "job:etl:clean"}]
 
 
