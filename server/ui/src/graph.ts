@@ -6,11 +6,10 @@ import svg from "cytoscape-svg";
 import { datasetId, parseNodeId } from "./api";
 import { type Box, type Link, layered, type Point } from "./layout";
 import { shortName, shortNamespace } from "./names";
+import { COLOURS, type GraphNode, label, runState } from "./nodes";
 
 cytoscape.use(svg);
 
-export type Edge = { origin: string; destination: string };
-export type GraphNode = { id: string; type: "DATASET" | "JOB" | "DATASET_FIELD"; data: any; inEdges: Edge[]; outEdges: Edge[] };
 export type Handlers = { select(id: string): void; open(id: string): void; path(id: string): void };
 
 const CARD = { width: 210, height: 46 };
@@ -27,7 +26,6 @@ const DATASET_ICON = icon(`<rect x="1.5" y="2.5" width="13" height="11" rx="1.5"
   `<path d="M1.5 6.2h13M6 6.2v7.3" stroke="#475569" stroke-width="1.3"/>`);
 const JOB_ICON = icon(`<circle cx="8" cy="8" r="6.5" fill="none" stroke="#5b4fc4" stroke-width="1.3"/><path d="M6.4 4.9l4.4 3.1-4.4 3.1z" fill="#5b4fc4"/>`);
 
-export const COLOURS = { COMPLETED: "#15803d", FAILED: "#c2410c", RUNNING: "#b45309", read: "#94a3b8", write: "#475569" };
 
 const STYLE: any[] = [
   { selector: "node", style: { label: "data(label)", "font-size": 12, "text-valign": "center", "text-halign": "center",
@@ -68,15 +66,6 @@ export function canvas(): cytoscape.Core | undefined {
 }
 (window as any).lineageGraph = canvas; // the browser tests read positions and frame times through it
 
-export function runState(node: GraphNode): string | undefined {
-  return node.type === "JOB" ? node.data.latestRun?.state : undefined;
-}
-
-export function label(node: GraphNode): string {
-  if (node.type === "DATASET_FIELD") return node.data.field;
-  const name: string = node.data.name ?? parseNodeId(node.id).name;
-  return shortName(node.type.toLowerCase(), name);
-}
 
 function card(node: GraphNode): string {
   if (node.type === "DATASET_FIELD") return node.data.field;

@@ -1,7 +1,7 @@
 // The home page: what needs attention now (breaking drift first, failed and long-running runs, dead letters, pipeline
 // lag), each a link into the graph, and the platform's size and runs per day.
 import { api, datasetId, html } from "./api";
-import { COLOURS } from "./graph";
+import { COLOURS } from "./nodes";
 
 const SHOWN = 8; // items per card
 const STATE_COLOURS: Record<string, string> = { COMPLETE: COLOURS.COMPLETED, FAIL: COLOURS.FAILED, ABORT: "#7c2d12",

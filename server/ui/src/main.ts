@@ -2,7 +2,7 @@
 // as of a time), dataset and job pages, and the operator view (live drift alerts, dead letters, pipeline status). It
 // reads only the server's API.
 import { api, call, datasetId, headers, html, type NodeRef, parseNodeId, seg } from "./api";
-import { canvas, clearGraph, drawGraph, type Edge, fit, type GraphNode, label, runState, zoomBy } from "./graph";
+import { type Edge, type GraphNode, label, runState } from "./nodes";
 import { showHome } from "./home";
 import { partitionGrid } from "./partitions";
 import { seconds, type TimedRun, timeline } from "./runs";
@@ -92,6 +92,12 @@ async function runSearch(q: string): Promise<void> {
 }
 
 // --- the lineage graph ----------------------------------------------------------------------------------------------
+// The canvas (Cytoscape, most of the bundle) loads with the first graph: the home page does not wait for it.
+let loadedCanvas: typeof import("./graph") | undefined;
+async function canvasModule(): Promise<typeof import("./graph")> {
+  loadedCanvas ??= await import("./graph");
+  return loadedCanvas;
+}
 let shown: Map<string, GraphNode> = new Map();
 let pathEnds: string[] = [];
 
@@ -117,7 +123,7 @@ async function draw(nodes: GraphNode[], start: string): Promise<void> {
   shown = new Map(nodes.map((n) => [n.id, n]));
   pathEnds = [];
   renderNodeList();
-  await drawGraph($("graph"), nodes, start, {
+  await (await canvasModule()).drawGraph($("graph"), nodes, start, {
     select: (id) => showDetails(id),
     open: (id) => writeView({ ...readView().view, node: id.startsWith("datasetField:") ? fieldDataset(id) : id }),
     path: markPath,
@@ -130,8 +136,8 @@ function fieldDataset(id: string): string {
 }
 
 // Shift-click two nodes: the path between them, highlighted.
-function markPath(id: string): void {
-  const cy = canvas();
+async function markPath(id: string): Promise<void> {
+  const cy = (await canvasModule()).canvas();
   if (!cy) return;
   pathEnds = [...pathEnds, id].slice(-2);
   cy.elements().removeClass("on-path");
@@ -179,7 +185,7 @@ async function showLineage(view: View): Promise<void> {
     }
     const body = await response.json();
     if (seq !== lineageSeq) return; // the view changed while this answer was on its way: the later one draws
-    if (!response.ok) { notice(body.message); clearGraph(); shown = new Map(); renderNodeList(); return; }
+    if (!response.ok) { notice(body.message); (await canvasModule()).clearGraph(); shown = new Map(); renderNodeList(); return; }
     const nodes = directed(body.graph, view.node, view.dir);
     if (response.headers.get("X-Lineage-Truncated") === "true") notice("more lineage exists than shown (limits)");
     else if (nodes.length > 200) notice(`${nodes.length} nodes: arrow keys walk the graph, the minimap moves the view`);
@@ -494,10 +500,10 @@ function setupControls(): void {
     update({ asOf: days ? new Date(Date.now() - days * 86_400_000).toISOString() : undefined });
   });
   $("now").addEventListener("click", () => { $<HTMLInputElement>("as-of-days").value = "0"; update({ asOf: undefined }); });
-  $("zoom-in").addEventListener("click", () => zoomBy(1.25));
-  $("zoom-out").addEventListener("click", () => zoomBy(0.8));
-  $("fit").addEventListener("click", fit);
-  const cy = canvas;
+  $("zoom-in").addEventListener("click", async () => (await canvasModule()).zoomBy(1.25));
+  $("zoom-out").addEventListener("click", async () => (await canvasModule()).zoomBy(0.8));
+  $("fit").addEventListener("click", async () => (await canvasModule()).fit());
+  const cy = () => loadedCanvas?.canvas();
   $("export-png").addEventListener("click", () => cy() && download("lineage.png", cy()!.png({ full: true, scale: 2, bg: "#ffffff", output: "blob" }) as any));
   $("export-svg").addEventListener("click", () => cy() && download("lineage.svg", new Blob([(cy() as any).svg({ full: true, bg: "#ffffff" })], { type: "image/svg+xml" })));
   $("share").addEventListener("click", async () => {
