@@ -299,7 +299,7 @@ async function datasetPage(panel: HTMLElement, ref: NodeRef, id: string, stale: 
     (partitions.partitions.length ? `<h3>Partitions</h3>${partitionGrid(partitions.partitions)}` +
       `<ul class="partition-attention">${partitions.partitions.filter((p: any) => p.state === "FAILED" || p.state === "STALE").slice(0, 10)
         .map((p: any) => html`<li><button type="button" class="partition" data-key="${p.key}">${p.key}</button> <span class="state-${p.state}">${p.state}</span></li>`).join("")}</ul>` +
-      `<div id="partition-detail"></div>` : "") +
+      `<div id="partition-detail"></div>` + backfillForm(partitions.partitions) : "") +
     `<h3>Written by</h3><ul>${jobs(from) || "<li class=hint>none in view</li>"}</ul>` +
     `<h3>Read by</h3><ul>${jobs(to) || "<li class=hint>none in view</li>"}</ul>` +
     `<h3>Schema</h3><table><tr><th>field</th><th>type</th><th>tags</th></tr>` +
@@ -318,7 +318,7 @@ async function datasetPage(panel: HTMLElement, ref: NodeRef, id: string, stale: 
     (schema.alerts.map((a: any) => a.kind === "sensitiveExposure" && a.exposure
       ? html`<li class="exposure">${a.eventTime}: ${a.exposure.tag} newly reaches ${exposedFields(a)} (not cleared)</li>`
       : html`<li class="change-${a.severity}">${a.eventTime}: ${a.changes.length} changes, ${a.impactedJobs.length} jobs downstream</li>`).join("") || "<li class=hint>none</li>") + `</ul>`);
-  wirePartitions(panel, partitions.partitions);
+  wirePartitions(panel, partitions.partitions, ref);
   if (schema.versions.length > 1) {
     const compare = () => {
       const before = schema.versions[Number($<HTMLSelectElement>("diff-before").value)];
@@ -386,7 +386,39 @@ function sparkline(values: number[]): string {
     html`<p class="small">last ${values[values.length - 1]} rows; min ${min}, max ${max} over ${values.length} writes</p>`;
 }
 
-function wirePartitions(panel: HTMLElement, partitions: any[]): void {
+// A backfill plan from this dataset's partitions of some days: the downstream work in stages (each runs after the
+// stages before it; items of one stage can run in parallel).
+function backfillForm(partitions: any[]): string {
+  const days = partitions.map((p: any) => /\d{4}-\d{2}-\d{2}/.exec(p.key)?.[0]).filter(Boolean).sort() as string[];
+  if (!days.length) return "";
+  const failed = partitions.filter((p: any) => p.state === "FAILED" || p.state === "STALE")
+    .map((p: any) => /\d{4}-\d{2}-\d{2}/.exec(p.key)?.[0]).filter(Boolean).sort() as string[];
+  const from = failed[0] ?? days[days.length - 1], to = failed[failed.length - 1] ?? from;
+  return `<h3>Backfill plan</h3><form class="backfill"><label>from <input type="date" name="from" value="${from}"></label> ` +
+    `<label>to <input type="date" name="to" value="${to}"></label> <button type="submit">Plan</button></form><div id="backfill-plan"></div>`;
+}
+
+async function showBackfill(ref: NodeRef, from: string, to: string): Promise<void> {
+  const target = $("backfill-plan");
+  try {
+    const plan = await api(`/api/v2/datasets/${seg(ref.namespace)}/${seg(ref.name)}/backfill-plan`, { from, to });
+    const item = (i: any) => html`<li class="plan-item"><span class="state-${i.lastRun?.state ?? ""}">${label({ id: "", type: "JOB", data: i.job, inEdges: [], outEdges: [] })}</span>` +
+      html` <span class="small">${i.key}${i.derivation === "window" ? " (window)" : ""}</span></li>`;
+    target.innerHTML = html`<p class="small">${plan.itemCount} items over ${plan.jobs.length} jobs in ${plan.stages.length} stages` +
+      `${plan.truncated ? " (cut at the depth limit)" : ""}${plan.cycles.length ? `; ${plan.cycles.length} job cycles` : ""}</p>` +
+      `<ol class="stages">${plan.stages.map((stage: any) => `<li class="stage"><b>stage ${stage.stage + 1}</b><ul>` +
+        stage.items.map(item).join("") + `</ul></li>`).join("")}</ol>`;
+  } catch (error) {
+    target.innerHTML = html`<p class="state-FAILED">${String(error)}</p>`;
+  }
+}
+
+function wirePartitions(panel: HTMLElement, partitions: any[], ref: NodeRef): void {
+  panel.querySelector<HTMLFormElement>("form.backfill")?.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const form = new FormData(event.target as HTMLFormElement);
+    showBackfill(ref, String(form.get("from")), String(form.get("to")));
+  });
   panel.querySelectorAll<SVGRectElement>("rect.partition-cell").forEach((cell) =>
     cell.addEventListener("click", () => partitionDetail(partitions, (cell.dataset.keys ?? "").split("\n"))));
   panel.querySelectorAll<HTMLButtonElement>("button.partition").forEach((button) =>

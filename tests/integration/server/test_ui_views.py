@@ -55,14 +55,20 @@ def platform(clients: ClientSettings) -> dict[str, Any]:
     days = []
     for day in range(5):
         when, run_id = now - timedelta(days=5 - day), str(uuid.uuid4())
-        written = json.loads(json.dumps(daily))
-        written["outputFacets"] = {"kafkaLineage_partition": {
+        partition = {"kafkaLineage_partition": {
             "_producer": "https://example.com", "_schemaURL": "https://example.com/partition.json",
             "keys": [{"name": "date", "value": when.date().isoformat()}]}}
+        written = {**json.loads(json.dumps(daily)), "outputFacets": partition}
         loader = (jobs, f"daily_load_{tag}")
         days += [_run("START", when, loader, [clean], [written], run_id),
                  _run("FAIL" if day == 3 else "COMPLETE", when + timedelta(minutes=10 + day), loader, [clean],
                       [written], run_id)]
+        if day == 3:  # weekly reads the failed day: a backfill of that day rebuilds it
+            read, weekly_run = {**json.loads(json.dumps(daily)), "inputFacets": partition}, str(uuid.uuid4())
+            rollup = {**_dataset(ns, f"weekly_{tag}", "total"), "outputFacets": partition}
+            weekly = (jobs, f"weekly_{tag}"), [read], [rollup]
+            days += [_run("START", when + timedelta(hours=1), *weekly, weekly_run),
+                     _run("COMPLETE", when + timedelta(hours=1, minutes=5), *weekly, weekly_run)]
     with driver_for(clients) as driver:
         ensure_constraints(driver)
         write_events(driver, [
@@ -254,6 +260,10 @@ def test_runs_over_time_partitions_and_schema_diffs(server: ChildProcess, browse
     assert "4 success" in page.locator("#details svg.partition-grid + p").inner_text()
     page.locator("#details button.partition").first.click()
     page.locator("#partition-detail h4", has_text="FAILED").wait_for(timeout=15_000)
+    # a backfill of the failed day (the form's default): weekly rebuilds it
+    page.locator("form.backfill button").click()
+    page.locator("#backfill-plan li.stage li.plan-item", has_text=f"weekly_{tag}").wait_for(timeout=15_000)
+    assert page.locator("#backfill-plan li.stage").count() == 1
     screenshot(page, "ui-partitions", readme=True)
     # two schema versions side by side: currency added
     page.goto(f"{server.url}/#/lineage?node={quote(f'dataset:{ns}:clean_{tag}', safe='')}&depth=1")
