@@ -44,12 +44,17 @@ _FACETS = ("COLLECT {{ MATCH (f:Facet {{of: '{of}', namespace: {node}.namespace,
            "WHERE f.key IS NOT NULL AND f.json IS NOT NULL RETURN f.json }}")
 
 # A dataset: names, current schema version and its fields, first schema seen, the last completed write.
+MAX_COLUMN_LINEAGE = 5000  # input columns listed with a dataset
 _DATASET_FIELDS = (
     "CALL (d) { OPTIONAL MATCH (d)-[:HAS_SCHEMA]->(s:SchemaVersion) RETURN min(s.firstSeen) AS firstSeen, "
     "collect(CASE WHEN s.hash = d.schemaVersion THEN s.fields END)[0] AS fields } "
     "CALL (d) { OPTIONAL MATCH (d)<-[:WROTE]-(r:Run {state: 'COMPLETE'}) RETURN max(r.endTime) AS lastWrite } "
     "RETURN " + _NS.format("d") + " AS namespace, " + _NAME.format("d") + " AS name, d.schemaVersion AS version, "
-    "fields, firstSeen, lastWrite, " + _FACETS.format(of="Dataset", node="d") + " AS facets")
+    "fields, firstSeen, lastWrite, " + _FACETS.format(of="Dataset", node="d") + " AS facets, "
+    # Marquez's columnLineage: each column's inputs (bounded: a wide table's whole lineage is a column graph question)
+    "COLLECT { MATCH (f:Field {namespace: d.namespace, name: d.name})-[e:DERIVES_FROM]->(i:Field) "
+    "RETURN [coalesce(f.fullField, f.field), coalesce(i.fullNamespace, i.namespace), coalesce(i.fullName, i.name), "
+    "coalesce(i.fullField, i.field), e.transformation] LIMIT " + str(MAX_COLUMN_LINEAGE) + " } AS columnLineage")
 _DATASETS = ("MATCH (d:Dataset {namespace: $namespace}) WITH d ORDER BY d.name SKIP $offset LIMIT $limit "
              + _DATASET_FIELDS)
 _DATASET = "MATCH (d:Dataset {namespace: $namespace, name: $name}) " + _DATASET_FIELDS

@@ -10,7 +10,7 @@ A dataset's ``currentVersion`` and a version's ``version`` are the schema versio
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -72,7 +72,7 @@ def _dict(value: Any) -> dict[str, Any]:
 
 
 def dataset(row: list[Any]) -> dict[str, Any]:
-    ns, name, version, fields_json, first_seen, last_write, facet_texts = row
+    ns, name, version, fields_json, first_seen, last_write, facet_texts, column_inputs = row
     facets = facet_documents(facet_texts)
     lifecycle = _dict(facets.get("lifecycleStateChange")).get("lifecycleStateChange")
     return {
@@ -81,8 +81,23 @@ def dataset(row: list[Any]) -> dict[str, Any]:
         "namespace": ns, "sourceName": ns, "fields": fields(fields_json), "tags": _tags(facets),
         "lastModifiedAt": last_write, "lastLifecycleState": lifecycle if isinstance(lifecycle, str) else None,
         "description": _description(facets), "facets": facets, "currentVersion": version,
-        "deleted": lifecycle == "DROP",
+        "deleted": lifecycle == "DROP", "columnLineage": column_lineage(column_inputs or []),
     }
+
+
+def column_lineage(inputs: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
+    """Marquez's Dataset.columnLineage from (column, input namespace, input dataset, input column, transformation)
+    rows: each column with its input fields, by column name."""
+    by_column: dict[str, list[dict[str, Any]]] = {}
+    for column, namespace, dataset_name, field, text in inputs:
+        kind, description = _transformation(text or "")
+        by_column.setdefault(column, []).append({"namespace": namespace, "dataset": dataset_name, "field": field,
+                                                 "transformationDescription": description,
+                                                 "transformationType": kind})
+    return [{"name": column, "inputFields": sorted(found, key=lambda f: (f["namespace"], f["dataset"], f["field"])),
+             "transformationDescription": found[0]["transformationDescription"],
+             "transformationType": found[0]["transformationType"]}
+            for column, found in sorted(by_column.items())]
 
 
 def dataset_version(ns: str, name: str, version: Mapping[str, Any]) -> dict[str, Any]:

@@ -59,13 +59,22 @@ def test_dataset_shape_from_its_current_schema() -> None:
     fields = '[{"name":"id","type":"BIGINT","description":"key"},{"name":"address","type":"STRUCT",' \
              '"fields":[{"name":"city","type":"STRING"}]}]'
     dataset = marquez.dataset(["kafka://broker:9092", "orders", "abc123", fields, "2024-05-01T00:00:00.000000Z",
-                               "2024-05-02T00:00:00.000000Z", []])
+                               "2024-05-02T00:00:00.000000Z", [],
+                               [["id", "pg", "raw", "order_id", "DIRECT/IDENTITY"], ["id", "pg", "raw", "id2", None],
+                                ["total", "pg", "raw", "amount", "DIRECT/AGGREGATION"]]])
     assert dataset["id"] == {"namespace": "kafka://broker:9092", "name": "orders"}
     assert dataset["type"] == "STREAM"
     assert dataset["fields"] == [{"name": "id", "type": "BIGINT", "tags": [], "description": "key"},
                                  {"name": "address", "type": "STRUCT", "tags": [], "description": None}]
     assert dataset["lastModifiedAt"] == dataset["updatedAt"] == "2024-05-02T00:00:00.000000Z"
     assert dataset["currentVersion"] == "abc123"
+    # Marquez's columnLineage: each column with its input fields
+    assert [c["name"] for c in dataset["columnLineage"]] == ["id", "total"]
+    assert dataset["columnLineage"][0]["inputFields"] == [
+        {"namespace": "pg", "dataset": "raw", "field": "id2", "transformationDescription": None,
+         "transformationType": None},
+        {"namespace": "pg", "dataset": "raw", "field": "order_id", "transformationDescription": "DIRECT/IDENTITY",
+         "transformationType": "DIRECT"}]
 
 
 def test_facet_documents_fill_description_tags_lifecycle_and_facets() -> None:
@@ -74,7 +83,7 @@ def test_facet_documents_fill_description_tags_lifecycle_and_facets() -> None:
              '{"key": "gold", "value": "gold"}]}}',
              '{"lifecycleStateChange": {"lifecycleStateChange": "DROP"}}', '{"_omitted": {"catalog": 70000}}',
              '{"version": {"datasetVersion": "7"}}', "not json"]
-    dataset = marquez.dataset(["ns", "d", None, None, None, None, texts])
+    dataset = marquez.dataset(["ns", "d", None, None, None, None, texts, []])
     assert dataset["description"] == "Orders, cleaned" and dataset["tags"] == ["gold", "pii:true"]
     assert dataset["lastLifecycleState"] == "DROP" and dataset["deleted"] is True
     assert dataset["facets"]["version"] == {"datasetVersion": "7"} and dataset["facets"]["_omitted"] == {
@@ -121,7 +130,8 @@ MARQUEZ_PROPERTIES: dict[str, dict[str, type]] = {
     "Namespace": {"name": STR, "createdAt": STR, "updatedAt": STR, "ownerName": STR, "description": STR},
     "Dataset": {"id": OBJ, "type": STR, "name": STR, "physicalName": STR, "createdAt": STR, "updatedAt": STR,
                 "namespace": STR, "sourceName": STR, "fields": ARR, "tags": ARR, "lastModifiedAt": STR,
-                "lastLifecycleState": STR, "description": STR, "facets": OBJ, "currentVersion": STR, "deleted": BOOL},
+                "lastLifecycleState": STR, "description": STR, "facets": OBJ, "currentVersion": STR, "deleted": BOOL,
+                "columnLineage": ARR},  # columnLineage: in Marquez's Dataset model, not in its OpenAPI document
     "DatasetVersion": {"id": OBJ, "type": STR, "name": STR, "physicalName": STR, "createdAt": STR, "version": STR,
                        "namespace": STR, "sourceName": STR, "fields": ARR, "tags": ARR, "description": STR,
                        "createdByRun": OBJ, "facets": OBJ},
@@ -157,7 +167,7 @@ def test_every_shape_has_exactly_marquez_properties() -> None:
     shapes = {
         "Namespace": marquez.namespace(["ns", None, None]),
         "Dataset": marquez.dataset(["ns", "d", "v", '[{"name": "a", "type": "INT"}]', "2024-05-01T00:00:00.000000Z",
-                                    None, ['{"documentation": {"description": "d"}}']]),
+                                    None, ['{"documentation": {"description": "d"}}'], []]),
         "DatasetVersion": marquez.dataset_version("ns", "d", {"version": "v", "fields": "[]", "firstSeen": None}),
         "Job": marquez.job(["ns", "j", None, None, None, None, None, [], [], [RUN_ROW], []]),
         "Run": marquez.run({**RUN_ROW, "facets": {"parent": {}}}, [{"namespace": "ns", "name": "d", "version": "v"}],
