@@ -49,7 +49,8 @@ def fields(fields_json: str | None) -> list[dict[str, Any]]:
 
 def namespace(row: list[Any]) -> dict[str, Any]:
     name, first, last = row
-    return {"name": name, "createdAt": first, "updatedAt": last, "ownerName": None, "description": None}
+    return {"name": name, "createdAt": first, "updatedAt": last, "ownerName": None, "description": None,
+            "isHidden": False}
 
 
 def _description(facets: Mapping[str, Any]) -> str | None:
@@ -164,7 +165,7 @@ def job(row: list[Any]) -> dict[str, Any]:
         "outputs": [{"namespace": o[0], "name": o[1]} for o in sorted(outputs)],
         "location": _dict(facets.get("sourceCodeLocation")).get("url"), "context": {},
         "description": _description(facets), "latestRun": latest[0] if latest else None, "latestRuns": latest,
-        "facets": facets, "currentVersion": None,
+        "facets": facets, "currentVersion": None, "tags": _tags(facets), "labels": [],
     }
 
 

@@ -127,7 +127,8 @@ STR, INT, OBJ, ARR, BOOL = str, int, dict, list, bool
 _RUN_TYPES = {"id": STR, "createdAt": STR, "updatedAt": STR, "nominalStartTime": STR, "nominalEndTime": STR,
               "state": STR, "startedAt": STR, "endedAt": STR, "durationMs": INT, "args": OBJ, "facets": OBJ}
 MARQUEZ_PROPERTIES: dict[str, dict[str, type]] = {
-    "Namespace": {"name": STR, "createdAt": STR, "updatedAt": STR, "ownerName": STR, "description": STR},
+    "Namespace": {"name": STR, "createdAt": STR, "updatedAt": STR, "ownerName": STR, "description": STR,
+                  "isHidden": BOOL},  # isHidden, Job.tags/labels: in Marquez's models, not its OpenAPI document
     "Dataset": {"id": OBJ, "type": STR, "name": STR, "physicalName": STR, "createdAt": STR, "updatedAt": STR,
                 "namespace": STR, "sourceName": STR, "fields": ARR, "tags": ARR, "lastModifiedAt": STR,
                 "lastLifecycleState": STR, "description": STR, "facets": OBJ, "currentVersion": STR, "deleted": BOOL,
@@ -138,7 +139,7 @@ MARQUEZ_PROPERTIES: dict[str, dict[str, type]] = {
     "Job": {"id": OBJ, "type": STR, "name": STR, "simpleName": STR, "parentJobName": STR, "parentJobUuid": STR,
             "createdAt": STR, "updatedAt": STR, "namespace": STR, "inputs": ARR, "outputs": ARR, "location": STR,
             "context": OBJ, "description": STR, "latestRun": OBJ, "latestRuns": ARR, "facets": OBJ,
-            "currentVersion": STR},
+            "currentVersion": STR, "tags": ARR, "labels": ARR},
     "Run": {**_RUN_TYPES, "jobVersion": OBJ, "inputDatasetVersions": ARR, "outputDatasetVersions": ARR},
     "DatasetVersionRef": {"datasetVersionId": OBJ, "facets": OBJ},  # Input/OutputDatasetVersion
     "Source": {"type": STR, "name": STR, "createdAt": STR, "updatedAt": STR, "connectionUrl": STR, "description": STR},
