@@ -17,7 +17,7 @@ const FIELD = { width: 170, height: 26 };
 const GROUP_HEADER = 30; // a dataset box's title above its columns (column view)
 const FIRST_CHUNK = 200; // nodes drawn at once: the start's neighbourhood
 const CHUNK = 600; // nodes added per animation frame after the first
-const MINIMAP_FROM = 60; // nodes: smaller graphs fit the view whole
+const MINIMAP_FROM = 60; // nodes: smaller graphs are fit to the view whole when that keeps them readable
 const LARGE = 800; // past this many nodes, pan/zoom draws a texture and hides edges while moving
 
 const icon = (body: string) => `data:image/svg+xml;utf8,${encodeURIComponent(
@@ -44,7 +44,8 @@ const STYLE: any[] = [
     "border-width": 3 } },
   { selector: "node.dataset-group", style: { shape: "round-rectangle", "background-color": "#f8fafc", "text-valign": "top",
     "text-halign": "center", "text-margin-y": -4, "text-margin-x": 0, "font-weight": "bold", "border-color": "#94a3b8",
-    padding: 8, "background-image": "none", "text-max-width": `${FIELD.width}px`, "text-wrap": "ellipsis" } },
+    padding: 8, "background-image": "none", "text-max-width": `${FIELD.width}px`, "text-wrap": "ellipsis",
+    "text-background-color": "#f8fafc", "text-background-opacity": 0.9, "text-background-padding": 2 } },
   { selector: "node.field", style: { width: FIELD.width, height: FIELD.height, "font-size": 11, "background-image": "none",
     "text-margin-x": 0, "text-max-width": `${FIELD.width - 12}px`, "text-wrap": "ellipsis", "background-color": "#ffffff" } },
   { selector: "edge", style: { width: 1.5, "curve-style": "straight", "target-arrow-shape": "triangle",
@@ -190,14 +191,14 @@ export async function drawGraph(container: HTMLElement, nodes: GraphNode[], star
   graph.on("mouseover", "edge.labelled", (event) => event.target.addClass("hover"));
   graph.on("mouseout", "edge.labelled", (event) => event.target.removeClass("hover"));
   tooltip(graph, container, new Map(nodes.map((n) => [n.id, n])));
-  frame(graph, start, nodes.length);
+  const whole = frame(graph, start, nodes.length);
   document.body.dataset.renderedAt = String(performance.now()); // lineage bench api: time to first render
   for (const rest of chunks.slice(1)) {
     await new Promise((resolve) => requestAnimationFrame(resolve));
     if (run !== drawing) return;
     graph.add(rest);
   }
-  minimap(graph, container, nodes.length > MINIMAP_FROM);
+  minimap(graph, container, !whole);
   keyboard(graph, container, on);
   document.body.dataset.drawnAt = String(performance.now());
   document.body.dataset.graphNodes = String(graph.nodes().not(".dataset-group").length);
@@ -210,14 +211,25 @@ export function clearGraph(): void {
   document.body.dataset.graphNodes = "0";
 }
 
-// The first view: the whole graph if it is small, else the start and its neighbourhood at a readable size.
-function frame(graph: cytoscape.Core, start: string, total: number): void {
-  if (total <= MINIMAP_FROM) { graph.fit(undefined, 30); return; }
+// The first view: the whole graph when it fits at a readable size, else the start and its neighbourhood at one (the
+// minimap shows the rest). Answers whether everything is in view.
+const READABLE = 0.7;
+
+function frame(graph: cytoscape.Core, start: string, total: number): boolean {
+  if (total <= MINIMAP_FROM) {
+    graph.fit(undefined, 30);
+    if (graph.zoom() >= READABLE) return true;
+  }
   const focus = graph.getElementById(start);
   const near = focus.nonempty() ? focus.closedNeighborhood().closedNeighborhood() : graph.nodes();
   graph.fit(near, 40);
-  if (graph.zoom() > 1 && focus.nonempty()) graph.zoom({ level: 1, position: (focus as cytoscape.NodeSingular).position() });
-  else if (graph.zoom() > 1) graph.zoom(1);
+  const position = focus.nonempty() ? (focus as cytoscape.NodeSingular).position() : undefined;
+  if (graph.zoom() > 1 || graph.zoom() < READABLE) {
+    const level = graph.zoom() > 1 ? 1 : READABLE;
+    if (position) graph.zoom({ level, position }); else graph.zoom(level);
+    if (position) graph.center(focus);
+  }
+  return false;
 }
 
 function tooltip(graph: cytoscape.Core, container: HTMLElement, byId: Map<string, GraphNode>): void {
@@ -246,7 +258,8 @@ function minimap(graph: cytoscape.Core, container: HTMLElement, wanted: boolean)
   const context = map.getContext("2d")!;
   const box = graph.elements().boundingBox({});
   const scale = Math.min(map.width / (box.w || 1), map.height / (box.h || 1));
-  const toMap = (x: number, y: number) => [(x - box.x1) * scale, (y - box.y1) * scale];
+  const left = (map.width - box.w * scale) / 2, top = (map.height - box.h * scale) / 2; // centred
+  const toMap = (x: number, y: number) => [left + (x - box.x1) * scale, top + (y - box.y1) * scale];
   const nodes = graph.nodes().not(".dataset-group").map((n) => ({ p: (n as cytoscape.NodeSingular).position(), failed: n.hasClass("state-FAILED"), start: n.hasClass("start") }));
   let queued = false;
   const paint = () => {
@@ -266,7 +279,7 @@ function minimap(graph: cytoscape.Core, container: HTMLElement, wanted: boolean)
   graph.on("viewport", () => { if (!queued) { queued = true; requestAnimationFrame(paint); } });
   map.onclick = (event) => {
     const rect = map.getBoundingClientRect();
-    const x = box.x1 + (event.clientX - rect.left) / scale, y = box.y1 + (event.clientY - rect.top) / scale;
+    const x = box.x1 + (event.clientX - rect.left - left) / scale, y = box.y1 + (event.clientY - rect.top - top) / scale;
     graph.pan({ x: graph.width() / 2 - x * graph.zoom(), y: graph.height() / 2 - y * graph.zoom() });
   };
   paint();

@@ -648,5 +648,6 @@ async function route(): Promise<void> {
 
 setupSearch();
 setupControls();
+if (window.innerWidth < 1200) $("graph").parentElement!.querySelector("details.legend")?.removeAttribute("open"); // room
 window.addEventListener("hashchange", route);
 route();
