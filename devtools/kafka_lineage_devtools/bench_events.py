@@ -142,22 +142,49 @@ def run_pairs(count: int, shape: str = "realistic", seed: int | None = None, job
         run = str(uuid.UUID(int=rng.getrandbits(128), version=4))
         parent = str(uuid.UUID(int=rng.getrandbits(128), version=4))
         started = base + timedelta(milliseconds=index)
-        times = {_TIME: started.isoformat(timespec="microseconds"),
-                 _END: (started + timedelta(seconds=1)).isoformat(timespec="microseconds")}
-        for complete in (False, True)[: min(2, count - index)]:
-            text = _template(job, complete, shape, jobs).replace(_RUN, run).replace(_PARENT, parent)
-            for placeholder, value in times.items():
-                text = text.replace(placeholder, value)
-            if complete:
-                text = text.replace(str(_ROWS), str(rng.randrange(10**7))).replace(
-                    str(_BYTES), str(rng.randrange(10**10)))
-            event = json.loads(text)
-            if namespace is not None:
-                event["job"]["namespace"] = namespace
+        for event in _run_events(job, run, parent, started, rng, shape, jobs, namespace)[: min(2, count - index)]:
             if churn:
                 for output in event["outputs"]:
                     output["facets"]["schema"]["fields"].append({"name": f"added_{run[:8]}", "type": "string"})
             events.append(event)
+    return events
+
+
+def dag_runs(namespace: str, shape: str = "realistic", jobs: int = JOBS, hosts: str | None = None
+             ) -> list[dict[str, Any]]:
+    """One START/COMPLETE run of every job of the DAG, in job order (the whole platform once; the same seed each
+    call, fresh run ids): the jobs in ``namespace``; with ``hosts``, every table namespace's host prefixed with it
+    (``s3://lake`` → ``s3://{hosts}.lake``), a platform of its own."""
+    rng = random.Random(0)
+    base = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
+    events: list[dict[str, Any]] = []
+    for job in range(jobs):
+        run, parent = str(uuid.uuid4()), str(uuid.uuid4())
+        events += _run_events(job, run, parent, base + timedelta(milliseconds=job), rng, shape, jobs, namespace)
+    if hosts is None:
+        return events
+    text = json.dumps(events)
+    for table_namespace in (*TABLE_NAMESPACES, *SOURCE_NAMESPACES):
+        text = text.replace(f'"{table_namespace}"', json.dumps(table_namespace.replace("://", f"://{hosts}.", 1)))
+    return json.loads(text)
+
+
+def _run_events(job: int, run: str, parent: str, started: datetime, rng: random.Random, shape: str, jobs: int,
+                namespace: str | None) -> list[dict[str, Any]]:
+    """A run's START and COMPLETE events from the job's templates."""
+    times = {_TIME: started.isoformat(timespec="microseconds"),
+             _END: (started + timedelta(seconds=1)).isoformat(timespec="microseconds")}
+    events = []
+    for complete in (False, True):
+        text = _template(job, complete, shape, jobs).replace(_RUN, run).replace(_PARENT, parent)
+        for placeholder, value in times.items():
+            text = text.replace(placeholder, value)
+        if complete:
+            text = text.replace(str(_ROWS), str(rng.randrange(10**7))).replace(str(_BYTES), str(rng.randrange(10**10)))
+        event = json.loads(text)
+        if namespace is not None:
+            event["job"]["namespace"] = namespace
+        events.append(event)
     return events
 
 

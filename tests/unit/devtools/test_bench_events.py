@@ -101,3 +101,14 @@ def test_resident_memory_sums_the_processes_and_counts_gone_ones_as_nothing() ->
     assert own > 10
     assert cpu_budget.resident_mib([None, 2**22 + 12345]) == 0  # above pid_max: no such process
     assert cpu_budget.resident_mib(cpu_budget.process_tree(os.getpid())) >= own
+
+
+def test_dag_runs_run_every_job_once_on_hosts_of_their_own() -> None:
+    events = bench_events.dag_runs("ui", jobs=40, hosts="t1")
+    assert len(events) == 80 and [e["eventType"] for e in events[:2]] == ["START", "COMPLETE"]
+    assert {e["job"]["name"] for e in events} == {f"etl.job_{job}" for job in range(40)}
+    assert {e["job"]["namespace"] for e in events} == {"ui"}
+    namespaces = {d["namespace"] for e in events for d in e["inputs"] + e["outputs"]}
+    assert namespaces and all("://t1." in ns for ns in namespaces)
+    lineage = events[-1]["outputs"][0]["facets"]["columnLineage"]["fields"]
+    assert all("://t1." in f["namespace"] for column in lineage.values() for f in column["inputFields"])
