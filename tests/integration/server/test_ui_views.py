@@ -289,3 +289,36 @@ def test_runs_over_time_partitions_and_schema_diffs(server: ChildProcess, browse
     assert not errors, errors
     page.close()
 
+
+
+def test_keyboard_only_search_to_graph_to_a_dataset(server: ChildProcess, browser: Any,
+                                                    platform: dict[str, Any]) -> None:
+    ns, jobs, tag = platform["ns"], platform["jobs"], platform["tag"]
+    errors: list[str] = []
+    page = _page(browser, errors, 1280, 800)
+    page.goto(f"{server.url}/")
+    page.wait_for_function("document.body.dataset.home === 'ready'", timeout=30_000)
+    page.keyboard.press("Tab")  # the brand link, then the search box
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.id") == "search"
+    page.keyboard.type(f"clean_{tag}")
+    page.locator(f'#results button[data-node-id="dataset:{ns}:clean_{tag}"]').wait_for(timeout=15_000)
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Enter")
+    page.wait_for_function("Number(document.body.dataset.graphNodes) >= 3", timeout=30_000)
+    for _ in range(30):  # tab through the controls to the graph
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.id") == "graph":
+            break
+    assert page.evaluate("document.activeElement.id") == "graph"
+    page.keyboard.press("ArrowLeft")  # to the job writing clean, then to the table it reads
+    page.wait_for_function(f"document.querySelector('#details h2').textContent === 'clean_orders_{tag}'",
+                           timeout=15_000)
+    page.keyboard.press("ArrowLeft")
+    page.wait_for_function(f"document.querySelector('#details h2').textContent === 'orders_{tag}'", timeout=15_000)
+    page.locator("#details h3", has_text="Schema").first.wait_for(timeout=15_000)  # the dataset's page
+    page.keyboard.press("Enter")  # re-centres the graph on it
+    page.wait_for_function(f"decodeURIComponent(location.hash).includes('node=dataset:{ns}:orders_{tag}')",
+                           timeout=15_000)
+    assert not errors, errors
+    page.close()
