@@ -293,7 +293,7 @@ def test_runs_over_time_partitions_and_schema_diffs(server: ChildProcess, browse
 
 def test_keyboard_only_search_to_graph_to_a_dataset(server: ChildProcess, browser: Any,
                                                     platform: dict[str, Any]) -> None:
-    ns, jobs, tag = platform["ns"], platform["jobs"], platform["tag"]
+    ns, tag = platform["ns"], platform["tag"]
     errors: list[str] = []
     page = _page(browser, errors, 1280, 800)
     page.goto(f"{server.url}/")
