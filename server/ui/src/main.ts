@@ -3,6 +3,7 @@
 // reads only the server's API.
 import { api, call, datasetId, headers, html, type NodeRef, parseNodeId, seg } from "./api";
 import { type Edge, type GraphNode, label, runState } from "./nodes";
+import { showDatasets, showJobs } from "./browse";
 import { showHome } from "./home";
 import { partitionGrid } from "./partitions";
 import { seconds, type TimedRun, timeline } from "./runs";
@@ -632,18 +633,27 @@ async function showEvents(offset: number): Promise<void> {
 }
 
 // --- routing --------------------------------------------------------------------------------------------------------
+const VIEWS: Record<string, string> = { home: "home-view", lineage: "lineage-view", jobs: "browse-view",
+  datasets: "browse-view", events: "events-view", operator: "operator-view" };
+
 async function route(): Promise<void> {
   const { route: asked, view } = readView();
-  const route = ["home", "lineage", "events", "operator"].includes(asked) ? asked : "home";
-  for (const name of ["home", "lineage", "events", "operator"]) {
-    $(`${name}-view`).hidden = name !== route;
-    $(`nav-${name}`).toggleAttribute("aria-current", name === route);
-  }
+  const route = asked in VIEWS ? asked : "home";
+  for (const id of new Set(Object.values(VIEWS))) $(id).hidden = id !== VIEWS[route];
+  for (const name of Object.keys(VIEWS)) $(`nav-${name}`).toggleAttribute("aria-current", name === route);
   if (route !== "operator") { streaming?.abort(); window.clearInterval(statusTimer); }
-  if (route === "operator") return showOperator();
-  if (route === "home") return showHome();
-  if (route === "events") return showEvents(Number(new URLSearchParams(location.hash.split("?")[1] ?? "").get("offset")) || 0);
-  await showLineage(view);
+  const params = new URLSearchParams(location.hash.split("?")[1] ?? "");
+  try {
+    if (route === "operator") return await showOperator();
+    if (route === "home") return await showHome();
+    if (route === "events") return await showEvents(Number(params.get("offset")) || 0);
+    if (route === "jobs") return await showJobs($("browse-view"), params);
+    if (route === "datasets") return await showDatasets($("browse-view"), params);
+    await showLineage(view);
+  } catch (error) {
+    notice(String(error));
+    $(VIEWS[route]).insertAdjacentHTML("afterbegin", html`<p class="state-FAILED">${String(error)}</p>`);
+  }
 }
 
 setupSearch();

@@ -322,3 +322,24 @@ def test_keyboard_only_search_to_graph_to_a_dataset(server: ChildProcess, browse
                            timeout=15_000)
     assert not errors, errors
     page.close()
+
+
+def test_browsing_jobs_by_state_and_a_namespaces_datasets(server: ChildProcess, browser: Any,
+                                                          platform: dict[str, Any]) -> None:
+    ns, tag = platform["ns"], platform["tag"]
+    errors: list[str] = []
+    page = _page(browser, errors, 1280, 800)
+    page.goto(f"{server.url}/#/jobs?state=FAILED")
+    page.wait_for_function("document.body.dataset.browse === 'jobs'", timeout=30_000)
+    failing = page.locator("table.browse tr", has_text=f"load_orders_{tag}")  # newest activity first
+    assert "FAILED" in failing.inner_text()
+    assert "COMPLETED" not in page.locator("table.browse").inner_text()
+    failing.locator("a").click()
+    page.wait_for_function("Number(document.body.dataset.graphNodes) >= 2", timeout=30_000)
+    page.goto(f"{server.url}/#/datasets?namespace={quote(ns, safe='')}")
+    page.wait_for_function("document.body.dataset.browse === 'datasets'", timeout=30_000)
+    names = page.locator("table.browse tr td:first-child a").all_inner_texts()
+    assert names == sorted(f"{name}_{tag}" for name in ("clean", "daily", "orders", "weekly"))
+    assert _critical_violations(page) == []
+    assert not errors, errors
+    page.close()
