@@ -487,17 +487,25 @@ class GraphStore:
     def overview(self, since: str, limit: int) -> dict[str, Any]:
         """What the home page shows: counts of jobs, datasets and runs; runs started since ``since`` per day (the
         day of their own start time) and state; the latest failed or aborted of them and the runs still going,
-        oldest first (``limit`` each)."""
+        oldest first (``limit`` each); the partitions those failed runs wrote that are still failed."""
         jobs, datasets, runs = self._single(_COUNTS)
         recent = self._read(_RECENT_RUNS, since=since, states=["FAIL", "ABORT"], limit=limit)
         running = self._read(_RUNNING_RUNS, limit=limit)
         per_day: dict[str, dict[str, int]] = {}
         for day, state, count in self._read(_RUNS_PER_DAY, since=since):
             per_day.setdefault(day, {})[state or "NEW"] = count
+        failed_partitions = []
+        for run, job in recent:  # the partitions these runs wrote that are failed still (no later version fixed them)
+            for written in self._partitions(partition_reads.run_partitions, run["runId"]).wrote:
+                if written.get("partitionState") == "FAILED":
+                    failed_partitions.append({"namespace": written["namespace"], "name": written["name"],
+                                              "key": written["key"], "reason": written.get("reason"),
+                                              "runId": run["runId"], "job": job})
         return {"counts": {"jobs": jobs, "datasets": datasets, "runs": runs},
                 "runsPerDay": [{"day": day, "states": per_day[day]} for day in sorted(per_day)],
                 "failedRuns": [{**run, "job": job} for run, job in recent],
-                "runningRuns": [{**run, "job": job} for run, job in running]}
+                "runningRuns": [{**run, "job": job} for run, job in running],
+                "failedPartitions": failed_partitions[:limit]}
 
     def run_hours(self, start: str, end: str) -> dict[str, dict[str, int]]:
         """UTC hour (``YYYY-MM-DDTHH``) → how many runs started (START) and ended COMPLETE, FAIL or ABORT in it,

@@ -174,8 +174,8 @@ def lineage_routes(routes: Routes) -> APIRouter:
     @router.get("/api/v2/overview", dependencies=api, tags=["Runs"])
     def overview(days: Annotated[int, Query(ge=1, le=MAX_OVERVIEW_DAYS)] = 14, limit: Limit = 20) -> dict[str, Any]:
         """What needs attention (the web UI's home page): the latest failed or aborted runs of the last ``days``
-        days, the runs still going (oldest first), runs per day and state over those days, and how many jobs,
-        datasets and runs the graph holds. Drift alerts, dead letters and lag are under /api/v2/alerts,
+        days and the partitions they wrote that are failed still, the runs still going (oldest first), runs per day
+        and state over those days, and how many jobs, datasets and runs the graph holds. Drift alerts, dead letters and lag are under /api/v2/alerts,
         /api/v2/dead-letters and /api/v2/status."""
         since = (datetime.now(UTC) - timedelta(days=days)).date().isoformat()
         return store.overview(since, capped(limit, settings.max_results))

@@ -58,6 +58,13 @@ function runsCards(overview: any): string {
       : `<p class="hint">nothing running</p>`);
 }
 
+function partitionsCard(partitions: any[]): string {
+  const items = partitions.slice(0, SHOWN).map((p) => `<li>` + graphLink(datasetId(p.namespace, p.name), p.name, "down") +
+    html` <span class="small">${p.key}</span><br><span class="error">${p.reason ?? "failed"}</span></li>`);
+  return card("home-partitions", "Failed partitions", partitions.length,
+    items.length ? `<ul>${items.join("")}</ul>` : `<p class="hint">none written by the failed runs</p>`);
+}
+
 function deadLettersCard(letters: any[]): string {
   const items = letters.slice(0, SHOWN).map((d) =>
     html`<li><span class="small">${d.stage} · ${age(d.failedAt)} ago</span><br>${d.errorClass}: ${String(d.errorMessage ?? "").slice(0, 160)}</li>`);
@@ -108,6 +115,7 @@ export async function showHome(): Promise<void> {
     html`<div class="figure"><b>${counts.runs}</b> runs</div>` +
     `<div class="runs-chart"><h2 class="small">Runs per day (14 days)</h2>${runsChart(overview.runsPerDay)}</div></section>` +
     `<h1 class="attention">Needs attention</h1><div class="cards">` +
-    alertsCard(alerts.alerts) + runsCards(overview) + deadLettersCard(letters.deadLetters) + pipelineCard(status) + "</div>";
+    alertsCard(alerts.alerts) + runsCards(overview) + partitionsCard(overview.failedPartitions ?? []) +
+    deadLettersCard(letters.deadLetters) + pipelineCard(status) + "</div>";
   document.body.dataset.home = "ready";
 }

@@ -65,8 +65,10 @@ def platform(clients: ClientSettings) -> dict[str, Any]:
             "keys": [{"name": "date", "value": when.date().isoformat()}]}}
         written = {**json.loads(json.dumps(daily)), "outputFacets": partition}
         loader = (jobs, f"daily_load_{tag}")
-        days += [_run("START", when, loader, [clean], [written], run_id),
-                 _run("FAIL" if day == 3 else "COMPLETE", when + timedelta(minutes=10 + day), loader, [clean],
+        # the fourth day's partition is rebuilt just now and that run fails: among the newest failures
+        ran = now - timedelta(minutes=15) if day == 3 else when
+        days += [_run("START", ran, loader, [clean], [written], run_id),
+                 _run("FAIL" if day == 3 else "COMPLETE", ran + timedelta(minutes=10 + day), loader, [clean],
                       [written], run_id)]
         if day == 3:  # weekly reads the failed day: a backfill of that day rebuilds it
             read, weekly_run = {**json.loads(json.dumps(daily)), "inputFacets": partition}, str(uuid.uuid4())
@@ -158,6 +160,7 @@ def test_home_shows_what_needs_attention_first(server: ChildProcess, browser: An
     running = page.locator("#home-running li", has_text=f"rebuild_daily_{tag}").inner_text()
     assert "running for " in running and " days" in running  # since 2000
     assert page.locator("#home-alerts li.change-BREAKING", has_text=f"orders_{tag}").count() >= 1
+    assert "date=" in page.locator("#home-partitions li", has_text=f"daily_{tag}").inner_text()  # day 4 failed
     assert int(page.locator(".summary .figure b").first.inner_text()) >= DAG_JOBS  # jobs
     assert page.locator(".runs-chart svg rect").count() >= 1
     assert page.locator("#home-pipeline table tr").count() >= 2
