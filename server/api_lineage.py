@@ -175,8 +175,8 @@ def lineage_routes(routes: Routes) -> APIRouter:
     def overview(days: Annotated[int, Query(ge=1, le=MAX_OVERVIEW_DAYS)] = 14, limit: Limit = 20) -> dict[str, Any]:
         """What needs attention (the web UI's home page): the latest failed or aborted runs of the last ``days``
         days and the partitions they wrote that are failed still, the runs still going (oldest first), runs per day
-        and state over those days, and how many jobs, datasets and runs the graph holds. Drift alerts, dead letters and lag are under /api/v2/alerts,
-        /api/v2/dead-letters and /api/v2/status."""
+        and state over those days, and how many jobs, datasets and runs the graph holds. Drift alerts, dead letters
+        and lag are under /api/v2/alerts, /api/v2/dead-letters and /api/v2/status."""
         since = (datetime.now(UTC) - timedelta(days=days)).date().isoformat()
         return store.overview(since, capped(limit, settings.max_results))
 
