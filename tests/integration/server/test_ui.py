@@ -4,6 +4,7 @@ Screenshots of each step are kept in .lineage/screenshots/."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import uuid
@@ -76,18 +77,28 @@ def world(clients: ClientSettings) -> dict[str, str]:
     return {"ns": ns, "jobs": jobs, "tag": tag}
 
 
-@pytest.fixture(scope="module")
-def drift(clients: ClientSettings) -> ClientSettings:
-    prefix = f"test.ui.{uuid.uuid4().hex[:8]}"
+def alert_topics(prefix: str) -> ClientSettings:
+    """The pipeline's settings with drift and dead-letter topics of their own (created)."""
+    prefix = f"{prefix}.{uuid.uuid4().hex[:8]}"
     settings = ClientSettings.from_env({**os.environ, "LINEAGE_DRIFT_TOPIC": f"{prefix}.drift",
                                         "LINEAGE_DLQ_TOPIC": f"{prefix}.dlq"})
     prepare_pipeline(settings, 1)
     return settings
 
 
+def alerting_server(topics: ClientSettings) -> contextlib.AbstractContextManager[ChildProcess]:
+    """``lineage serve`` reading those drift and dead-letter topics."""
+    return server_process({"LINEAGE_DRIFT_TOPIC": topics.drift_topic, "LINEAGE_DLQ_TOPIC": topics.dlq_topic})
+
+
+@pytest.fixture(scope="module")
+def drift(clients: ClientSettings) -> ClientSettings:
+    return alert_topics("test.ui")
+
+
 @pytest.fixture(scope="module")
 def server(world: dict[str, str], drift: ClientSettings) -> Iterator[ChildProcess]:
-    with server_process({"LINEAGE_DRIFT_TOPIC": drift.drift_topic, "LINEAGE_DLQ_TOPIC": drift.dlq_topic}) as child:
+    with alerting_server(drift) as child:
         yield child
 
 

@@ -4,8 +4,8 @@ navigation of the graph, the column view without overlapping boxes, and axe-core
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,11 +19,10 @@ import requests
 
 from kafka_lineage.graph.driver import driver_for, ensure_constraints, write_events
 from kafka_lineage.runtime.config import ClientSettings
-from kafka_lineage.runtime.kafka_io import prepare_pipeline
 from kafka_lineage_devtools.bench_events import dag_runs
-from kafka_lineage_devtools.processes import ChildProcess, server_process
+from kafka_lineage_devtools.processes import ChildProcess
 from tests.integration.conftest import REPO, SCREENSHOTS, screenshot
-from tests.integration.server.test_ui import _dataset, _publish_alert, _run
+from tests.integration.server.test_ui import _dataset, _publish_alert, _run, alert_topics, alerting_server
 
 pytestmark = pytest.mark.integration
 AXE = REPO / "server" / "ui" / "node_modules" / "axe-core" / "axe.min.js"
@@ -98,23 +97,24 @@ def platform(clients: ClientSettings) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def drift(clients: ClientSettings) -> ClientSettings:
-    prefix = f"test.ui-views.{uuid.uuid4().hex[:8]}"
-    settings = ClientSettings.from_env({**os.environ, "LINEAGE_DRIFT_TOPIC": f"{prefix}.drift",
-                                        "LINEAGE_DLQ_TOPIC": f"{prefix}.dlq"})
-    prepare_pipeline(settings, 1)
-    return settings
+    return alert_topics("test.ui-views")
 
 
 @pytest.fixture(scope="module")
 def server(platform: dict[str, Any], drift: ClientSettings) -> Iterator[ChildProcess]:
-    with server_process({"LINEAGE_DRIFT_TOPIC": drift.drift_topic, "LINEAGE_DLQ_TOPIC": drift.dlq_topic}) as child:
+    with alerting_server(drift) as child:
         yield child
 
 
-def _page(browser: Any, errors: list[str], width: int = 1400, height: int = 850) -> Any:
+@contextlib.contextmanager
+def _page(browser: Any, width: int = 1400, height: int = 850) -> Iterator[Any]:
+    """A page of that size; no script error may happen on it."""
     page = browser.new_page(viewport={"width": width, "height": height})
+    errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    return page
+    yield page
+    assert not errors, errors
+    page.close()
 
 
 def _boxes(page: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -151,28 +151,25 @@ def test_home_shows_what_needs_attention_first(server: ChildProcess, browser: An
                                                drift: ClientSettings) -> None:
     ns, jobs, tag = platform["ns"], platform["jobs"], platform["tag"]
     _publish_alert(drift, ns, f"orders_{tag}", jobs)  # BREAKING: amount removed
-    errors: list[str] = []
-    page = _page(browser, errors)
-    page.goto(f"{server.url}/")
-    page.wait_for_function("document.body.dataset.home === 'ready'", timeout=30_000)
-    failed = page.locator("#home-failed li", has_text=f"load_orders_{tag}")
-    assert f"disk full {tag}" in failed.inner_text()
-    running = page.locator("#home-running li", has_text=f"rebuild_daily_{tag}").inner_text()
-    assert "running for " in running and " days" in running  # since 2000
-    assert page.locator("#home-alerts li.change-BREAKING", has_text=f"orders_{tag}").count() >= 1
-    assert "date=" in page.locator("#home-partitions li", has_text=f"daily_{tag}").inner_text()  # day 4 failed
-    assert int(page.locator(".summary .figure b").first.inner_text()) >= DAG_JOBS  # jobs
-    assert page.locator(".runs-chart svg rect").count() >= 1
-    assert page.locator("#home-pipeline table tr").count() >= 2
-    screenshot(page, "ui-home", readme=True)
-    assert _critical_violations(page) == []
-    # a failed run leads into the graph around its job
-    failed.locator("a").click()
-    page.wait_for_function("Number(document.body.dataset.graphNodes) >= 2", timeout=30_000)
-    assert page.locator("#details h2").inner_text() == f"load_orders_{tag}"
-    assert not page.locator("#home-view").is_visible()
-    assert not errors, errors
-    page.close()
+    with _page(browser) as page:
+        page.goto(f"{server.url}/")
+        page.wait_for_function("document.body.dataset.home === 'ready'", timeout=30_000)
+        failed = page.locator("#home-failed li", has_text=f"load_orders_{tag}")
+        assert f"disk full {tag}" in failed.inner_text()
+        running = page.locator("#home-running li", has_text=f"rebuild_daily_{tag}").inner_text()
+        assert "running for " in running and " days" in running  # since 2000
+        assert page.locator("#home-alerts li.change-BREAKING", has_text=f"orders_{tag}").count() >= 1
+        assert "date=" in page.locator("#home-partitions li", has_text=f"daily_{tag}").inner_text()  # day 4 failed
+        assert int(page.locator(".summary .figure b").first.inner_text()) >= DAG_JOBS  # jobs
+        assert page.locator(".runs-chart svg rect").count() >= 1
+        assert page.locator("#home-pipeline table tr").count() >= 2
+        screenshot(page, "ui-home", readme=True)
+        assert _critical_violations(page) == []
+        # a failed run leads into the graph around its job
+        failed.locator("a").click()
+        page.wait_for_function("Number(document.body.dataset.graphNodes) >= 2", timeout=30_000)
+        assert page.locator("#details h2").inner_text() == f"load_orders_{tag}"
+        assert not page.locator("#home-view").is_visible()
 
 
 def test_a_2000_job_answer_is_drawn_whole_and_stays_smooth(server: ChildProcess, browser: Any,
@@ -181,168 +178,152 @@ def test_a_2000_job_answer_is_drawn_whole_and_stays_smooth(server: ChildProcess,
     assert answer.headers.get("X-Lineage-Truncated") is None
     whole = len(answer.json()["graph"])  # every layer's jobs and tables, upstream and down (4,000-odd)
     assert whole > 2000
-    errors: list[str] = []
-    page = _page(browser, errors)
-    page.goto(f"{server.url}/#/lineage?node={quote(DAG_END, safe='')}&depth=10&dir=both")
-    page.wait_for_function(f"document.body.dataset.graphNodes === '{whole}'", timeout=120_000)
-    first_render = page.evaluate("Number(document.body.dataset.renderedAt)")
-    drawn = page.evaluate("Number(document.body.dataset.drawnAt)")
-    assert "more lineage exists" not in page.locator("#notice").inner_text()
-    # the start is on screen at a readable size, selected in the side panel
-    zoom, inside = page.evaluate("""() => { const cy = window.lineageGraph();
-      const p = cy.nodes('.start').renderedPosition();
-      return [cy.zoom(), p.x >= 0 && p.y >= 0 && p.x <= cy.width() && p.y <= cy.height()]; }""")
-    assert zoom >= 0.5 and inside
-    # names shortened by their kind: a path-named table by its last segment, a Spark job by its last part
-    labels = page.evaluate("() => window.lineageGraph().nodes().map(n => n.data('label').split('\\n')[0])")
-    assert "…/table_1999" in labels and "etl.job_1999" in labels
-    page.locator("#details h3", has_text="Schema history").wait_for(timeout=30_000)  # its page in the side panel
-    screenshot(page, "ui-graph-2000", readme=True)
-    # frame times while dragging and wheeling (recorded, not asserted: the machines are shared)
-    page.evaluate("""() => { window.frames_ = []; let last = performance.now();
-      const tick = (t) => { window.frames_.push(t - last); last = t;
-        if (window.frames_.length < 600) requestAnimationFrame(tick); };
-      requestAnimationFrame(tick); }""")
-    box = page.locator("#graph").bounding_box()
-    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
-    page.mouse.move(x, y)
-    page.mouse.down()
-    for step in range(40):
-        page.mouse.move(x - step * 10, y + step * 2)
-    page.mouse.up()
-    for step in range(16):
-        page.mouse.wheel(0, 200 if step < 8 else -200)
-        page.wait_for_timeout(25)
-    frames = sorted(page.evaluate("window.frames_")[1:])
-    assert len(frames) > 30
-    measured = {"nodes": whole, "first_render_ms": first_render, "all_drawn_ms": drawn,
-                "frame_ms": {"p50": frames[len(frames) // 2], "p95": frames[int(len(frames) * 0.95)],
-                             "max": frames[-1], "count": len(frames)}}
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    Path(SCREENSHOTS / "ui-graph-2000.json").write_text(json.dumps(measured, indent=2))
-    print("2,000-job graph in Chromium:", measured)
-    # the keyboard: into the graph, left to the job writing the start (its page opens), left again to a table it reads
-    page.locator("#graph").focus()
-    page.keyboard.press("ArrowLeft")
-    page.wait_for_function("document.querySelector('#details h2').textContent === 'etl.job_1999'", timeout=15_000)
-    page.keyboard.press("ArrowLeft")
-    page.wait_for_function("document.querySelector('#details h2').textContent.startsWith('layer_8/')",
-                           timeout=15_000)
-    assert not errors, errors
-    page.close()
+    with _page(browser) as page:
+        page.goto(f"{server.url}/#/lineage?node={quote(DAG_END, safe='')}&depth=10&dir=both")
+        page.wait_for_function(f"document.body.dataset.graphNodes === '{whole}'", timeout=120_000)
+        first_render = page.evaluate("Number(document.body.dataset.renderedAt)")
+        drawn = page.evaluate("Number(document.body.dataset.drawnAt)")
+        assert "more lineage exists" not in page.locator("#notice").inner_text()
+        # the start is on screen at a readable size, selected in the side panel
+        zoom, inside = page.evaluate("""() => { const cy = window.lineageGraph();
+          const p = cy.nodes('.start').renderedPosition();
+          return [cy.zoom(), p.x >= 0 && p.y >= 0 && p.x <= cy.width() && p.y <= cy.height()]; }""")
+        assert zoom >= 0.5 and inside
+        # names shortened by their kind: a path-named table by its last segment, a Spark job by its last part
+        labels = page.evaluate("() => window.lineageGraph().nodes().map(n => n.data('label').split('\\n')[0])")
+        assert "…/table_1999" in labels and "etl.job_1999" in labels
+        page.locator("#details h3", has_text="Schema history").wait_for(timeout=30_000)  # its page in the side panel
+        screenshot(page, "ui-graph-2000", readme=True)
+        # frame times while dragging and wheeling (recorded, not asserted: the machines are shared)
+        page.evaluate("""() => { window.frames_ = []; let last = performance.now();
+          const tick = (t) => { window.frames_.push(t - last); last = t;
+            if (window.frames_.length < 600) requestAnimationFrame(tick); };
+          requestAnimationFrame(tick); }""")
+        box = page.locator("#graph").bounding_box()
+        x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+        page.mouse.move(x, y)
+        page.mouse.down()
+        for step in range(40):
+            page.mouse.move(x - step * 10, y + step * 2)
+        page.mouse.up()
+        for step in range(16):
+            page.mouse.wheel(0, 200 if step < 8 else -200)
+            page.wait_for_timeout(25)
+        frames = sorted(page.evaluate("window.frames_")[1:])
+        assert len(frames) > 30
+        measured = {"nodes": whole, "first_render_ms": first_render, "all_drawn_ms": drawn,
+                    "frame_ms": {"p50": frames[len(frames) // 2], "p95": frames[int(len(frames) * 0.95)],
+                                 "max": frames[-1], "count": len(frames)}}
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        Path(SCREENSHOTS / "ui-graph-2000.json").write_text(json.dumps(measured, indent=2))
+        print("2,000-job graph in Chromium:", measured)
+        # the keyboard: into the graph, left to the job writing the start (its page opens), left to a table it reads
+        page.locator("#graph").focus()
+        page.keyboard.press("ArrowLeft")
+        page.wait_for_function("document.querySelector('#details h2').textContent === 'etl.job_1999'", timeout=15_000)
+        page.keyboard.press("ArrowLeft")
+        page.wait_for_function("document.querySelector('#details h2').textContent.startsWith('layer_8/')",
+                               timeout=15_000)
 
 
 def test_the_column_view_has_no_overlaps_and_the_pages_pass_axe(server: ChildProcess, browser: Any,
                                                                 platform: dict[str, Any]) -> None:
     ns, tag = platform["ns"], platform["tag"]
-    errors: list[str] = []
-    page = _page(browser, errors, 1280, 800)
-    page.goto(f"{server.url}/#/lineage?node={quote(f'dataset:{ns}:clean_{tag}', safe='')}&depth=3&columns=1")
-    page.wait_for_function("document.body.dataset.graphNodes === '4'", timeout=30_000)  # currency has no lineage
-    groups, fields = _boxes(page)
-    assert len(groups) == 3 and len(fields) == 4
-    assert _overlapping(groups) == [] and _overlapping(fields) == []
-    indirect = page.evaluate("() => window.lineageGraph().edges('.indirect').map(e => e.id())")
-    assert indirect == [f"datasetField:{ns}:clean_{tag}:amount->datasetField:{ns}:daily_{tag}:total"]
-    screenshot(page, "ui-columns")
-    assert _critical_violations(page) == []
-    # a realistic wide neighbourhood: 20-column tables, each column from a column of every input
-    page.goto(f"{server.url}/#/lineage?node={quote(DAG_END, safe='')}&depth=2&columns=1")
-    page.wait_for_function("Number(document.body.dataset.graphNodes) > 100", timeout=60_000)
-    groups, fields = _boxes(page)
-    assert len(groups) > 10 and _overlapping(groups) == [] and _overlapping(fields) == []
-    page.goto(f"{server.url}/#/operator")
-    page.locator("#stages tbody tr").first.wait_for(timeout=30_000)
-    assert _critical_violations(page) == []
-    assert not errors, errors
-    page.close()
+    with _page(browser, 1280, 800) as page:
+        page.goto(f"{server.url}/#/lineage?node={quote(f'dataset:{ns}:clean_{tag}', safe='')}&depth=3&columns=1")
+        page.wait_for_function("document.body.dataset.graphNodes === '4'", timeout=30_000)  # currency has no lineage
+        groups, fields = _boxes(page)
+        assert len(groups) == 3 and len(fields) == 4
+        assert _overlapping(groups) == [] and _overlapping(fields) == []
+        indirect = page.evaluate("() => window.lineageGraph().edges('.indirect').map(e => e.id())")
+        assert indirect == [f"datasetField:{ns}:clean_{tag}:amount->datasetField:{ns}:daily_{tag}:total"]
+        screenshot(page, "ui-columns")
+        assert _critical_violations(page) == []
+        # a realistic wide neighbourhood: 20-column tables, each column from a column of every input
+        page.goto(f"{server.url}/#/lineage?node={quote(DAG_END, safe='')}&depth=2&columns=1")
+        page.wait_for_function("Number(document.body.dataset.graphNodes) > 100", timeout=60_000)
+        groups, fields = _boxes(page)
+        assert len(groups) > 10 and _overlapping(groups) == [] and _overlapping(fields) == []
+        page.goto(f"{server.url}/#/operator")
+        page.locator("#stages tbody tr").first.wait_for(timeout=30_000)
+        assert _critical_violations(page) == []
 
 
 def test_runs_over_time_partitions_and_schema_diffs(server: ChildProcess, browser: Any,
                                                     platform: dict[str, Any]) -> None:
     ns, jobs, tag = platform["ns"], platform["jobs"], platform["tag"]
-    errors: list[str] = []
-    page = _page(browser, errors)
-    # the job's runs as a timeline (five, one failed) and a run's partitions
-    page.goto(f"{server.url}/#/lineage?node={quote(f'job:{jobs}:daily_load_{tag}', safe='')}&depth=1")
-    page.locator("#details .run-timeline svg.timeline").wait_for(timeout=30_000)
-    assert page.locator("#details rect.run-bar").count() == 5
-    assert "5 runs, 1 failed" in page.locator("#details .run-timeline").inner_text()
-    page.locator("#details ul.failed-runs button.run").first.click()
-    page.locator("#run-detail ul.partitions li", has_text="FAILED").wait_for(timeout=15_000)
-    screenshot(page, "ui-run-timeline", readme=True)
-    # the dataset's partitions by day: four succeeded, one failed, and what a partition was built from
-    page.goto(f"{server.url}/#/lineage?node={quote(f'dataset:{ns}:daily_{tag}', safe='')}&depth=1")
-    page.locator("#details svg.partition-grid").wait_for(timeout=30_000)
-    assert page.locator("#details rect.partition-cell").count() == 5
-    assert "4 success" in page.locator("#details svg.partition-grid + p").inner_text()
-    page.locator("#details button.partition").first.click()
-    page.locator("#partition-detail h4", has_text="FAILED").wait_for(timeout=15_000)
-    # a backfill of the failed day (the form's default): weekly rebuilds it
-    page.locator("form.backfill button").click()
-    page.locator("#backfill-plan li.stage li.plan-item", has_text=f"weekly_{tag}").wait_for(timeout=15_000)
-    assert page.locator("#backfill-plan li.stage").count() == 1
-    screenshot(page, "ui-partitions", readme=True)
-    # two schema versions side by side: currency added
-    page.goto(f"{server.url}/#/lineage?node={quote(f'dataset:{ns}:clean_{tag}', safe='')}&depth=1")
-    page.locator("#schema-diff table.schema-diff").wait_for(timeout=30_000)
-    assert page.locator("#schema-diff tr.diff-added td").first.inner_text() == "currency"
-    assert page.locator("#schema-diff tr.diff-same td").first.inner_text() == "amount"
-    assert _critical_violations(page) == []
-    assert not errors, errors
-    page.close()
-
+    with _page(browser) as page:
+        # the job's runs as a timeline (five, one failed) and a run's partitions
+        page.goto(f"{server.url}/#/lineage?node={quote(f'job:{jobs}:daily_load_{tag}', safe='')}&depth=1")
+        page.locator("#details .run-timeline svg.timeline").wait_for(timeout=30_000)
+        assert page.locator("#details rect.run-bar").count() == 5
+        assert "5 runs, 1 failed" in page.locator("#details .run-timeline").inner_text()
+        page.locator("#details ul.failed-runs button.run").first.click()
+        page.locator("#run-detail ul.partitions li", has_text="FAILED").wait_for(timeout=15_000)
+        screenshot(page, "ui-run-timeline", readme=True)
+        # the dataset's partitions by day: four succeeded, one failed, and what a partition was built from
+        page.goto(f"{server.url}/#/lineage?node={quote(f'dataset:{ns}:daily_{tag}', safe='')}&depth=1")
+        page.locator("#details svg.partition-grid").wait_for(timeout=30_000)
+        assert page.locator("#details rect.partition-cell").count() == 5
+        assert "4 success" in page.locator("#details svg.partition-grid + p").inner_text()
+        page.locator("#details button.partition").first.click()
+        page.locator("#partition-detail h4", has_text="FAILED").wait_for(timeout=15_000)
+        # a backfill of the failed day (the form's default): weekly rebuilds it
+        page.locator("form.backfill button").click()
+        page.locator("#backfill-plan li.stage li.plan-item", has_text=f"weekly_{tag}").wait_for(timeout=15_000)
+        assert page.locator("#backfill-plan li.stage").count() == 1
+        screenshot(page, "ui-partitions", readme=True)
+        # two schema versions side by side: currency added
+        page.goto(f"{server.url}/#/lineage?node={quote(f'dataset:{ns}:clean_{tag}', safe='')}&depth=1")
+        page.locator("#schema-diff table.schema-diff").wait_for(timeout=30_000)
+        assert page.locator("#schema-diff tr.diff-added td").first.inner_text() == "currency"
+        assert page.locator("#schema-diff tr.diff-same td").first.inner_text() == "amount"
+        assert _critical_violations(page) == []
 
 
 def test_keyboard_only_search_to_graph_to_a_dataset(server: ChildProcess, browser: Any,
                                                     platform: dict[str, Any]) -> None:
     ns, tag = platform["ns"], platform["tag"]
-    errors: list[str] = []
-    page = _page(browser, errors, 1280, 800)
-    page.goto(f"{server.url}/")
-    page.wait_for_function("document.body.dataset.home === 'ready'", timeout=30_000)
-    page.keyboard.press("Tab")  # the brand link, then the search box
-    page.keyboard.press("Tab")
-    assert page.evaluate("document.activeElement.id") == "search"
-    page.keyboard.type(f"clean_{tag}")
-    page.locator(f'#results button[data-node-id="dataset:{ns}:clean_{tag}"]').wait_for(timeout=15_000)
-    page.keyboard.press("ArrowDown")
-    page.keyboard.press("Enter")
-    page.wait_for_function("Number(document.body.dataset.graphNodes) >= 3", timeout=30_000)
-    for _ in range(30):  # tab through the controls to the graph
+    with _page(browser, 1280, 800) as page:
+        page.goto(f"{server.url}/")
+        page.wait_for_function("document.body.dataset.home === 'ready'", timeout=30_000)
+        page.keyboard.press("Tab")  # the brand link, then the search box
         page.keyboard.press("Tab")
-        if page.evaluate("document.activeElement.id") == "graph":
-            break
-    assert page.evaluate("document.activeElement.id") == "graph"
-    page.keyboard.press("ArrowLeft")  # to the job writing clean, then to the table it reads
-    page.wait_for_function(f"document.querySelector('#details h2').textContent === 'clean_orders_{tag}'",
-                           timeout=15_000)
-    page.keyboard.press("ArrowLeft")
-    page.wait_for_function(f"document.querySelector('#details h2').textContent === 'orders_{tag}'", timeout=15_000)
-    page.locator("#details h3", has_text="Schema").first.wait_for(timeout=15_000)  # the dataset's page
-    page.keyboard.press("Enter")  # re-centres the graph on it
-    page.wait_for_function(f"decodeURIComponent(location.hash).includes('node=dataset:{ns}:orders_{tag}')",
-                           timeout=15_000)
-    assert not errors, errors
-    page.close()
+        assert page.evaluate("document.activeElement.id") == "search"
+        page.keyboard.type(f"clean_{tag}")
+        page.locator(f'#results button[data-node-id="dataset:{ns}:clean_{tag}"]').wait_for(timeout=15_000)
+        page.keyboard.press("ArrowDown")
+        page.keyboard.press("Enter")
+        page.wait_for_function("Number(document.body.dataset.graphNodes) >= 3", timeout=30_000)
+        for _ in range(30):  # tab through the controls to the graph
+            page.keyboard.press("Tab")
+            if page.evaluate("document.activeElement.id") == "graph":
+                break
+        assert page.evaluate("document.activeElement.id") == "graph"
+        page.keyboard.press("ArrowLeft")  # to the job writing clean, then to the table it reads
+        page.wait_for_function(f"document.querySelector('#details h2').textContent === 'clean_orders_{tag}'",
+                               timeout=15_000)
+        page.keyboard.press("ArrowLeft")
+        page.wait_for_function(f"document.querySelector('#details h2').textContent === 'orders_{tag}'", timeout=15_000)
+        page.locator("#details h3", has_text="Schema").first.wait_for(timeout=15_000)  # the dataset's page
+        page.keyboard.press("Enter")  # re-centres the graph on it
+        page.wait_for_function(f"decodeURIComponent(location.hash).includes('node=dataset:{ns}:orders_{tag}')",
+                               timeout=15_000)
 
 
 def test_browsing_jobs_by_state_and_a_namespaces_datasets(server: ChildProcess, browser: Any,
                                                           platform: dict[str, Any]) -> None:
     ns, tag = platform["ns"], platform["tag"]
-    errors: list[str] = []
-    page = _page(browser, errors, 1280, 800)
-    page.goto(f"{server.url}/#/jobs?state=FAILED")
-    page.wait_for_function("document.body.dataset.browse === 'jobs'", timeout=30_000)
-    failing = page.locator("table.browse tr", has_text=f"load_orders_{tag}")  # newest activity first
-    assert "FAILED" in failing.inner_text()
-    assert "COMPLETED" not in page.locator("table.browse").inner_text()
-    failing.locator("a").click()
-    page.wait_for_function("Number(document.body.dataset.graphNodes) >= 2", timeout=30_000)
-    page.goto(f"{server.url}/#/datasets?namespace={quote(ns, safe='')}")
-    page.wait_for_function("document.body.dataset.browse === 'datasets'", timeout=30_000)
-    names = page.locator("table.browse tr td:first-child a").all_inner_texts()
-    assert names == sorted(f"{name}_{tag}" for name in ("clean", "daily", "orders", "weekly"))
-    assert _critical_violations(page) == []
-    assert not errors, errors
-    page.close()
+    with _page(browser, 1280, 800) as page:
+        page.goto(f"{server.url}/#/jobs?state=FAILED")
+        page.wait_for_function("document.body.dataset.browse === 'jobs'", timeout=30_000)
+        failing = page.locator("table.browse tr", has_text=f"load_orders_{tag}")  # newest activity first
+        assert "FAILED" in failing.inner_text()
+        assert "COMPLETED" not in page.locator("table.browse").inner_text()
+        failing.locator("a").click()
+        page.wait_for_function("Number(document.body.dataset.graphNodes) >= 2", timeout=30_000)
+        page.goto(f"{server.url}/#/datasets?namespace={quote(ns, safe='')}")
+        page.wait_for_function("document.body.dataset.browse === 'datasets'", timeout=30_000)
+        names = page.locator("table.browse tr td:first-child a").all_inner_texts()
+        assert names == sorted(f"{name}_{tag}" for name in ("clean", "daily", "orders", "weekly"))
+        assert _critical_violations(page) == []
