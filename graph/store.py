@@ -274,6 +274,19 @@ _MARQUEZ_RUN = (
     "version: " + _VERSION_AT.format("d") + "}] AS inputs, "
     "[(r)-[:WROTE]->(d:Dataset) | {namespace: " + _NS.format("d") + ", name: " + _NAME.format("d") + ", "
     "version: " + _VERSION_AT.format("d") + "}] AS outputs")
+# Runs (``$runIds``) with their job and each dataset they read: its schema version then and the run that produced
+# what they read (the latest completed write that ended before the reader started), Marquez's upstream run lineage.
+_RUN_INPUTS = (
+    "UNWIND $runIds AS id MATCH (r:Run {runId: id}) "
+    "RETURN r.runId, r.startTime, r.endTime, r.state, "
+    "[(r)-[:OF_JOB]->(j:Job) | [" + _NS.format("j") + ", " + _NAME.format("j") + "]][0], "
+    "COLLECT { MATCH (r)-[:READ]->(d:Dataset) "
+    "CALL (r, d) { OPTIONAL MATCH (d)<-[:WROTE]-(w:Run {state: 'COMPLETE'}) "
+    "WHERE w.endTime <= coalesce(r.startTime, r.lastEventTime) AND w <> r "
+    "RETURN w ORDER BY w.endTime DESC LIMIT 1 } "
+    "RETURN [" + _NS.format("d") + ", " + _NAME.format("d") + ", " + _VERSION_AT.format("d") + ", w.runId] }")
+MAX_UPSTREAM_RUNS = 1000
+
 # The runs that wrote a dataset (row counts, bytes) and the data-quality metrics of the runs that read it, newest
 # first, bounded: a dataset's page shows them over time.
 _DATASET_RUNS = (
@@ -468,6 +481,30 @@ class GraphStore:
         if job is not None:
             job["facets"] = facet_documents(job["facets"])
         return {"run": run, "job": job, "inputs": inputs, "outputs": outputs}
+
+    def upstream_runs(self, run_id: str, depth: int) -> list[dict[str, Any]]:
+        """The run and, level by level up to ``depth``, the runs that produced what it read: each with its job, times,
+        state and inputs (dataset, schema version then, producing run), nearest first, then by job name; at most
+        ``MAX_UPSTREAM_RUNS`` runs."""
+        found: list[dict[str, Any]] = []
+        seen, level = {run_id}, [run_id]
+        for _ in range(depth + 1):
+            rows = self._read(_RUN_INPUTS, runIds=level)
+            if not rows and not found:
+                raise NotFound(f"run {run_id} is not in the graph")
+            next_level = []
+            for run, start, end, state, job, inputs in sorted(rows, key=lambda r: (r[4] or ["", ""])[1]):
+                found.append({"runId": run, "startTime": start, "endTime": end, "state": state, "job": job,
+                              "inputs": [{"namespace": ns, "name": name, "version": version, "producedBy": producer}
+                                         for ns, name, version, producer in sorted(inputs)]})
+                for *_, producer in inputs:
+                    if producer is not None and producer not in seen and len(seen) < MAX_UPSTREAM_RUNS:
+                        seen.add(producer)
+                        next_level.append(producer)
+            if not next_level:
+                break
+            level = next_level
+        return found
 
     def schema_history(self, namespace: str, name: str, limit: int) -> tuple[str, list[dict[str, Any]]]:
         """The dataset's current version and its versions, oldest first, each with the changes from the one before

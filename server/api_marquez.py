@@ -127,6 +127,13 @@ def marquez_routes(routes: Routes) -> APIRouter:
         rows, total = store.all_jobs(states, capped(limit, settings.max_results), offset)
         return {"jobs": [marquez.job(row) for row in rows], "totalCount": total}
 
+    @router.get("/api/v1/runlineage/upstream", dependencies=api, tags=["Marquez"])
+    def run_lineage_upstream(runId: str, depth: Depth = 20) -> dict[str, Any]:
+        """Marquez's upstream run lineage: the run, then level by level the runs that produced what it read (for
+        each dataset read, the latest completed write that ended before the run started), with the schema version
+        of each input then; at most 1,000 runs."""
+        return marquez.upstream_run_lineage(store.upstream_runs(segment(runId), depth_cap(depth)))
+
     @router.get("/api/v1/stats/lineage-events", dependencies=api, tags=["Marquez"])
     def lineage_event_stats(period: str, timezone: str | None = None) -> list[dict[str, Any]]:
         """Marquez's dashboard metric: per hour of the last day (``period=DAY``, UTC) or per day of the last week in

@@ -265,3 +265,15 @@ def column_lineage_graph(graph: Graph, types: Mapping[tuple[str, str], Mapping[s
                                                                                      key=ids.__getitem__)],
         })
     return {"graph": sorted(nodes, key=lambda n: n["id"])}
+
+
+def upstream_run_lineage(runs: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Marquez's UpstreamRunLineage: each run's job (no job versions here: null), its summary and the dataset
+    versions it read with the run that produced each."""
+    return {"runs": [{
+        "job": {"namespace": run["job"][0], "name": run["job"][1], "version": None} if run["job"] else None,
+        "run": {"id": run["runId"], "start": run["startTime"], "end": run["endTime"],
+                "status": RUN_STATES.get(run["state"] or "", "NEW")},
+        "inputs": [{"namespace": i["namespace"], "name": i["name"], "version": i["version"],
+                    "producedByRunId": i["producedBy"]} for i in run["inputs"]]} for run in runs]}
+

@@ -56,7 +56,7 @@ def platform(clients: ClientSettings) -> dict[str, Any]:
     clean_v2 = json.loads(json.dumps(clean))
     clean_v2["facets"]["schema"]["fields"].append({"name": "currency", "type": "STRING"})
     widen = str(uuid.uuid4())
-    days = []
+    days, weekly_run = [], ""
     for day in range(5):
         when, run_id = now - timedelta(days=5 - day), str(uuid.uuid4())
         partition = {"kafkaLineage_partition": {
@@ -92,7 +92,8 @@ def platform(clients: ClientSettings) -> dict[str, Any]:
         platform = dag_runs(dag, jobs=DAG_JOBS, hosts=HOSTS)
         for batch in range(0, len(platform), 500):
             write_events(driver, platform[batch:batch + 500])
-    return {"ns": ns, "jobs": jobs, "tag": tag, "dag": dag}
+    return {"ns": ns, "jobs": jobs, "tag": tag, "dag": dag, "weekly_run": weekly_run,
+            "loads": [e["run"]["runId"] for e in days if e["job"]["name"] == f"daily_load_{tag}"][::2]}
 
 
 @pytest.fixture(scope="module")
@@ -327,3 +328,22 @@ def test_browsing_jobs_by_state_and_a_namespaces_datasets(server: ChildProcess, 
         names = page.locator("table.browse tr td:first-child a").all_inner_texts()
         assert names == sorted(f"{name}_{tag}" for name in ("clean", "daily", "orders", "weekly"))
         assert _critical_violations(page) == []
+
+
+def test_marquez_upstream_run_lineage(server: ChildProcess, platform: dict[str, Any]) -> None:
+    ns, jobs, tag = platform["ns"], platform["jobs"], platform["tag"]
+    answer = requests.get(f"{server.url}/api/v1/runlineage/upstream",
+                          params={"runId": platform["weekly_run"], "depth": 5}, timeout=60).json()
+    runs = answer["runs"]
+    assert [r["job"]["name"] for r in runs] == [f"weekly_{tag}", f"daily_load_{tag}"]
+    assert runs[0]["run"]["status"] == "COMPLETED" and runs[0]["job"] == {"namespace": jobs, "name": f"weekly_{tag}",
+                                                                          "version": None}
+    # weekly read daily: produced by the last load that completed before weekly started (the third day's; the
+    # fourth day's load failed), which read clean before any run had written it
+    (daily,) = runs[0]["inputs"]
+    assert daily["namespace"] == ns and daily["name"] == f"daily_{tag}"
+    assert daily["producedByRunId"] == runs[1]["run"]["id"] == platform["loads"][2]
+    assert runs[1]["inputs"][0]["name"] == f"clean_{tag}" and runs[1]["inputs"][0]["producedByRunId"] is None
+    assert requests.get(f"{server.url}/api/v1/runlineage/upstream", params={"runId": str(uuid.uuid4())},
+                        timeout=60).status_code == 404
+
