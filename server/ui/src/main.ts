@@ -619,16 +619,27 @@ async function streamAlerts(list: HTMLElement): Promise<void> {
 // --- the events browser: the raw events as published, newest first -------------------------------------------------
 const EVENTS_PAGE = 50;
 
-async function showEvents(offset: number): Promise<void> {
+async function showEvents(params: URLSearchParams): Promise<void> {
   const view = $("events-view");
-  const found = await api("/api/v1/events/lineage", { limit: EVENTS_PAGE, offset }).catch((error) => ({ events: [], totalCount: 0, error: String(error) }));
-  const link = (at: number, text: string) => `<a href="#/events?offset=${at}">${text}</a>`;
+  const offset = Number(params.get("offset")) || 0, after = params.get("after") ?? "", before = params.get("before") ?? "";
+  const found = await api("/api/v1/events/lineage", { limit: EVENTS_PAGE, offset, after: after || undefined, before: before || undefined })
+    .catch((error) => ({ events: [], totalCount: 0, error: String(error) }));
+  const link = (at: number, text: string) => `<a href="#/events?${new URLSearchParams({ after, before, offset: String(at) })}">${text}</a>`;
+  const local = (iso: string) => (iso ? toLocalInput(new Date(iso)) : "");
   view.innerHTML = `<h1 class="attention">OpenLineage events</h1>` +
+    `<form class="event-window"><label>published from <input type="datetime-local" name="after" value="${local(after)}"></label> ` +
+    `<label>to <input type="datetime-local" name="before" value="${local(before)}"></label> <button type="submit">Show</button></form>` +
     (found.error ? html`<p class="state-FAILED">${found.error}</p>` : "") +
-    html`<p class="small">${found.totalCount} events in the raw topic; ${offset + 1}–${offset + found.events.length}, newest first</p>` +
+    html`<p class="small">${found.totalCount} events; ${found.totalCount ? offset + 1 : 0}–${offset + found.events.length}, newest first</p>` +
     `<ol class="raw-events" start="${offset + 1}">${found.events.map(rawEvent).join("")}</ol><p>` +
     (offset > 0 ? link(Math.max(0, offset - EVENTS_PAGE), "newer") + " " : "") +
     (offset + found.events.length < found.totalCount ? link(offset + EVENTS_PAGE, "older") : "") + "</p>";
+  view.querySelector("form.event-window")!.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const form = new FormData(event.target as HTMLFormElement);
+    const iso = (name: string) => (form.get(name) ? new Date(String(form.get(name))).toISOString() : "");
+    location.hash = `#/events?${new URLSearchParams({ after: iso("after"), before: iso("before") })}`;
+  });
   document.body.dataset.events = "ready";
 }
 
@@ -646,7 +657,7 @@ async function route(): Promise<void> {
   try {
     if (route === "operator") return await showOperator();
     if (route === "home") return await showHome();
-    if (route === "events") return await showEvents(Number(params.get("offset")) || 0);
+    if (route === "events") return await showEvents(params);
     if (route === "jobs") return await showJobs($("browse-view"), params);
     if (route === "datasets") return await showDatasets($("browse-view"), params);
     await showLineage(view);

@@ -108,6 +108,11 @@ def test_the_ui_shows_the_events_and_a_runs_own(server: ChildProcess, browser: A
     page.wait_for_function("document.body.dataset.events === 'ready'", timeout=30_000)
     assert page.locator("#events-view ol.raw-events > li").count() == len(published["events"])
     assert "watched" in page.locator("#events-view ol.raw-events > li").first.inner_text()
+    tomorrow = (datetime.now() + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M")  # the picker's local time
+    page.locator("form.event-window input[name=after]").fill(tomorrow)
+    page.locator("form.event-window button").click()
+    page.wait_for_function("location.hash.includes('after=')", timeout=15_000)
+    page.locator("#events-view p.small", has_text="0 events").wait_for(timeout=30_000)
     page.goto(f"{server.url}/#/lineage?node={quote(f'job:{ns}:watched', safe='')}&depth=1")
     page.locator("#details table.runs button.run").first.click(timeout=30_000)
     page.locator("#run-events").click(timeout=15_000)
