@@ -44,7 +44,8 @@ _FACETS = ("COLLECT {{ MATCH (f:Facet {{of: '{of}', namespace: {node}.namespace,
            "WHERE f.key IS NOT NULL AND f.json IS NOT NULL RETURN f.json }}")
 
 # A dataset: names, current schema version and its fields, first schema seen, the last completed write.
-MAX_COLUMN_LINEAGE = 5000  # input columns listed with a dataset
+MAX_COLUMN_LINEAGE = 5000  # input columns listed with a dataset (a page of datasets: LIST_COLUMN_LINEAGE each)
+LIST_COLUMN_LINEAGE = 200
 _DATASET_FIELDS = (
     "CALL (d) { OPTIONAL MATCH (d)-[:HAS_SCHEMA]->(s:SchemaVersion) RETURN min(s.firstSeen) AS firstSeen, "
     "collect(CASE WHEN s.hash = d.schemaVersion THEN s.fields END)[0] AS fields } "
@@ -52,9 +53,12 @@ _DATASET_FIELDS = (
     "RETURN " + _NS.format("d") + " AS namespace, " + _NAME.format("d") + " AS name, d.schemaVersion AS version, "
     "fields, firstSeen, lastWrite, " + _FACETS.format(of="Dataset", node="d") + " AS facets, "
     # Marquez's columnLineage: each column's inputs (bounded: a wide table's whole lineage is a column graph question)
+    # (``f.field IS NOT NULL`` lets the field_key index answer by its first two properties)
     "COLLECT { MATCH (f:Field {namespace: d.namespace, name: d.name})-[e:DERIVES_FROM]->(i:Field) "
-    "RETURN [coalesce(f.fullField, f.field), coalesce(i.fullNamespace, i.namespace), coalesce(i.fullName, i.name), "
-    "coalesce(i.fullField, i.field), e.transformation] LIMIT " + str(MAX_COLUMN_LINEAGE) + " } AS columnLineage")
+    "WHERE f.field IS NOT NULL "
+    "WITH coalesce(f.fullField, f.field) AS column, coalesce(i.fullNamespace, i.namespace) AS ns, "
+    "coalesce(i.fullName, i.name) AS name, coalesce(i.fullField, i.field) AS input, e.transformation AS how "
+    "ORDER BY column, ns, name, input LIMIT $columnLineage RETURN [column, ns, name, input, how] } AS columnLineage")
 _DATASETS = ("MATCH (d:Dataset {namespace: $namespace}) WITH d ORDER BY d.name SKIP $offset LIMIT $limit "
              + _DATASET_FIELDS)
 _DATASET = "MATCH (d:Dataset {namespace: $namespace, name: $name}) " + _DATASET_FIELDS
@@ -286,6 +290,7 @@ _RUN_INPUTS = (
     "RETURN w ORDER BY w.endTime DESC LIMIT 1 } "
     "RETURN [" + _NS.format("d") + ", " + _NAME.format("d") + ", " + _VERSION_AT.format("d") + ", w.runId] }")
 MAX_UPSTREAM_RUNS = 1000
+OVERVIEW_PARTITION_RUNS = 20  # failed runs whose partitions the home page looks at
 
 # The runs that wrote a dataset (row counts, bytes) and the data-quality metrics of the runs that read it, newest
 # first, bounded: a dataset's page shows them over time.
@@ -406,11 +411,12 @@ class GraphStore:
 
     def datasets(self, namespace: str, limit: int, offset: int) -> tuple[list[list[Any]], int]:
         key = stored_key(namespace)
-        rows = self._read(_DATASETS, namespace=key, limit=limit, offset=offset)
+        rows = self._read(_DATASETS, namespace=key, limit=limit, offset=offset, columnLineage=LIST_COLUMN_LINEAGE)
         return rows, self._single(_COUNT_DATASETS, namespace=key)[0]
 
     def dataset(self, namespace: str, name: str) -> list[Any]:
-        row = self._single(_DATASET, namespace=stored_key(namespace), name=stored_key(name))
+        row = self._single(_DATASET, namespace=stored_key(namespace), name=stored_key(name),
+                           columnLineage=MAX_COLUMN_LINEAGE)
         if not row:
             raise NotFound(f"dataset {namespace} {name} is not in the graph")
         return row
@@ -532,7 +538,9 @@ class GraphStore:
         for day, state, count in self._read(_RUNS_PER_DAY, since=since):
             per_day.setdefault(day, {})[state or "NEW"] = count
         failed_partitions = []
-        for run, job in recent:  # the partitions these runs wrote that are failed still (no later version fixed them)
+        # the partitions the latest of these runs wrote that are failed still (no later version fixed them): one
+        # question per run, so a bounded number of runs
+        for run, job in recent[:OVERVIEW_PARTITION_RUNS]:
             for written in self._partitions(partition_reads.run_partitions, run["runId"]).wrote:
                 if written.get("partitionState") == "FAILED":
                     failed_partitions.append({"namespace": written["namespace"], "name": written["name"],

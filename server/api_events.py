@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+from confluent_kafka import KafkaException
 from fastapi import APIRouter, HTTPException, Query
 from starlette.concurrency import run_in_threadpool
 
@@ -18,6 +20,7 @@ LATEST = datetime.fromisoformat("2030-01-01T00:00:00+00:00")
 
 
 def _millis(moment: str | None) -> int | None:
+    """The graph's UTC time text as epoch milliseconds (None when missing or unreadable)."""
     try:
         return int(datetime.fromisoformat(moment).timestamp() * 1000) if moment else None
     except ValueError:
@@ -29,10 +32,17 @@ def events_routes(routes: Routes) -> APIRouter:
     log = EventLog(clients) if clients is not None else None
     router = APIRouter()
 
-    def event_log() -> EventLog:
+    async def read(question: Callable[[EventLog], Any]) -> Any:
+        """A question to the raw topic in a worker thread: 503 when it is not configured or Kafka does not answer,
+        504 when the read ran out of time."""
         if log is None:
             raise HTTPException(503, "this server does not read the raw events topic")
-        return log
+        try:
+            return await run_in_threadpool(question, log)
+        except TimeoutError as exc:
+            raise HTTPException(504, f"{exc}: narrow the window (after/before)") from None
+        except KafkaException as exc:
+            raise HTTPException(503, f"the raw events topic cannot be read now: {exc}") from None
 
     @router.get("/api/v1/events/lineage", dependencies=api, tags=["Marquez"])
     async def lineage_events(before: datetime = LATEST, after: datetime = EARLIEST,
@@ -46,9 +56,9 @@ def events_routes(routes: Routes) -> APIRouter:
             raise HTTPException(400, f"offset + limit is at most {MAX_PAGE_DEPTH}: narrow after/before instead")
         if before.tzinfo is None or after.tzinfo is None:
             raise HTTPException(400, "before and after need a time zone (e.g. 2025-01-01T00:00:00Z)")
-        events, total = await run_in_threadpool(event_log().between, int(after.timestamp() * 1000),
-                                                int(before.timestamp() * 1000), limit, offset,
-                                                sortDirection == "desc")
+        events, total = await read(lambda raw: raw.between(int(after.timestamp() * 1000),
+                                                           int(before.timestamp() * 1000), limit, offset,
+                                                           sortDirection == "desc"))
         return {"events": events, "totalCount": total}
 
     @router.get("/api/v2/runs/{run_id}/events", dependencies=api, tags=["Runs"])
@@ -62,7 +72,7 @@ def events_routes(routes: Routes) -> APIRouter:
         times = [t for t in (_millis(run.get(k)) for k in ("startTime", "endTime", "lastEventTime")) if t is not None]
         if not times:
             return {"runId": segment(run_id), "events": [], "truncated": False}
-        found = await run_in_threadpool(event_log().of_run, segment(run_id), min(times), max(times), limit)
+        found = await read(lambda raw: raw.of_run(segment(run_id), min(times), max(times), limit))
         return {"runId": segment(run_id), "events": found.events, "truncated": found.truncated}
 
     return router

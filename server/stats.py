@@ -33,6 +33,8 @@ def lineage_metrics(spans: list[tuple[datetime, datetime]], hours: Mapping[str, 
     for start, end in spans:
         counts = dict.fromkeys(KINDS.values(), 0)
         hour = start.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+        if hour < start:  # a zone off UTC by part of an hour: the hour straddling midnight belongs to the day before
+            hour += timedelta(hours=1)
         while hour < end:
             for kind, count in hours.get(hour.strftime("%Y-%m-%dT%H"), {}).items():
                 if kind in KINDS:

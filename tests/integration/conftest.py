@@ -206,6 +206,23 @@ def browser() -> Iterator[Any]:
         launched.close()
 
 
+@contextlib.contextmanager
+def browser_page(browser: Any, width: int = 1400, height: int = 850) -> Iterator[Any]:
+    """A page of that size, closed after; no script error may happen on it (those seen are reported either way)."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    try:
+        yield page
+    except BaseException as exc:
+        if errors:
+            exc.add_note(f"script errors on the page: {errors}")
+        raise
+    finally:
+        page.close()
+    assert not errors, errors
+
+
 def screenshot(page: Any, name: str, readme: bool = False) -> None:
     """A test's screenshot kept as an artifact (.lineage/screenshots/NAME.png); with ``readme`` and
     LINEAGE_UPDATE_SCREENSHOTS set, also the README's copy."""

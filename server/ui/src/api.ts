@@ -53,8 +53,10 @@ export function parseNodeId(id: string): NodeRef {
 
 export const datasetId = (ns: string, name: string) => `dataset:${ns}:${name}`;
 
+// A value as HTML text (attribute-safe).
+export const escape = (value: unknown) => String(value ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
 // HTML from a template with every value escaped.
 export function html(strings: TemplateStringsArray, ...values: unknown[]): string {
-  const escape = (v: unknown) => String(v ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
   return strings.reduce((out, text, i) => out + text + (i < values.length ? escape(values[i]) : ""), "");
 }

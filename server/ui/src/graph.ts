@@ -114,7 +114,9 @@ function positions(nodes: GraphNode[]): Map<string, Point> {
   const heights = new Map(boxes.map((b) => [b.id, b.height]));
   for (const [group, list] of [...members].sort((a, b) => groups.get(a[0])!.x - groups.get(b[0])!.x)) {
     const from = (f: GraphNode) => {
-      const ys = f.inEdges.map((e) => at.get(e.origin)?.y).filter((y): y is number => y !== undefined);
+      // its inputs: a column's inEdges point from it to them (Marquez's column-lineage convention)
+      const ys = f.inEdges.map((e) => at.get(e.origin === f.id ? e.destination : e.origin)?.y)
+        .filter((y): y is number => y !== undefined);
       return ys.length ? ys.reduce((a, b) => a + b, 0) / ys.length : Infinity;
     };
     const ordered = [...list].sort((a, b) => from(a) - from(b) || a.data.field.localeCompare(b.data.field));
@@ -139,7 +141,9 @@ function elements(nodes: GraphNode[], start: string, at: Map<string, Point>): cy
     const classes = [node.type === "JOB" ? "job" : node.type === "DATASET" ? "dataset" : "field"];
     const state = runState(node);
     if (state) classes.push(`state-${state}`);
-    if (node.id === start) classes.push("start");
+    if (node.id === start || (node.type === "DATASET_FIELD" && datasetId(node.data.namespace, node.data.dataset) === start)) {
+      classes.push("start"); // a dataset's columns when the column view starts from the dataset
+    }
     let parent: string | undefined;
     if (node.type === "DATASET_FIELD") {
       parent = `group:${datasetId(node.data.namespace, node.data.dataset)}`;
@@ -171,7 +175,7 @@ function elements(nodes: GraphNode[], start: string, at: Map<string, Point>): cy
 // Draws the nodes (already filtered to the view), resolving when every chunk is on the canvas.
 export async function drawGraph(container: HTMLElement, nodes: GraphNode[], start: string, on: Handlers): Promise<void> {
   const run = ++drawing;
-  cy?.destroy();
+  release(container);
   const large = nodes.length > LARGE;
   const at = positions(nodes);
   const chunks = elements(nodes, start, at);
@@ -204,11 +208,19 @@ export async function drawGraph(container: HTMLElement, nodes: GraphNode[], star
   document.body.dataset.graphNodes = String(graph.nodes().not(".dataset-group").length);
 }
 
-export function clearGraph(): void {
+export function clearGraph(container: HTMLElement): void {
   drawing++;
-  cy?.destroy();
+  release(container);
   cy = undefined;
   document.body.dataset.graphNodes = "0";
+}
+
+// The last graph and what drove it (keys, minimap) gone: nothing acts on a graph no longer shown.
+function release(container: HTMLElement): void {
+  cy?.destroy();
+  container.onkeydown = null;
+  const map = container.parentElement?.querySelector<HTMLCanvasElement>("canvas.minimap");
+  if (map) { map.hidden = true; map.onclick = null; }
 }
 
 // The first view: the whole graph when it fits at a readable size, else the start and its neighbourhood at one (the
@@ -292,7 +304,8 @@ const at = (element: cytoscape.SingularElementArgument) => (element as cytoscape
 function keyboard(graph: cytoscape.Core, container: HTMLElement, on: Handlers): void {
   container.onkeydown = (event) => {
     const current = graph.nodes(":selected").not(".dataset-group").first() as cytoscape.NodeSingular;
-    const from = current.nonempty() ? current : graph.nodes(".start").first() as cytoscape.NodeSingular;
+    const from = current.nonempty() ? current : graph.nodes(".start").not(".dataset-group").first() as cytoscape.NodeSingular;
+    if (from.empty()) return;
     let next: cytoscape.NodeSingular | undefined;
     const nearest = (list: cytoscape.NodeCollection) => list.not(".dataset-group").sort((a, b) =>
       Math.abs(at(a).y - from.position().y) - Math.abs(at(b).y - from.position().y)).first() as cytoscape.NodeSingular;

@@ -1,11 +1,9 @@
 // The home page: what needs attention now (breaking drift first, failed and long-running runs, dead letters, pipeline
 // lag), each a link into the graph, and the platform's size and runs per day.
-import { api, datasetId, html } from "./api";
-import { COLOURS } from "./nodes";
+import { api, datasetId, escape, html } from "./api";
+import { RUN_STATE_COLOURS } from "./nodes";
 
 const SHOWN = 8; // items per card
-const STATE_COLOURS: Record<string, string> = { COMPLETE: COLOURS.COMPLETED, FAIL: COLOURS.FAILED, ABORT: "#7c2d12",
-  START: COLOURS.RUNNING, RUNNING: COLOURS.RUNNING };
 const SEVERITY_ORDER: Record<string, number> = { BREAKING: 0, UNKNOWN: 1, COMPATIBLE: 2 };
 
 const graphLink = (id: string, text: string, dir = "both") =>
@@ -92,11 +90,11 @@ export function runsChart(perDay: { day: string; states: Record<string, number> 
       const h = (count / max) * (height - 4);
       top -= h;
       return `<rect x="${(i * bar + 1).toFixed(1)}" y="${top.toFixed(1)}" width="${Math.max(bar - 2, 1).toFixed(1)}" ` +
-        `height="${h.toFixed(1)}" fill="${STATE_COLOURS[state] ?? "#94a3b8"}"><title>${d.day} ${state}: ${count}</title></rect>`;
+        `height="${h.toFixed(1)}" fill="${RUN_STATE_COLOURS[state] ?? "#94a3b8"}"><title>${escape(d.day)} ${escape(state)}: ${count}</title></rect>`;
     }).join("");
   }).join("");
   const label = perDay.map((d, i) => `${d.day}: ${totals[i]}`).join(", ");
-  return `<svg class="chart" width="${width}" height="${height}" role="img" aria-label="runs per day: ${label}">${bars}</svg>` +
+  return `<svg class="chart" width="${width}" height="${height}" role="img" aria-label="runs per day: ${escape(label)}">${bars}</svg>` +
     html`<p class="small">${perDay[0].day} to ${perDay[perDay.length - 1].day}; most ${max} runs a day</p>`;
 }
 

@@ -77,7 +77,7 @@ async function runSearch(q: string): Promise<void> {
     const button = document.createElement("button");
     button.type = "button";
     button.dataset.nodeId = hit.nodeId;
-    button.innerHTML = `<span class="kind">${hit.kind === "field" ? "column" : hit.kind}</span>`;
+    button.innerHTML = html`<span class="kind">${hit.kind === "field" ? "column" : hit.kind}</span>`;
     const title = hit.kind === "field" ? `${hit.name} . ${hit.field}` : hit.name;
     button.append(`${title}  `, Object.assign(document.createElement("span"), { className: "small", textContent: hit.namespace }));
     button.addEventListener("click", () => {
@@ -186,12 +186,13 @@ async function showLineage(view: View): Promise<void> {
     }
     const body = await response.json();
     if (seq !== lineageSeq) return; // the view changed while this answer was on its way: the later one draws
-    if (!response.ok) { notice(body.message); (await canvasModule()).clearGraph(); shown = new Map(); renderNodeList(); return; }
+    if (!response.ok) { notice(body.message); (await canvasModule()).clearGraph($("graph")); shown = new Map(); renderNodeList(); return; }
     const nodes = directed(body.graph, view.node, view.dir);
     if (response.headers.get("X-Lineage-Truncated") === "true") notice("more lineage exists than shown (limits)");
     else if (nodes.length > 200) notice(`${nodes.length} nodes: arrow keys walk the graph, the minimap moves the view`);
     await draw(nodes, view.node);
-    showDetails(view.columns && start.kind === "dataset" ? view.node : view.node);
+    if (seq !== lineageSeq) return; // a later view was drawn meanwhile: its page stays in the panel
+    showDetails(view.node);
   } catch (error) {
     notice(String(error));
   }
@@ -244,8 +245,11 @@ function neighbours(id: string): { from: GraphNode[]; to: GraphNode[] } {
 
 function actions(id: string): HTMLElement {
   const bar = document.createElement("p");
-  for (const [text, run] of [["Expand", () => expand(id)], ["Collapse", () => collapse(id)],
-    ["Re-centre", () => writeView({ ...readView().view, node: id })]] as const) {
+  const recentre = ["Re-centre", () => writeView({ ...readView().view, node: id })] as const;
+  // expand and collapse work on the table-level graph (the column view has columns, not these nodes)
+  const choices = readView().view.columns ? [recentre]
+    : [["Expand", () => expand(id)] as const, ["Collapse", () => collapse(id)] as const, recentre];
+  for (const [text, run] of choices) {
     const button = document.createElement("button");
     button.type = "button";
     button.textContent = text;
@@ -618,6 +622,7 @@ async function streamAlerts(list: HTMLElement): Promise<void> {
 
 // --- the events browser: the raw events as published, newest first -------------------------------------------------
 const EVENTS_PAGE = 50;
+const MAX_EVENTS_DEPTH = 10_000; // the server reads at most offset + limit records per partition
 
 async function showEvents(params: URLSearchParams): Promise<void> {
   const view = $("events-view");
@@ -625,7 +630,7 @@ async function showEvents(params: URLSearchParams): Promise<void> {
   const found = await api("/api/v1/events/lineage", { limit: EVENTS_PAGE, offset, after: after || undefined, before: before || undefined })
     .catch((error) => ({ events: [], totalCount: 0, error: String(error) }));
   const link = (at: number, text: string) => `<a href="#/events?${new URLSearchParams({ after, before, offset: String(at) })}">${text}</a>`;
-  const local = (iso: string) => (iso ? toLocalInput(new Date(iso)) : "");
+  const local = (iso: string) => (iso && !Number.isNaN(Date.parse(iso)) ? toLocalInput(new Date(iso)) : "");
   view.innerHTML = `<h1 class="attention">OpenLineage events</h1>` +
     `<form class="event-window"><label>published from <input type="datetime-local" name="after" value="${local(after)}"></label> ` +
     `<label>to <input type="datetime-local" name="before" value="${local(before)}"></label> <button type="submit">Show</button></form>` +
@@ -633,7 +638,9 @@ async function showEvents(params: URLSearchParams): Promise<void> {
     html`<p class="small">${found.totalCount} events; ${found.totalCount ? offset + 1 : 0}–${offset + found.events.length}, newest first</p>` +
     `<ol class="raw-events" start="${offset + 1}">${found.events.map(rawEvent).join("")}</ol><p>` +
     (offset > 0 ? link(Math.max(0, offset - EVENTS_PAGE), "newer") + " " : "") +
-    (offset + found.events.length < found.totalCount ? link(offset + EVENTS_PAGE, "older") : "") + "</p>";
+    (offset + found.events.length >= found.totalCount ? ""
+      : offset + 2 * EVENTS_PAGE <= MAX_EVENTS_DEPTH ? link(offset + EVENTS_PAGE, "older")
+        : `<span class="hint">older: narrow the window</span>`) + "</p>";
   view.querySelector("form.event-window")!.addEventListener("submit", (event) => {
     event.preventDefault();
     const form = new FormData(event.target as HTMLFormElement);

@@ -7,6 +7,9 @@ export type Edge = { origin: string; destination: string };
 export type GraphNode = { id: string; type: "DATASET" | "JOB" | "DATASET_FIELD"; data: any; inEdges: Edge[]; outEdges: Edge[] };
 
 export const COLOURS = { COMPLETED: "#15803d", FAILED: "#c2410c", RUNNING: "#b45309", read: "#94a3b8", write: "#475569" };
+// OpenLineage run states (as the graph stores them) in charts and timelines
+export const RUN_STATE_COLOURS: Record<string, string> = { COMPLETE: COLOURS.COMPLETED, FAIL: COLOURS.FAILED,
+  ABORT: "#7c2d12", START: COLOURS.RUNNING, RUNNING: COLOURS.RUNNING };
 
 export function runState(node: GraphNode): string | undefined {
   return node.type === "JOB" ? node.data.latestRun?.state : undefined;

@@ -1,5 +1,6 @@
 // A dataset's partitions by state: a calendar (a column per week, a row per weekday) when the keys hold a date, one
 // cell per day coloured by its worst partition; otherwise a grid in key order.
+import { escape } from "./api";
 
 export type Partition = { key: string; state: string | null; reason?: string | null; stale?: boolean };
 
@@ -38,7 +39,6 @@ export function cells(partitions: Partition[], perRow = 28): Cell[] {
   });
 }
 
-const escape = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 export function partitionGrid(partitions: Partition[]): string {
   const grid = cells(partitions);
@@ -49,10 +49,10 @@ export function partitionGrid(partitions: Partition[]): string {
   for (const p of partitions) counts.set(p.state ?? "NONE", (counts.get(p.state ?? "NONE") ?? 0) + 1);
   const rects = grid.map((c) => `<rect class="partition-cell" data-keys="${escape(c.keys.join("\n"))}" ` +
     `x="${c.column * (CELL + 2)}" y="${c.row * (CELL + 2)}" width="${CELL}" height="${CELL}" rx="2" ` +
-    `fill="${PARTITION_COLOURS[c.state] ?? PARTITION_COLOURS.NONE}"><title>${escape(c.label)}: ${c.state}` +
+    `fill="${PARTITION_COLOURS[c.state] ?? PARTITION_COLOURS.NONE}"><title>${escape(c.label)}: ${escape(c.state)}` +
     `${c.keys.length > 1 ? ` (${c.keys.length} partitions)` : ""}</title></rect>`).join("");
   const summary = [...counts].sort(([a], [b]) => WORST.indexOf(a) - WORST.indexOf(b))
-    .map(([state, count]) => `<span class="swatch" style="background:${PARTITION_COLOURS[state] ?? PARTITION_COLOURS.NONE}"></span>${count} ${state.toLowerCase()}`).join(" ");
+    .map(([state, count]) => `<span class="swatch" style="background:${PARTITION_COLOURS[state] ?? PARTITION_COLOURS.NONE}"></span>${count} ${escape(state.toLowerCase())}`).join(" ");
   return `<svg class="partition-grid" width="${Math.max(width, CELL)}" height="${height}" role="img" ` +
     `aria-label="${partitions.length} partitions: ${escape(summary.replace(/<[^>]+>/g, ""))}">${rects}</svg><p class="small">${summary}</p>`;
 }

@@ -1,12 +1,12 @@
 // A job's runs over time: one bar per run from start to end (still-running runs reach now), coloured by state, in
 // as many lanes as runs overlap; under it the duration of each finished run, oldest first.
+import { escape } from "./api";
+import { RUN_STATE_COLOURS } from "./nodes";
 
 export type TimedRun = { runId: string; state: string; startTime?: string | null; endTime?: string | null;
   lastEventTime?: string | null; durationMs?: number | null; errorMessage?: string | null;
   inputRowCount?: number | null; outputRowCount?: number | null };
 
-export const STATE_COLOURS: Record<string, string> = { COMPLETE: "#15803d", FAIL: "#c2410c", ABORT: "#7c2d12",
-  START: "#b45309", RUNNING: "#b45309" };
 const MAX_LANES = 4;
 
 export type Bar = { run: TimedRun; from: number; to: number; lane: number };
@@ -30,7 +30,6 @@ export function lanes(runs: TimedRun[], now: number): Bar[] {
   return bars;
 }
 
-const escape = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 export function seconds(ms: number | null | undefined): string {
   if (ms == null) return "";
@@ -50,7 +49,7 @@ export function timeline(runs: TimedRun[], now = Date.now(), width = 360): strin
     const title = `${b.run.state} ${b.run.startTime ?? ""} ${seconds(b.run.durationMs)} ${rows} ${b.run.errorMessage ?? ""}`.trim();
     return `<rect class="run-bar" data-run="${escape(b.run.runId)}" x="${x(b.from).toFixed(1)}" y="${b.lane * (laneHeight + 4)}" ` +
       `width="${Math.max(x(b.to) - x(b.from), 3).toFixed(1)}" height="${laneHeight}" rx="2" ` +
-      `fill="${STATE_COLOURS[b.run.state] ?? "#94a3b8"}"><title>${escape(title)}</title></rect>`;
+      `fill="${RUN_STATE_COLOURS[b.run.state] ?? "#94a3b8"}"><title>${escape(title)}</title></rect>`;
   }).join("");
   const finished = bars.filter((b) => b.run.durationMs != null);
   const durations = finished.map((b) => b.run.durationMs!);

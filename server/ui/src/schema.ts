@@ -1,5 +1,6 @@
 // Two schema versions side by side: every field of either, what happened to it (added, removed, type changed), and
 // the drift alert that reported the change with what it reaches downstream (jobs, datasets, derived columns).
+import { escape } from "./api";
 
 export type Field = { name: string; type?: string | null; fields?: Field[] | null };
 export type DiffRow = { path: string; before: string | null; after: string | null; change: "added" | "removed" | "changed" | "same" };
@@ -26,7 +27,6 @@ export function diffRows(before: Field[], after: Field[]): DiffRow[] {
   });
 }
 
-const escape = (text: unknown) => String(text ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 export function diffTable(before: { version: string; fields: Field[] }, after: { version: string; fields: Field[] },
                           alert?: any): string {

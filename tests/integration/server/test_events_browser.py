@@ -20,6 +20,7 @@ from kafka_lineage.producers.client.publisher import EventPublisher
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.kafka_io import prepare_pipeline
 from kafka_lineage_devtools.processes import ChildProcess, server_process
+from tests.integration.conftest import browser_page
 from tests.integration.server.test_ui import _dataset, _run
 
 pytestmark = pytest.mark.integration
@@ -101,26 +102,23 @@ def test_a_runs_events_in_publication_order(server: ChildProcess, published: dic
 def test_the_ui_shows_the_events_and_a_runs_own(server: ChildProcess, browser: Any, published: dict[str, Any]
                                                 ) -> None:
     ns = published["ns"]
-    page = browser.new_page(viewport={"width": 1280, "height": 800})
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(f"{server.url}/#/events")
-    page.wait_for_function("document.body.dataset.events === 'ready'", timeout=30_000)
-    assert page.locator("#events-view ol.raw-events > li").count() == len(published["events"])
-    assert "watched" in page.locator("#events-view ol.raw-events > li").first.inner_text()
-    tomorrow = (datetime.now() + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M")  # the picker's local time
-    page.locator("form.event-window input[name=after]").fill(tomorrow)
-    page.locator("form.event-window button").click()
-    page.wait_for_function("location.hash.includes('after=')", timeout=15_000)
-    page.locator("#events-view p.small", has_text="0 events").wait_for(timeout=30_000)
-    page.goto(f"{server.url}/#/lineage?node={quote(f'job:{ns}:watched', safe='')}&depth=1")
-    page.locator("#details table.runs button.run").first.click(timeout=30_000)
-    page.locator("#run-events").click(timeout=15_000)
-    page.locator("#run-events-list ol.raw-events > li").nth(2).wait_for(timeout=30_000)
-    kinds = page.locator("#run-events-list ol.raw-events summary > span:first-child").all_inner_texts()
-    assert kinds == ["START", "RUNNING", "COMPLETE"]
-    assert not errors, errors
-    page.close()
+    with browser_page(browser, 1280, 800) as page:
+        page.goto(f"{server.url}/#/events")
+        page.wait_for_function("document.body.dataset.events === 'ready'", timeout=30_000)
+        assert page.locator("#events-view ol.raw-events > li").count() == len(published["events"])
+        assert "watched" in page.locator("#events-view ol.raw-events > li").first.inner_text()
+        tomorrow = (datetime.now() + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M")  # the picker's local time
+        page.locator("form.event-window input[name=after]").fill(tomorrow)
+        page.locator("form.event-window button").click()
+        page.wait_for_function("location.hash.includes('after=')", timeout=15_000)
+        page.locator("#events-view p.small", has_text="0 events").wait_for(timeout=30_000)
+        page.goto(f"{server.url}/#/lineage?node={quote(f'job:{ns}:watched', safe='')}&depth=1")
+        page.locator("#details table.runs button.run").first.click(timeout=30_000)
+        page.locator("#run-events").click(timeout=15_000)
+        page.locator("#run-events-list ol.raw-events > li").nth(2).wait_for(timeout=30_000)
+        kinds = page.locator("#run-events-list ol.raw-events summary > span:first-child").all_inner_texts()
+        assert kinds == ["START", "RUNNING", "COMPLETE"]
+
 
 
 def test_marquez_stats_count_the_runs_started_and_ended(server: ChildProcess, published: dict[str, Any]) -> None:

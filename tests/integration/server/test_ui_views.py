@@ -4,7 +4,6 @@ navigation of the graph, the column view without overlapping boxes, and axe-core
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 import uuid
@@ -21,7 +20,7 @@ from kafka_lineage.graph.driver import driver_for, ensure_constraints, write_eve
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage_devtools.bench_events import dag_runs
 from kafka_lineage_devtools.processes import ChildProcess
-from tests.integration.conftest import REPO, SCREENSHOTS, screenshot
+from tests.integration.conftest import REPO, SCREENSHOTS, browser_page, screenshot
 from tests.integration.server.test_ui import _dataset, _publish_alert, _run, alert_topics, alerting_server
 
 pytestmark = pytest.mark.integration
@@ -64,11 +63,12 @@ def platform(clients: ClientSettings) -> dict[str, Any]:
             "keys": [{"name": "date", "value": when.date().isoformat()}]}}
         written = {**json.loads(json.dumps(daily)), "outputFacets": partition}
         loader = (jobs, f"daily_load_{tag}")
-        # the fourth day's partition is rebuilt just now and that run fails: among the newest failures
-        ran = now - timedelta(minutes=15) if day == 3 else when
+        # the fourth day's partition is rebuilt last (a minute ahead of the fixture's clock, so the newest failure
+        # whatever other modules left on a shared stack) and that run fails
+        ran = now + timedelta(minutes=1) if day == 3 else when
         days += [_run("START", ran, loader, [clean], [written], run_id),
-                 _run("FAIL" if day == 3 else "COMPLETE", ran + timedelta(minutes=10 + day), loader, [clean],
-                      [written], run_id)]
+                 _run("FAIL" if day == 3 else "COMPLETE", ran + timedelta(minutes=1 if day == 3 else 10 + day),
+                      loader, [clean], [written], run_id)]
         if day == 3:  # weekly reads the failed day: a backfill of that day rebuilds it
             read, weekly_run = {**json.loads(json.dumps(daily)), "inputFacets": partition}, str(uuid.uuid4())
             rollup = {**_dataset(ns, f"weekly_{tag}", "total"), "outputFacets": partition}
@@ -107,17 +107,6 @@ def server(platform: dict[str, Any], drift: ClientSettings) -> Iterator[ChildPro
         yield child
 
 
-@contextlib.contextmanager
-def _page(browser: Any, width: int = 1400, height: int = 850) -> Iterator[Any]:
-    """A page of that size; no script error may happen on it."""
-    page = browser.new_page(viewport={"width": width, "height": height})
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    yield page
-    assert not errors, errors
-    page.close()
-
-
 def _boxes(page: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The graph's dataset boxes and column boxes on the canvas (their bounding boxes, labels left out)."""
     boxes = page.evaluate("""() => window.lineageGraph().nodes().map(n => ({id: n.id(), group: n.isParent(),
@@ -152,7 +141,7 @@ def test_home_shows_what_needs_attention_first(server: ChildProcess, browser: An
                                                drift: ClientSettings) -> None:
     ns, jobs, tag = platform["ns"], platform["jobs"], platform["tag"]
     _publish_alert(drift, ns, f"orders_{tag}", jobs)  # BREAKING: amount removed
-    with _page(browser) as page:
+    with browser_page(browser) as page:
         page.goto(f"{server.url}/")
         page.wait_for_function("document.body.dataset.home === 'ready'", timeout=30_000)
         failed = page.locator("#home-failed li", has_text=f"load_orders_{tag}")
@@ -179,7 +168,7 @@ def test_a_2000_job_answer_is_drawn_whole_and_stays_smooth(server: ChildProcess,
     assert answer.headers.get("X-Lineage-Truncated") is None
     whole = len(answer.json()["graph"])  # every layer's jobs and tables, upstream and down (4,000-odd)
     assert whole > 2000
-    with _page(browser) as page:
+    with browser_page(browser) as page:
         page.goto(f"{server.url}/#/lineage?node={quote(DAG_END, safe='')}&depth=10&dir=both")
         page.wait_for_function(f"document.body.dataset.graphNodes === '{whole}'", timeout=120_000)
         first_render = page.evaluate("Number(document.body.dataset.renderedAt)")
@@ -210,8 +199,8 @@ def test_a_2000_job_answer_is_drawn_whole_and_stays_smooth(server: ChildProcess,
         for step in range(16):
             page.mouse.wheel(0, 200 if step < 8 else -200)
             page.wait_for_timeout(25)
+        page.wait_for_function("window.frames_.length >= 30", timeout=60_000)
         frames = sorted(page.evaluate("window.frames_")[1:])
-        assert len(frames) > 30
         measured = {"nodes": whole, "first_render_ms": first_render, "all_drawn_ms": drawn,
                     "frame_ms": {"p50": frames[len(frames) // 2], "p95": frames[int(len(frames) * 0.95)],
                                  "max": frames[-1], "count": len(frames)}}
@@ -230,7 +219,7 @@ def test_a_2000_job_answer_is_drawn_whole_and_stays_smooth(server: ChildProcess,
 def test_the_column_view_has_no_overlaps_and_the_pages_pass_axe(server: ChildProcess, browser: Any,
                                                                 platform: dict[str, Any]) -> None:
     ns, tag = platform["ns"], platform["tag"]
-    with _page(browser, 1280, 800) as page:
+    with browser_page(browser, 1280, 800) as page:
         page.goto(f"{server.url}/#/lineage?node={quote(f'dataset:{ns}:clean_{tag}', safe='')}&depth=3&columns=1")
         page.wait_for_function("document.body.dataset.graphNodes === '4'", timeout=30_000)  # currency has no lineage
         groups, fields = _boxes(page)
@@ -253,7 +242,7 @@ def test_the_column_view_has_no_overlaps_and_the_pages_pass_axe(server: ChildPro
 def test_runs_over_time_partitions_and_schema_diffs(server: ChildProcess, browser: Any,
                                                     platform: dict[str, Any]) -> None:
     ns, jobs, tag = platform["ns"], platform["jobs"], platform["tag"]
-    with _page(browser) as page:
+    with browser_page(browser) as page:
         # the job's runs as a timeline (five, one failed) and a run's partitions
         page.goto(f"{server.url}/#/lineage?node={quote(f'job:{jobs}:daily_load_{tag}', safe='')}&depth=1")
         page.locator("#details .run-timeline svg.timeline").wait_for(timeout=30_000)
@@ -285,7 +274,7 @@ def test_runs_over_time_partitions_and_schema_diffs(server: ChildProcess, browse
 def test_keyboard_only_search_to_graph_to_a_dataset(server: ChildProcess, browser: Any,
                                                     platform: dict[str, Any]) -> None:
     ns, tag = platform["ns"], platform["tag"]
-    with _page(browser, 1280, 800) as page:
+    with browser_page(browser, 1280, 800) as page:
         page.goto(f"{server.url}/")
         page.wait_for_function("document.body.dataset.home === 'ready'", timeout=30_000)
         page.keyboard.press("Tab")  # the brand link, then the search box
@@ -315,7 +304,7 @@ def test_keyboard_only_search_to_graph_to_a_dataset(server: ChildProcess, browse
 def test_browsing_jobs_by_state_and_a_namespaces_datasets(server: ChildProcess, browser: Any,
                                                           platform: dict[str, Any]) -> None:
     ns, tag = platform["ns"], platform["tag"]
-    with _page(browser, 1280, 800) as page:
+    with browser_page(browser, 1280, 800) as page:
         page.goto(f"{server.url}/#/jobs?state=FAILED")
         page.wait_for_function("document.body.dataset.browse === 'jobs'", timeout=30_000)
         failing = page.locator("table.browse tr", has_text=f"load_orders_{tag}")  # newest activity first

@@ -27,3 +27,14 @@ def test_a_week_is_seven_local_days_and_each_sums_its_utc_hours() -> None:
         "startInterval": None, "endInterval": None, "start": 2, "complete": 1, "fail": 0, "abort": 0}
     assert metrics[-1]["fail"] == 1 and metrics[0]["start"] == 9
     assert metrics[-1]["startInterval"] == "2026-03-02T00:00:00+01:00"
+
+
+def test_a_zone_off_by_half_an_hour_counts_every_utc_hour_once() -> None:
+    spans = intervals("WEEK", datetime(2026, 3, 1, 12, tzinfo=UTC), ZoneInfo("Asia/Kolkata"))  # UTC+5:30
+    hours = {f"2026-{m:02d}-{d:02d}T{h:02d}": {"START": 1} for m, d in ((2, 22), (2, 23), (2, 24), (2, 25), (2, 26),
+                                                                        (2, 27), (2, 28), (3, 1)) for h in range(24)}
+    starts = [metric["start"] for metric in lineage_metrics(spans, hours)]
+    assert starts[:6] == [24] * 6  # every local day: 24 hours, none counted twice
+    assert sum(starts) == len({h for h in hours if spans[0][0] <= datetime.fromisoformat(f"{h}:00+00:00")
+                               < spans[-1][1]})
+
