@@ -167,13 +167,16 @@ _TABLE_COLUMNS = "CASE WHEN b:Job THEN 'job' ELSE 'dataset' END, " + _NS.format(
 # What a lineage answer shows of each node, read with it rather than by a second lookup of thousands of ids: a job's
 # latest run (now: the run the sink points the job at; by ``$asOf``: the latest started by then), a dataset's current
 # schema fields (by ``$asOf``: the latest version first seen by then). Keyed by whether there is an ``$asOf``.
+# A job's latest run (by then); a dataset's [schema fields, whether a completed run has written it (by then)].
 _NODE_DATA = {
     False: ("CASE WHEN b:Job THEN COLLECT { MATCH (r:Run {runId: b.latestRunId}) RETURN " + _RUN + " }[0] "
-            "ELSE [(b)-[:HAS_SCHEMA]->(s:SchemaVersion) WHERE s.hash = b.schemaVersion | s.fields][0] END"),
+            "ELSE [[(b)-[:HAS_SCHEMA]->(s:SchemaVersion) WHERE s.hash = b.schemaVersion | s.fields][0], "
+            "EXISTS { (b)<-[:WROTE]-(:Run {state: 'COMPLETE'}) }] END"),
     True: ("CASE WHEN b:Job THEN COLLECT { MATCH (r:Run)-[:OF_JOB]->(b) WHERE r.startTime <= $asOf "
            "WITH r ORDER BY " + _NEWEST_FIRST + " LIMIT 1 RETURN " + _RUN + " }[0] "
-           "ELSE COLLECT { MATCH (b)-[:HAS_SCHEMA]->(s:SchemaVersion) WHERE s.firstSeen <= $asOf "
-           "WITH s ORDER BY s.firstSeen DESC LIMIT 1 RETURN s.fields }[0] END"),
+           "ELSE [COLLECT { MATCH (b)-[:HAS_SCHEMA]->(s:SchemaVersion) WHERE s.firstSeen <= $asOf "
+           "WITH s ORDER BY s.firstSeen DESC LIMIT 1 RETURN s.fields }[0], "
+           "EXISTS { (b)<-[:WROTE]-(r:Run {state: 'COMPLETE'}) WHERE r.endTime <= $asOf }] END"),
 }
 # A dataset's aliases (SAME_AS) come with it, in the same level: the same data under another name.
 _TABLE_LEVEL = {then: _levels(_neighbours("(a)-[e:INPUT_TO|OUTPUTS]-(n)", aliases_of("n", "b")),
@@ -361,8 +364,14 @@ class Graph:
 
     def schemas(self) -> dict[str, str]:
         """Element id → the fields JSON of every dataset's schema (``GraphStore.schemas``'s answer)."""
-        return {element: data for element, data in self.data.items()
-                if data and self.nodes[element].kind == "dataset"}
+        return {element: data[0] for element, data in self.data.items()
+                if self.nodes[element].kind == "dataset" and data and data[0]}
+
+    def written(self) -> set[str]:
+        """The datasets some completed run has written (by the walk's time); the others are declared outputs only
+        (of runs that failed, were aborted or are still running) or sources."""
+        return {element for element, data in self.data.items()
+                if self.nodes[element].kind == "dataset" and data and data[1]}
 
 
 def like_pattern(query: str) -> str:

@@ -157,7 +157,7 @@ def marquez_routes(routes: Routes) -> APIRouter:
         capped_depth = depth_cap(depth)
         as_of = parse_as_of(asOf)
         graph = store.neighbourhood(node.kind, node.namespace, node.name, capped_depth, node_cap(limit), as_of)
-        return flagged(marquez.lineage_graph(graph, graph.latest_runs(), graph.schemas()),
+        return flagged(marquez.lineage_graph(graph, graph.latest_runs(), graph.schemas(), graph.written()),
                        graph.stopped is not None or depth > capped_depth)
 
     @router.get("/api/v1/column-lineage", dependencies=api, tags=["Marquez"])

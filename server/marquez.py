@@ -178,11 +178,12 @@ def search_result(row: list[Any]) -> dict[str, Any]:
 
 # --- lineage graphs ------------------------------------------------------------------------------------------------
 def lineage_graph(graph: Graph, latest_runs: Mapping[str, Mapping[str, Any]] | None = None,
-                  schemas: Mapping[str, str] | None = None) -> dict[str, Any]:
+                  schemas: Mapping[str, str] | None = None, written: set[str] | None = None) -> dict[str, Any]:
     """Marquez's LineageGraph of jobs and datasets: a job's inEdges come from the datasets it reads and its
     outEdges go to those it writes; a dataset's inEdges come from the jobs writing it, its outEdges go to readers.
     ``latest_runs`` (element id → run row) fills the jobs' ``latestRun``, ``schemas`` (element id → fields JSON)
-    the datasets' ``fields``."""
+    the datasets' ``fields``; with ``written`` (the datasets a completed run wrote), a dataset some job writes that
+    is not among them carries ``declaredOnly: true`` (not a Marquez field: its outputs were only declared)."""
     latest_runs, schemas = latest_runs or {}, schemas or {}
     ids = {element: str(node) for element, node in graph.nodes.items()}
     ins: dict[str, list[str]] = {element: [] for element in graph.nodes}
@@ -218,6 +219,8 @@ def lineage_graph(graph: Graph, latest_runs: Mapping[str, Mapping[str, Any]] | N
                     "name": node.name, "physicalName": node.name, "createdAt": None, "updatedAt": None,
                     "namespace": node.namespace, "sourceName": node.namespace, "fields": fields(schemas.get(element)),
                     "tags": [], "lastModifiedAt": None, "description": None, "lastLifecycleState": None}
+            if written is not None and sources and element not in written:
+                data["declaredOnly"] = True
         nodes.append({"id": node_id, "type": node.kind.upper(), "data": data,
                       "inEdges": edges_in, "outEdges": edges_out})
     nodes.sort(key=lambda n: n["id"])

@@ -40,6 +40,8 @@ const STYLE: any[] = [
   { selector: "node.state-FAILED, node.state-ABORTED", style: { "border-color": COLOURS.FAILED, "border-width": 3,
     "background-color": "#fff1eb" } },
   { selector: "node.state-RUNNING", style: { "border-color": COLOURS.RUNNING, "border-width": 3, "border-style": "dashed" } },
+  { selector: "node.declared", style: { "border-style": "dashed", "border-color": "#64748b", "border-width": 2,
+    "background-color": "#f8fafc", color: "#475569" } },
   { selector: "node.start", style: { "background-color": "#dbe7ff", "font-weight": "bold", "border-color": "#2563eb",
     "border-width": 3 } },
   { selector: "node.dataset-group", style: { shape: "round-rectangle", "background-color": "#f8fafc", "text-valign": "top",
@@ -141,6 +143,7 @@ function elements(nodes: GraphNode[], start: string, at: Map<string, Point>): cy
     const classes = [node.type === "JOB" ? "job" : node.type === "DATASET" ? "dataset" : "field"];
     const state = runState(node);
     if (state) classes.push(`state-${state}`);
+    if (node.data.declaredOnly) classes.push("declared");
     if (node.id === start || (node.type === "DATASET_FIELD" && datasetId(node.data.namespace, node.data.dataset) === start)) {
       classes.push("start"); // a dataset's columns when the column view starts from the dataset
     }
@@ -252,7 +255,8 @@ function tooltip(graph: cytoscape.Core, container: HTMLElement, byId: Map<string
     const ref = parseNodeId(node.id);
     const state = runState(node);
     tip.textContent = `${ref.kind === "datasetField" ? "column" : ref.kind} ${ref.name}${ref.field ? `.${ref.field}` : ""}\n${ref.namespace}` +
-      (state ? `\nlatest run: ${state}` : "");
+      (state ? `\nlatest run: ${state}` : "") +
+      (node.data.declaredOnly ? "\ndeclared output only: no completed run has written it" : "");
     const { x, y } = event.renderedPosition;
     tip.style.left = `${x + 14}px`;
     tip.style.top = `${y + 14}px`;

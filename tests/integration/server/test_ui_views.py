@@ -159,6 +159,10 @@ def test_home_shows_what_needs_attention_first(server: ChildProcess, browser: An
         failed.locator("a").click()
         page.wait_for_function("Number(document.body.dataset.graphNodes) >= 2", timeout=30_000)
         assert page.locator("#details h2").inner_text() == f"load_orders_{tag}"
+        # orders: its only writer's run failed, so it is a declared output only (dashed, as the legend says)
+        declared = page.evaluate("id => window.lineageGraph().getElementById(id).hasClass('declared')",
+                                 f"dataset:{platform['ns']}:orders_{tag}")
+        assert declared is True
         assert not page.locator("#home-view").is_visible()
 
 

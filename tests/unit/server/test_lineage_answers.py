@@ -8,15 +8,22 @@ from starlette.responses import JSONResponse
 
 from kafka_lineage.graph import store
 from kafka_lineage.graph.node_ids import NodeId
+from kafka_lineage.server import marquez
 from kafka_lineage.server.http import GraphJSON
 
 
-def test_node_data_splits_into_latest_runs_and_schemas() -> None:
+def test_node_data_splits_into_latest_runs_schemas_and_written_datasets() -> None:
     graph = store.Graph(nodes={"j1": NodeId("job", "etl", "clean"), "j2": NodeId("job", "etl", "never-ran"),
                                "d1": NodeId("dataset", "pg", "raw"), "d2": NodeId("dataset", "pg", "no-schema")},
-                        data={"j1": {"runId": "r1"}, "j2": None, "d1": '[{"name": "id"}]', "d2": None})
+                        data={"j1": {"runId": "r1"}, "j2": None, "d1": ['[{"name": "id"}]', True],
+                              "d2": [None, False]},
+                        edges={("j2", "d2"): ""})
     assert graph.latest_runs() == {"j1": {"runId": "r1"}}
     assert graph.schemas() == {"d1": '[{"name": "id"}]'}
+    assert graph.written() == {"d1"}
+    nodes = {n["id"]: n["data"] for n in marquez.lineage_graph(graph, {}, {}, graph.written())["graph"]}
+    assert nodes["dataset:pg:no-schema"]["declaredOnly"] is True  # written by a job, never by a completed run
+    assert "declaredOnly" not in nodes["dataset:pg:raw"]  # a source no job writes says nothing
 
 
 def test_levels_are_unrolled_and_bounded() -> None:
