@@ -47,6 +47,14 @@ let searchSeq = 0;
 function setupSearch(): void {
   const input = $<HTMLInputElement>("search");
   const results = $("results");
+  // Ctrl+K / ⌘K or "/" anywhere (but in a field) goes to the search box
+  document.addEventListener("keydown", (event) => {
+    const typing = event.target instanceof HTMLInputElement || event.target instanceof HTMLSelectElement;
+    if (((event.ctrlKey || event.metaKey) && event.key.toLowerCase() === "k") || (event.key === "/" && !typing)) {
+      event.preventDefault();
+      input.focus();
+    }
+  });
   input.addEventListener("input", () => {
     window.clearTimeout(searchTimer);
     searchTimer = window.setTimeout(() => runSearch(input.value.trim()), 120);
@@ -651,6 +659,9 @@ async function showEvents(params: URLSearchParams): Promise<void> {
 }
 
 // --- routing --------------------------------------------------------------------------------------------------------
+const HOME_REFRESH_MS = 30_000; // the home page follows what needs attention while it is open
+let homeTimer: number | undefined;
+
 const VIEWS: Record<string, string> = { home: "home-view", lineage: "lineage-view", jobs: "browse-view",
   datasets: "browse-view", events: "events-view", operator: "operator-view" };
 
@@ -660,6 +671,8 @@ async function route(): Promise<void> {
   for (const id of new Set(Object.values(VIEWS))) $(id).hidden = id !== VIEWS[route];
   for (const name of Object.keys(VIEWS)) $(`nav-${name}`).toggleAttribute("aria-current", name === route);
   if (route !== "operator") { streaming?.abort(); window.clearInterval(statusTimer); }
+  window.clearInterval(homeTimer);
+  if (route === "home") homeTimer = window.setInterval(() => !document.hidden && showHome(), HOME_REFRESH_MS);
   const params = new URLSearchParams(location.hash.split("?")[1] ?? "");
   try {
     if (route === "operator") return await showOperator();

@@ -303,6 +303,9 @@ def test_keyboard_only_search_to_graph_to_a_dataset(server: ChildProcess, browse
         page.keyboard.press("Enter")  # re-centres the graph on it
         page.wait_for_function(f"decodeURIComponent(location.hash).includes('node=dataset:{ns}:orders_{tag}')",
                                timeout=15_000)
+        page.locator("#graph").focus()
+        page.keyboard.press("Control+k")  # back to the search box from anywhere
+        assert page.evaluate("document.activeElement.id") == "search"
 
 
 def test_browsing_jobs_by_state_and_a_namespaces_datasets(server: ChildProcess, browser: Any,
