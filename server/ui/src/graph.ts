@@ -235,14 +235,14 @@ function frame(graph: cytoscape.Core, start: string, total: number): boolean {
     graph.fit(undefined, 30);
     if (graph.zoom() >= READABLE) return true;
   }
-  const focus = graph.getElementById(start);
+  // the start node, or (column view of a dataset) the start dataset's columns
+  const node = graph.getElementById(start);
+  const focus = node.nonempty() ? node : graph.nodes(".start");
   const near = focus.nonempty() ? focus.closedNeighborhood().closedNeighborhood() : graph.nodes();
   graph.fit(near, 40);
-  const position = focus.nonempty() ? (focus as cytoscape.NodeSingular).position() : undefined;
   if (graph.zoom() > 1 || graph.zoom() < READABLE) {
-    const level = graph.zoom() > 1 ? 1 : READABLE;
-    if (position) graph.zoom({ level, position }); else graph.zoom(level);
-    if (position) graph.center(focus);
+    graph.zoom(graph.zoom() > 1 ? 1 : READABLE);
+    graph.center(focus.nonempty() ? focus : undefined);
   }
   return false;
 }
