@@ -109,21 +109,26 @@ _SEARCH_KINDS = {
 SELECTIVE_NEEDLE = 3
 
 
-def _search_query(kinds: Iterable[str], selective: bool) -> str:
-    """One branch per kind, each its own first ``$limit`` by key, merged and cut to ``$limit`` again."""
+def _search_query(kinds: Iterable[str], selective: bool, by_update: bool = False, dated: bool = False) -> str:
+    """One branch per kind, each its own first ``$limit`` by key (``by_update``: latest update first, what has no
+    update time last), merged and cut to ``$limit`` again. ``dated``: only what was updated in [$after, $before) —
+    datasets and columns carry no update time, so a date filter leaves only jobs."""
     branches = []
     for kind in sorted(kinds):
         label, type_name, column, updated = _SEARCH_KINDS[kind]
         index = (f"USING TEXT INDEX n:{label}(searchKey) WHERE n.searchKey CONTAINS toLower($needle)" if selective
                  else f"USING RANGE INDEX n:{label}(searchKey) WHERE n.searchKey >= ''")
+        window = f"AND {updated} >= $after AND {updated} < $before " if dated else ""
+        order = f"coalesce({updated}, '') DESC, n.searchKey" if by_update else "n.searchKey"
         branches.append(
             f"MATCH (n:{label}) {index} AND n.searchKey =~ $pattern "
-            "AND ($namespace IS NULL OR n.namespace = $namespace) "
-            "WITH n ORDER BY n.searchKey LIMIT $limit "
+            f"AND ($namespace IS NULL OR n.namespace = $namespace) {window}"
+            f"WITH n ORDER BY {order} LIMIT $limit "
             f"RETURN {type_name} AS type, {_NS.format('n')} AS namespace, {_NAME.format('n')} AS name, "
             f"{column} AS field, {updated} AS time, n.searchKey AS key")
+    order = "coalesce(time, '') DESC, key, namespace, type" if by_update else "key, namespace, type"
     return ("CALL { " + " UNION ALL ".join(branches) + " } WITH type, namespace, name, field, time, key "
-            "ORDER BY key, namespace, type LIMIT $limit RETURN collect([type, namespace, name, field, time])")
+            f"ORDER BY {order} LIMIT $limit RETURN collect([type, namespace, name, field, time])")
 
 
 # Breadth-first levels, several per query: each level is up to what still fits ($cap = limit + 1 nodes in all, so
@@ -621,15 +626,17 @@ class GraphStore:
         run["facets"] = run_facets(run)
         return {"run": run, "job": job, "inputs": inputs, "outputs": outputs, "parent": parent, "children": children}
 
-    def search(self, query: str, kinds: Iterable[str], limit: int, namespace: str | None = None
-               ) -> list[list[Any]]:
+    def search(self, query: str, kinds: Iterable[str], limit: int, namespace: str | None = None,
+               by_update: bool = False, after: str | None = None, before: str | None = None) -> list[list[Any]]:
         """Datasets, jobs and fields (``kinds``) whose name matches ``query``, the first ``limit`` by lower-cased
-        name: rows of
-        [type, namespace, name, field, time]."""
+        name (``by_update``: latest update first); with ``after``/``before`` (graph times), only what was updated
+        then: rows of [type, namespace, name, field, time]."""
         needle = like_needle(query)
-        return self._single(_search_query(set(kinds), len(needle) >= SELECTIVE_NEEDLE), needle=needle,
-                            pattern=like_pattern(query),
-                            namespace=None if namespace is None else stored_key(namespace), limit=limit)[0]
+        dated = after is not None or before is not None
+        return self._single(_search_query(set(kinds), len(needle) >= SELECTIVE_NEEDLE, by_update, dated),
+                            needle=needle, pattern=like_pattern(query),
+                            namespace=None if namespace is None else stored_key(namespace), limit=limit,
+                            after=after or "", before=before or "~")[0]
 
     def field_types(self, datasets: Iterable[tuple[str, str]]) -> dict[tuple[str, str], dict[str, str]]:
         """The current schema's type of every (nested) field of each dataset: (namespace, name) → path → type."""

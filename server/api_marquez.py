@@ -24,6 +24,8 @@ from kafka_lineage.server.http import (
     segment,
 )
 
+SearchDay = Annotated[str | None, Query(pattern=r"^\d{4}-\d{2}-\d{2}$", description="a day, YYYY-MM-DD")]
+
 
 def marquez_routes(routes: Routes) -> APIRouter:
     store, settings, api = routes.store, routes.settings, routes.api
@@ -177,16 +179,21 @@ def marquez_routes(routes: Routes) -> APIRouter:
                        graph.stopped is not None or depth > capped_depth)
 
     @router.get("/api/v1/search", dependencies=api, tags=["Marquez"])
-    def search(q: SearchText, filter: str | None = None, limit: Limit = 10,
-               namespace: str | None = None) -> dict[str, Any]:
+    def search(q: SearchText, filter: str | None = None, sort: str = "NAME", limit: Limit = 10,
+               namespace: str | None = None, before: SearchDay = None, after: SearchDay = None) -> dict[str, Any]:
         """Marquez's search: datasets and jobs whose name contains ``q`` (case-insensitive; ``%`` any run of
-        characters, ``_`` one), by name. ``totalCount`` is the number of results, as in Marquez."""
+        characters, ``_`` one), by name or (``sort=UPDATE_AT``) latest update first; ``after``/``before``
+        (``YYYY-MM-DD``, UTC) keep what was updated from the one day to before the other — only jobs carry an update
+        time here. ``totalCount`` is the number of results, as in Marquez."""
         kinds = {"dataset", "job"}
         if filter is not None:
             if filter.lower() not in kinds:
                 raise HTTPException(400, f"filter: dataset or job, got {filter!r}")
             kinds = {filter.lower()}
-        rows = store.search(q, kinds, capped(limit, settings.max_results), namespace)
+        if sort.upper() not in ("NAME", "UPDATE_AT", "UPDATED_AT"):
+            raise HTTPException(400, f"sort: NAME or UPDATE_AT, got {sort!r}")
+        rows = store.search(q, kinds, capped(limit, settings.max_results), namespace, by_update=sort.upper() != "NAME",
+                            after=after and f"{after}T", before=before and f"{before}T")  # graph time text
         return {"totalCount": len(rows), "results": [marquez.search_result(row) for row in rows]}
 
     return router

@@ -239,6 +239,15 @@ def test_search_finds_datasets_and_jobs(server: ChildProcess, world: World) -> N
                      "updatedAt": updated} for name, updated in (("etl.clean", "2024-05-01T11:00:30.000000Z"),
                                                                  ("etl.report", "2024-05-01T12:00:05.000000Z"))]
     assert _get(server, "/api/v1/search", q="shop", namespace=world.ns, limit=2)["totalCount"] == 2
+    # latest update first (Marquez's UPDATE_AT), and a window of days: only jobs carry an update time here
+    by_update = _get(server, "/api/v1/search", q="etl.%", filter="job", namespace=world.jobs, sort="update_at")
+    assert [r["name"] for r in by_update["results"]] == ["etl.report", "etl.clean"]
+    in_may = _get(server, "/api/v1/search", q="%", namespace=world.jobs, after="2024-05-01", before="2024-05-02")
+    assert {r["name"] for r in in_may["results"]} == {"etl.clean", "etl.report"}
+    assert _get(server, "/api/v1/search", q="%", namespace=world.jobs, after="2024-05-02")["totalCount"] == 0
+    assert _get(server, "/api/v1/search", q="etl", namespace=world.ns, after="2024-05-01")["totalCount"] == 0
+    _get(server, "/api/v1/search", 400, q="etl", sort="size")
+    _get(server, "/api/v1/search", 400, q="etl", after="May 1st")
     # short queries (read in key order) and long ones (the text index) answer alike
     assert [r["name"] for r in _get(server, "/api/v1/search", q="D", namespace=world.ns)["results"]] == [
         "shop.mid", "shop.raw/orders"]
