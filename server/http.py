@@ -31,7 +31,8 @@ UI_DIR = Path(__file__).parent / "ui-dist"  # built from server/ui by `make inst
 KEEP_ALIVE_SECONDS = 15.0  # a comment line on an idle event stream, so proxies keep it open
 MAX_DEAD_LETTERS = 500
 # Query parameters (module level: the route signatures' annotations are resolved by name)
-Limit = Annotated[int, Query(ge=1, description="rows to return (capped at LINEAGE_SERVER_MAX_RESULTS)")]
+Limit = Annotated[int, Query(ge=0, description="rows to return (capped at LINEAGE_SERVER_MAX_RESULTS; 0: none, the "
+                                              "totals only, as Marquez allows)")]
 Offset = Annotated[int, Query(ge=0)]
 SearchText = Annotated[str, Query(min_length=1, max_length=1024, description="contained in the name, any case; % any "
                                   "run of characters, _ one character")]

@@ -96,6 +96,8 @@ def test_namespaces_datasets_and_jobs_as_marquez_lists_them(server: ChildProcess
     listed = _get(server, f"/api/v1/namespaces/{_seg(world.ns)}/datasets")
     assert listed["totalCount"] == 3
     assert [d["name"] for d in listed["datasets"]] == ["shop.mid", "shop.out", "shop.raw/orders"]
+    counted = _get(server, f"/api/v1/namespaces/{_seg(world.ns)}/datasets", limit=0)  # the total only, as Marquez
+    assert counted == {"datasets": [], "totalCount": 3}
     raw = _get(server, f"/api/v1/namespaces/{_seg(world.ns)}/datasets/{_seg('shop.raw/orders')}")
     assert raw["id"] == {"namespace": world.ns, "name": "shop.raw/orders"}
     assert [(f["name"], f["type"]) for f in raw["fields"]] == [("amount", "DECIMAL"), ("id", "BIGINT")]
