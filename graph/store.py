@@ -248,11 +248,13 @@ _RUN_AND_JOB = (" RETURN " + _RUN + " AS run, [(r)-[:OF_JOB]->(j:Job) | {namespa
                 + _NAME.format("j") + "}][0] AS job")
 _RUN_DAY = "coalesce(r.startTime, r.endTime)"  # a run that only reported its end counts on that day
 _RECENT_RUNS = ("MATCH (r:Run) USING INDEX r:Run(state) WHERE r.state IN $states AND " + _RUN_DAY + " >= $since "
+                "AND " + _RUN_DAY + " < $until "
                 "WITH r ORDER BY " + _RUN_DAY + " DESC LIMIT $limit" + _RUN_AND_JOB)
 _RUNNING_RUNS = ("MATCH (r:Run) WHERE r.state IN ['START', 'RUNNING'] AND r.startTime IS NOT NULL "
                  "WITH r ORDER BY r.startTime LIMIT $limit" + _RUN_AND_JOB)
-_RUNS_PER_DAY = ("CALL { MATCH (r:Run) WHERE r.startTime >= $since RETURN r "
-                 "UNION MATCH (r:Run) WHERE r.endTime >= $since AND r.startTime IS NULL RETURN r } "
+_RUNS_PER_DAY = ("CALL { MATCH (r:Run) WHERE r.startTime >= $since AND r.startTime < $until RETURN r "
+                 "UNION MATCH (r:Run) WHERE r.endTime >= $since AND r.endTime < $until AND r.startTime IS NULL "
+                 "RETURN r } "
                  "RETURN substring(" + _RUN_DAY + ", 0, 10) AS day, r.state AS state, count(*) AS runs")
 # Run starts and ends per UTC hour in [$from, $to) (Marquez's lineage-event stats): starts by start time, ends by
 # end time and final state.
@@ -541,15 +543,16 @@ class GraphStore:
             previous = fields
         return current, history
 
-    def overview(self, since: str, limit: int) -> dict[str, Any]:
-        """What the home page shows: counts of jobs, datasets and runs; runs started since ``since`` per day (the
-        day of their own start time) and state; the latest failed or aborted of them and the runs still going,
-        oldest first (``limit`` each); the partitions those failed runs wrote that are still failed."""
+    def overview(self, since: str, until: str, limit: int) -> dict[str, Any]:
+        """What the home page shows: counts of jobs, datasets and runs; runs started in [``since``, ``until``) per
+        day (the day of their own start time) and state; the latest failed or aborted of them (a run dated past
+        ``until``, a clock's mistake, is in neither); the runs still going, oldest first (``limit`` each); the
+        partitions those failed runs wrote that are still failed."""
         jobs, datasets, runs = self._single(_COUNTS)
-        recent = self._read(_RECENT_RUNS, since=since, states=["FAIL", "ABORT"], limit=limit)
+        recent = self._read(_RECENT_RUNS, since=since, until=until, states=["FAIL", "ABORT"], limit=limit)
         running = self._read(_RUNNING_RUNS, limit=limit)
         per_day: dict[str, dict[str, int]] = {}
-        for day, state, count in self._read(_RUNS_PER_DAY, since=since):
+        for day, state, count in self._read(_RUNS_PER_DAY, since=since, until=until):
             per_day.setdefault(day, {})[state or "NEW"] = count
         failed_partitions = []
         # the partitions the latest of these runs wrote that are failed still (no later version fixed them): one

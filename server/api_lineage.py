@@ -177,8 +177,9 @@ def lineage_routes(routes: Routes) -> APIRouter:
         days and the partitions they wrote that are failed still, the runs still going (oldest first), runs per day
         and state over those days, and how many jobs, datasets and runs the graph holds. Drift alerts, dead letters
         and lag are under /api/v2/alerts, /api/v2/dead-letters and /api/v2/status."""
-        since = (datetime.now(UTC) - timedelta(days=days)).date().isoformat()
-        return store.overview(since, capped(limit, settings.max_results))
+        today = datetime.now(UTC).date()
+        since, until = (today - timedelta(days=days - 1)).isoformat(), (today + timedelta(days=1)).isoformat()
+        return store.overview(since, until, capped(limit, settings.max_results))
 
     @router.get("/api/v2/runs/{run_id}/partitions", dependencies=api, tags=["Runs"])
     def run_partitions(run_id: str) -> JSONResponse:

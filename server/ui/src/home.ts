@@ -79,8 +79,14 @@ function pipelineCard(status: any): string {
 }
 
 // Runs per day as stacked bars (completed, failed, running, other), one bar per day of the window.
-export function runsChart(perDay: { day: string; states: Record<string, number> }[], width = 360, height = 90): string {
-  if (!perDay.length) return `<p class="hint">no runs in the window</p>`;
+export function runsChart(counted: { day: string; states: Record<string, number> }[], days = 14, today = new Date(),
+                          width = 360, height = 90): string {
+  if (!counted.length) return `<p class="hint">no runs in the window</p>`;
+  const byDay = new Map(counted.map((d) => [d.day, d.states]));
+  const perDay = Array.from({ length: days }, (_, i) => {
+    const day = new Date(today.getTime() - (days - 1 - i) * 86_400_000).toISOString().slice(0, 10);
+    return { day, states: byDay.get(day) ?? {} }; // every day of the window, those without runs too
+  });
   const totals = perDay.map((d) => Object.values(d.states).reduce((a, b) => a + b, 0));
   const max = Math.max(...totals, 1);
   const bar = width / perDay.length;

@@ -55,3 +55,13 @@ describe("schema diff", () => {
       ["address.zip", "added"], ["gone", "removed"]]);
   });
 });
+
+describe("home", () => {
+  it("draws every day of the window, days without runs too, and nothing outside it", async () => {
+    const { runsChart } = await import("../src/home");
+    const svg = runsChart([{ day: "2026-03-10", states: { COMPLETE: 4, FAIL: 1 } }, { day: "2099-01-01", states: { COMPLETE: 9 } }],
+      14, new Date("2026-03-10T12:00:00Z"));
+    expect(svg.match(/<rect /g)?.length).toBe(2); // the 10th's two states; 2099 is not in the window
+    expect(svg).toContain("2026-02-25 to 2026-03-10; most 5 runs a day");
+  });
+});
