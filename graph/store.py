@@ -86,6 +86,14 @@ _ALL_JOBS = ("MATCH (j:Job) WHERE $states IS NULL OR "
              + _JOB_FIELDS)
 _COUNT_ALL_JOBS = "MATCH (j:Job) RETURN count(j)"
 _COUNT_RUNS = "MATCH (j:Job {namespace: $namespace, name: $name}) RETURN COUNT { (:Run)-[:OF_JOB]->(j) }"
+# A job's latest runs (at most $runs) with the datasets each read and wrote: Marquez's job versions, derived.
+_JOB_RUN_IO = (
+    "MATCH (j:Job {namespace: $namespace, name: $name}) "
+    "RETURN " + _NS.format("j") + ", " + _NAME.format("j") + ", COLLECT { MATCH (r:Run)-[:OF_JOB]->(j) "
+    "WITH r ORDER BY " + _NEWEST_FIRST + " LIMIT $runs RETURN {run: " + _RUN + ", "
+    "inputs: [(r)-[:READ]->(d:Dataset) | [" + _NS.format("d") + ", " + _NAME.format("d") + "]], "
+    "outputs: [(r)-[:WROTE]->(d:Dataset) | [" + _NS.format("d") + ", " + _NAME.format("d") + "]]} }")
+JOB_VERSION_RUNS = 1000  # the latest runs a job's versions are derived from
 _COUNT_VERSIONS = ("MATCH (d:Dataset {namespace: $namespace, name: $name}) "
                    "RETURN COUNT { (d)-[:HAS_SCHEMA]->(:SchemaVersion) }")
 _RUN_WITH_FACETS = _RUN.replace("{runId:", "{startRunFacets: r.startRunFacets, runFacets: r.runFacets, "
@@ -470,6 +478,14 @@ class GraphStore:
         for run in runs:
             run["facets"] = run_facets(run)
         return runs
+
+    def job_run_io(self, namespace: str, name: str) -> tuple[str, str, list[dict[str, Any]]]:
+        """(namespace, name, its latest runs newest first, each with the datasets it read and wrote)."""
+        found = self._single(_JOB_RUN_IO, namespace=stored_key(namespace), name=stored_key(name),
+                             runs=JOB_VERSION_RUNS)
+        if not found:
+            raise NotFound(f"job {namespace} {name} is not in the graph")
+        return found[0], found[1], found[2]
 
     def versions(self, namespace: str, name: str, limit: int, offset: int) -> list[dict[str, Any]]:
         found = self._single(_VERSIONS, namespace=stored_key(namespace), name=stored_key(name), limit=limit,

@@ -129,6 +129,22 @@ def marquez_routes(routes: Routes) -> APIRouter:
         rows, total = store.all_jobs(states, capped(limit, settings.max_results), offset)
         return {"jobs": [marquez.job(row) for row in rows], "totalCount": total}
 
+    @router.get("/api/v1/namespaces/{namespace}/jobs/{job}/versions", dependencies=api, tags=["Marquez"])
+    def job_versions(namespace: str, job: str, limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
+        """Marquez's job versions, derived from the job's latest 1,000 runs: one per distinct set of datasets a
+        completed run read and wrote, newest first, each with its latest run."""
+        versions = marquez.job_versions(*store.job_run_io(segment(namespace), segment(job)))
+        return {"versions": versions[offset:offset + capped(limit, settings.max_results)]}
+
+    @router.get("/api/v1/namespaces/{namespace}/jobs/{job}/versions/{version}", dependencies=api,
+                tags=["Marquez"])
+    def job_version(namespace: str, job: str, version: str) -> dict[str, Any]:
+        found = [v for v in marquez.job_versions(*store.job_run_io(segment(namespace), segment(job)))
+                 if v["version"] == version]
+        if not found:
+            raise NotFound(f"job {namespace} {job} has no version {version} among its latest runs")
+        return found[0]
+
     @router.get("/api/v1/runlineage/upstream", dependencies=api, tags=["Marquez"])
     def run_lineage_upstream(runId: str, depth: Depth = 20) -> dict[str, Any]:
         """Marquez's upstream run lineage: the run, then level by level the runs that produced what it read (for

@@ -10,6 +10,8 @@ A dataset's ``currentVersion`` and a version's ``version`` are the schema versio
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -279,4 +281,28 @@ def upstream_run_lineage(runs: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
                 "status": RUN_STATES.get(run["state"] or "", "NEW")},
         "inputs": [{"namespace": i["namespace"], "name": i["name"], "version": i["version"],
                     "producedByRunId": i["producedBy"]} for i in run["inputs"]]} for run in runs]}
+
+
+def job_versions(namespace: str, name: str, runs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Marquez's JobVersions of a job, derived from its completed runs (given newest first): a version per distinct
+    pair of the datasets a run read and wrote (Marquez versions a job by its inputs, outputs and location; the graph
+    keeps no location history, and a run writes its outputs only when it completes), its id a UUID of that pair,
+    created with its first run, its latest run the newest. Newest version first."""
+    versions: dict[str, dict[str, Any]] = {}
+    for item in runs:  # newest first
+        if item["run"].get("state") != "COMPLETE":
+            continue
+        inputs, outputs = sorted(map(tuple, item["inputs"])), sorted(map(tuple, item["outputs"]))
+        version = str(uuid.uuid5(uuid.NAMESPACE_URL, json.dumps([namespace, name, inputs, outputs])))
+        row = item["run"]
+        created = row.get("startTime") or row.get("lastEventTime")
+        if version not in versions:
+            versions[version] = {
+                "id": {"namespace": namespace, "name": name, "version": version}, "name": name,
+                "createdAt": created, "version": version, "namespace": namespace, "location": None,
+                "inputs": [{"namespace": ns, "name": n} for ns, n in inputs],
+                "outputs": [{"namespace": ns, "name": n} for ns, n in outputs], "latestRun": run(row)}
+        elif created and (versions[version]["createdAt"] or "~") > created:
+            versions[version]["createdAt"] = created
+    return sorted(versions.values(), key=lambda v: v["createdAt"] or "", reverse=True)
 

@@ -132,6 +132,14 @@ def test_a_run_a_dataset_version_its_source_and_tags_by_marquez_paths(server: Ch
     one = _get(server, f"/api/v1/namespaces/{_seg(world.ns)}/datasets/shop.out/versions/{version['version']}")
     assert one == version
     _get(server, f"/api/v1/namespaces/{_seg(world.ns)}/datasets/shop.out/versions/no-such-version", 404)
+    # the job's versions: one (raw → mid) from its completed run; the failed run wrote nothing
+    (job_version,) = _get(server, f"/api/v1/namespaces/{_seg(world.jobs)}/jobs/etl.clean/versions")["versions"]
+    assert job_version["latestRun"]["id"] == world.clean_run
+    assert job_version["inputs"] == [{"namespace": world.ns, "name": "shop.raw/orders"}]
+    assert job_version["outputs"] == [{"namespace": world.ns, "name": "shop.mid"}]
+    assert _get(server, f"/api/v1/namespaces/{_seg(world.jobs)}/jobs/etl.clean/versions/{job_version['version']}") \
+        == job_version
+    _get(server, f"/api/v1/namespaces/{_seg(world.jobs)}/jobs/etl.clean/versions/{uuid.uuid4()}", 404)
     run = _get(server, f"/api/v1/jobs/runs/{world.report_run}")
     assert (run["id"], run["state"], run["durationMs"]) == (world.report_run, "COMPLETED", 5000)
     mid_version = _get(server, f"/api/v1/namespaces/{_seg(world.ns)}/datasets/shop.mid")["currentVersion"]

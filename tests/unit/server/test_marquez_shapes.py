@@ -195,3 +195,22 @@ def test_every_shape_has_exactly_marquez_properties() -> None:
         _conforms(node["data"], "ColumnLineageNodeData")
         for field in node["data"]["inputFields"]:
             _conforms(field, "InputFieldNodeData")
+
+
+def test_job_versions_are_the_distinct_inputs_and_outputs_of_its_runs() -> None:
+    def item(run_id: str, start: str, inputs: list[list[str]], outputs: list[list[str]]) -> dict:
+        return {"run": {"runId": run_id, "state": "COMPLETE", "startTime": start}, "inputs": inputs,
+                "outputs": outputs}
+
+    runs = [item("r3", "2024-05-03T00:00:00.000000Z", [["pg", "a"], ["pg", "b"]], [["pg", "out"]]),  # newest first
+            item("r2", "2024-05-02T00:00:00.000000Z", [["pg", "a"]], [["pg", "out"]]),
+            item("r1", "2024-05-01T00:00:00.000000Z", [["pg", "a"]], [["pg", "out"]]),
+            {**item("r0", "2024-04-30T00:00:00.000000Z", [["pg", "a"]], []), "run": {"runId": "r0", "state": "FAIL"}}]
+    versions = marquez.job_versions("etl", "load", runs)
+    assert [(v["createdAt"][:10], v["latestRun"]["id"], len(v["inputs"])) for v in versions] == [
+        ("2024-05-03", "r3", 2), ("2024-05-01", "r2", 1)]  # b joined: a new version; the first since r1
+    again = marquez.job_versions("etl", "load", runs[1:])
+    assert again[0]["version"] == versions[1]["version"]  # the same inputs and outputs, the same id
+    assert versions[0]["id"] == {"namespace": "etl", "name": "load", "version": versions[0]["version"]}
+    assert set(versions[0]) == {"id", "name", "createdAt", "version", "namespace", "location", "inputs", "outputs",
+                                "latestRun"}
