@@ -1,6 +1,7 @@
 // The home page: what needs attention now (breaking drift first, failed and long-running runs, dead letters, pipeline
 // lag), each a link into the graph, and the platform's size and runs per day.
 import { api, datasetId, escape, html } from "./api";
+import { shortName } from "./names";
 import { RUN_STATE_COLOURS } from "./nodes";
 
 const SHOWN = 8; // items per card
@@ -23,17 +24,31 @@ function card(id: string, title: string, count: number | string, body: string): 
     html`<span class="count">${count}</span></h2>` + body + "</section>";
 }
 
+// One line per dataset and alert kind (its newest alert, how many there were), breaking first, then newest.
 function alertsCard(alerts: any[]): string {
-  const ranked = [...alerts].sort((a, b) => (SEVERITY_ORDER[a.severity] ?? 2) - (SEVERITY_ORDER[b.severity] ?? 2) ||
-    String(b.eventTime).localeCompare(String(a.eventTime)));
-  const items = ranked.slice(0, SHOWN).map((a) => {
+  const latest = new Map<string, { alert: any; count: number }>();
+  for (const a of alerts) {
+    const key = `${a.kind}|${a.dataset.namespace}|${a.dataset.name}`;
+    const seen = latest.get(key);
+    if (!seen) latest.set(key, { alert: a, count: 1 });
+    else {
+      seen.count++;
+      if (String(a.eventTime) > String(seen.alert.eventTime)) seen.alert = a;
+    }
+  }
+  const ranked = [...latest.values()].sort((x, y) =>
+    (SEVERITY_ORDER[x.alert.severity] ?? 2) - (SEVERITY_ORDER[y.alert.severity] ?? 2) ||
+    String(y.alert.eventTime).localeCompare(String(x.alert.eventTime)));
+  const items = ranked.slice(0, SHOWN).map(({ alert: a, count }) => {
     const dataset = datasetId(a.dataset.namespace, a.dataset.name);
     const what = a.kind === "sensitiveExposure" && a.exposure
       ? html`${a.exposure.tag} newly reaches ${a.exposure.columns.length} columns`
       : html`${a.changes.map((c: any) => `${c.kind} ${c.path}`).join(", ")}; ${a.impactedJobs.length} jobs downstream`;
     const kind = a.kind === "sensitiveExposure" ? "exposure" : `change-${a.severity}`;
-    return `<li class="${kind}">` + graphLink(dataset, a.dataset.name, a.kind === "sensitiveExposure" ? "up" : "down") +
-      html` <span class="small">${a.severity} · ${age(a.eventTime)} ago</span><br>` + what + "</li>";
+    return `<li class="${kind}" title="${escape(`${a.dataset.namespace} ${a.dataset.name}`)}">` +
+      graphLink(dataset, shortName("dataset", a.dataset.name), a.kind === "sensitiveExposure" ? "up" : "down") +
+      html` <span class="small">${a.severity} · ${age(a.eventTime)} ago${count > 1 ? ` · ${count} alerts` : ""}</span><br>` +
+      what + "</li>";
   });
   const breaking = alerts.filter((a) => a.severity === "BREAKING").length;
   return card("home-alerts", "Schema drift", breaking ? `${breaking} breaking of ${alerts.length}` : alerts.length,
@@ -57,7 +72,8 @@ function runsCards(overview: any): string {
 }
 
 function partitionsCard(partitions: any[]): string {
-  const items = partitions.slice(0, SHOWN).map((p) => `<li>` + graphLink(datasetId(p.namespace, p.name), p.name, "down") +
+  const items = partitions.slice(0, SHOWN).map((p) => `<li title="${escape(`${p.namespace} ${p.name}`)}">` +
+    graphLink(datasetId(p.namespace, p.name), shortName("dataset", p.name), "down") +
     html` <span class="small">${p.key}</span><br><span class="error">${p.reason ?? "failed"}</span></li>`);
   return card("home-partitions", "Failed partitions", partitions.length,
     items.length ? `<ul>${items.join("")}</ul>` : `<p class="hint">none written by the failed runs</p>`);
