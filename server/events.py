@@ -46,7 +46,8 @@ def page_spans(ranges: dict[int, tuple[int, int]], depth: int, newest_first: boo
         if end <= first:
             continue
         start, stop = (max(first, end - depth), end) if newest_first else (first, min(end, first + depth))
-        spans.append(Span(partition, start, stop))
+        if start < stop:  # (a page of none reads nothing)
+            spans.append(Span(partition, start, stop))
     return spans
 
 

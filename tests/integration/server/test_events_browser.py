@@ -79,6 +79,8 @@ def test_the_events_browser_pages_the_raw_topic_newest_first(server: ChildProces
     for offset in range(0, len(events), 7):
         pages += requests.get(url, params={"limit": 7, "offset": offset}, timeout=60).json()["events"]
     assert _ids(pages) == _ids(whole["events"])
+    counted = requests.get(url, params={"limit": 0}, timeout=60).json()  # the total only, at once
+    assert counted == {"events": [], "totalCount": len(events)}
     oldest = requests.get(url, params={"limit": 3, "sortDirection": "asc"}, timeout=60).json()
     assert _ids(oldest["events"]) == _ids(events)[:3]
     later = (datetime.now(UTC) + timedelta(days=1)).isoformat()
