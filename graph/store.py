@@ -179,8 +179,8 @@ def _neighbours(pattern: str, then: str = "") -> str:
 _TABLE_COLUMNS = "CASE WHEN b:Job THEN 'job' ELSE 'dataset' END, " + _NS.format("b") + ", " + _NAME.format("b")
 # What a lineage answer shows of each node, read with it rather than by a second lookup of thousands of ids: a job's
 # latest run (now: the run the sink points the job at; by ``$asOf``: the latest started by then), a dataset's current
-# schema fields (by ``$asOf``: the latest version first seen by then). Keyed by whether there is an ``$asOf``.
-# A job's latest run (by then); a dataset's [schema fields, whether a completed run has written it (by then)].
+# schema fields (by ``$asOf``: the latest version first seen by then) and whether a completed run has written it (by
+# then), as [fields, written]. Keyed by whether there is an ``$asOf``.
 _NODE_DATA = {
     False: ("CASE WHEN b:Job THEN COLLECT { MATCH (r:Run {runId: b.latestRunId}) RETURN " + _RUN + " }[0] "
             "ELSE [[(b)-[:HAS_SCHEMA]->(s:SchemaVersion) WHERE s.hash = b.schemaVersion | s.fields][0], "
@@ -234,10 +234,11 @@ _FIELD_TYPES = ("UNWIND $datasets AS key MATCH (d:Dataset {namespace: key[0], na
                 "RETURN key, [(d)-[:HAS_SCHEMA]->(s:SchemaVersion) WHERE s.hash = d.schemaVersion | s.fields][0]")
 
 
+_JOB_OF_RUN = "[(r)-[:OF_JOB]->(j:Job) | {namespace: " + _NS.format("j") + ", name: " + _NAME.format("j") + "}][0]"
 _RUN_DETAIL = (
     "MATCH (r:Run {runId: $runId}) "
     "RETURN " + _RUN_WITH_FACETS.replace("{", "{errorLanguage: r.errorLanguage, ", 1) + " AS run, "
-    "[(r)-[:OF_JOB]->(j:Job) | {namespace: " + _NS.format("j") + ", name: " + _NAME.format("j") + "}][0] AS job, "
+    + _JOB_OF_RUN + " AS job, "
     "[(r)-[e:READ]->(d:Dataset) | {namespace: " + _NS.format("d") + ", name: " + _NAME.format("d") + ", "
     "rowCount: e.rowCount, bytes: e.bytes, dataQuality: e.dataQuality, assertions: e.assertions}] AS inputs, "
     "[(r)-[e:WROTE]->(d:Dataset) | {namespace: " + _NS.format("d") + ", name: " + _NAME.format("d") + ", "
@@ -252,8 +253,7 @@ _RUN_DETAIL = (
 MAX_CHILDREN = 1000
 # The home page's questions: recent runs in some states (newest first), runs still going (oldest first: a run whose
 # end never came shows until it does), runs per day and state, and how many jobs, datasets and runs there are.
-_RUN_AND_JOB = (" RETURN " + _RUN + " AS run, [(r)-[:OF_JOB]->(j:Job) | {namespace: " + _NS.format("j") + ", name: "
-                + _NAME.format("j") + "}][0] AS job")
+_RUN_AND_JOB = " RETURN " + _RUN + " AS run, " + _JOB_OF_RUN + " AS job"
 _RUN_DAY = "coalesce(r.startTime, r.endTime)"  # a run that only reported its end counts on that day
 _RECENT_RUNS = ("MATCH (r:Run) USING INDEX r:Run(state) WHERE r.state IN $states AND " + _RUN_DAY + " >= $since "
                 "AND " + _RUN_DAY + " < $until "

@@ -60,3 +60,8 @@ export const escape = (value: unknown) => String(value ?? "").replace(/[&<>"']/g
 export function html(strings: TemplateStringsArray, ...values: unknown[]): string {
   return strings.reduce((out, text, i) => out + text + (i < values.length ? escape(values[i]) : ""), "");
 }
+
+// A link into the lineage graph around a node.
+export function lineageLink(id: string, text: string, dir = "both", depth = 3): string {
+  return html`<a href="#/lineage?node=${encodeURIComponent(id)}&depth=${depth}&dir=${dir}">${text}</a>`;
+}

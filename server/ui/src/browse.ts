@@ -1,12 +1,10 @@
 // Browsing without a name in mind: every job (latest activity first, by its latest run's state) and a namespace's
 // datasets, a page at a time, each a link into the graph.
-import { api, html } from "./api";
+import { api, html, lineageLink } from "./api";
 import { seconds } from "./runs";
 
 const PAGE = 50;
 const STATES = ["RUNNING", "COMPLETED", "FAILED", "ABORTED"];
-
-const graphLink = (id: string, text: string) => html`<a href="#/lineage?node=${encodeURIComponent(id)}&depth=2">${text}</a>`;
 
 function pager(route: string, params: Record<string, string>, offset: number, shown: number, total: number): string {
   const at = (to: number) => `#/${route}?${new URLSearchParams({ ...params, offset: String(to) })}`;
@@ -22,7 +20,7 @@ export async function showJobs(view: HTMLElement, params: URLSearchParams): Prom
     `${s === state ? ' aria-current="true"' : ""}>${s ? s.toLowerCase() : "all"}</a>`).join(" ");
   view.innerHTML = `<h1 class="attention">Jobs</h1><p class="filters">latest run: ${filters}</p>` +
     `<table class="browse"><tr><th>job</th><th>namespace</th><th>latest run</th><th>duration</th><th>updated</th></tr>` +
-    found.jobs.map((j: any) => `<tr><td>${graphLink(`job:${j.namespace}:${j.name}`, j.name)}</td>` +
+    found.jobs.map((j: any) => `<tr><td>${lineageLink(`job:${j.namespace}:${j.name}`, j.name, "both", 2)}</td>` +
       html`<td class="small">${j.namespace}</td><td class="state-${j.latestRun?.state ?? ""}">${j.latestRun?.state ?? "no run"}</td>` +
       html`<td>${seconds(j.latestRun?.durationMs)}</td><td class="small">${j.updatedAt ?? ""}</td></tr>`).join("") + `</table>` +
     pager("jobs", state ? { state } : {}, offset, found.jobs.length, found.totalCount);
@@ -38,7 +36,7 @@ export async function showDatasets(view: HTMLElement, params: URLSearchParams): 
   view.innerHTML = `<h1 class="attention">Datasets</h1><p><label>namespace <select id="browse-namespace">` +
     namespaces.map((n: string) => html`<option${n === namespace ? " selected" : ""}>${n}</option>`).join("") + `</select></label></p>` +
     `<table class="browse"><tr><th>dataset</th><th>fields</th><th>tags</th><th>last written</th></tr>` +
-    found.datasets.map((d: any) => `<tr><td>${graphLink(`dataset:${d.namespace}:${d.name}`, d.name)}</td>` +
+    found.datasets.map((d: any) => `<tr><td>${lineageLink(`dataset:${d.namespace}:${d.name}`, d.name, "both", 2)}</td>` +
       html`<td>${d.fields.length}</td><td>${d.tags.join(", ")}</td><td class="small">${d.lastModifiedAt ?? "never"}</td></tr>`).join("") +
     `</table>` + pager("datasets", { namespace }, offset, found.datasets.length, found.totalCount);
   view.querySelector<HTMLSelectElement>("#browse-namespace")!.addEventListener("change", (event) => {

@@ -1,14 +1,12 @@
 // The home page: what needs attention now (breaking drift first, failed and long-running runs, dead letters, pipeline
 // lag), each a link into the graph, and the platform's size and runs per day.
-import { api, datasetId, escape, html } from "./api";
+import { api, datasetId, escape, html, lineageLink } from "./api";
 import { shortName } from "./names";
 import { RUN_STATE_COLOURS } from "./nodes";
 
 const SHOWN = 8; // items per card
 const SEVERITY_ORDER: Record<string, number> = { BREAKING: 0, UNKNOWN: 1, COMPATIBLE: 2 };
 
-const graphLink = (id: string, text: string, dir = "both") =>
-  html`<a href="#/lineage?node=${encodeURIComponent(id)}&depth=3&dir=${dir}">${text}</a>`;
 
 export function age(from: string | null | undefined, now = Date.now()): string {
   if (!from) return "";
@@ -46,7 +44,7 @@ function alertsCard(alerts: any[]): string {
       : html`${a.changes.map((c: any) => `${c.kind} ${c.path}`).join(", ")}; ${a.impactedJobs.length} jobs downstream`;
     const kind = a.kind === "sensitiveExposure" ? "exposure" : `change-${a.severity}`;
     return `<li class="${kind}" title="${escape(`${a.dataset.namespace} ${a.dataset.name}`)}">` +
-      graphLink(dataset, shortName("dataset", a.dataset.name), a.kind === "sensitiveExposure" ? "up" : "down") +
+      lineageLink(dataset, shortName("dataset", a.dataset.name), a.kind === "sensitiveExposure" ? "up" : "down") +
       html` <span class="small">${a.severity} · ${age(a.eventTime)} ago${count > 1 ? ` · ${count} alerts` : ""}</span><br>` +
       what + "</li>";
   });
@@ -57,7 +55,7 @@ function alertsCard(alerts: any[]): string {
 
 function runItem(run: any, when: string): string {
   const job = run.job ?? { namespace: "?", name: "?" };
-  return `<li>` + graphLink(`job:${job.namespace}:${job.name}`, job.name, "both") +
+  return `<li>` + lineageLink(`job:${job.namespace}:${job.name}`, job.name, "both") +
     html` <span class="state-${run.state}">${run.state}</span> <span class="small">${when}</span>` +
     (run.errorMessage ? html`<br><span class="error">${String(run.errorMessage).slice(0, 200)}</span>` : "") + "</li>";
 }
@@ -73,7 +71,7 @@ function runsCards(overview: any): string {
 
 function partitionsCard(partitions: any[]): string {
   const items = partitions.slice(0, SHOWN).map((p) => `<li title="${escape(`${p.namespace} ${p.name}`)}">` +
-    graphLink(datasetId(p.namespace, p.name), shortName("dataset", p.name), "down") +
+    lineageLink(datasetId(p.namespace, p.name), shortName("dataset", p.name), "down") +
     html` <span class="small">${p.key}</span><br><span class="error">${p.reason ?? "failed"}</span></li>`);
   return card("home-partitions", "Failed partitions", partitions.length,
     items.length ? `<ul>${items.join("")}</ul>` : `<p class="hint">none written by the failed runs</p>`);

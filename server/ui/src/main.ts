@@ -1,8 +1,8 @@
 // The lineage server's web UI: the home page (what needs attention), search, the lineage graph (table or column level,
 // as of a time), dataset and job pages, and the operator view (live drift alerts, dead letters, pipeline status). It
 // reads only the server's API.
-import { api, call, datasetId, headers, html, type NodeRef, parseNodeId, seg } from "./api";
-import { type Edge, type GraphNode, label, runState } from "./nodes";
+import { api, call, datasetId, headers, html, lineageLink, type NodeRef, parseNodeId, seg } from "./api";
+import { type Edge, type GraphNode, label, RUN_STATE_NAMES, runState } from "./nodes";
 import { showDatasets, showJobs } from "./browse";
 import { showHome } from "./home";
 import { partitionGrid } from "./partitions";
@@ -440,10 +440,9 @@ function wirePartitions(panel: HTMLElement, partitions: any[], ref: NodeRef): vo
 
 async function jobPage(panel: HTMLElement, ref: NodeRef, id: string, stale: () => boolean): Promise<void> {
   const path = `${seg(ref.namespace)}/jobs/${seg(ref.name)}`;
-  const [job, runs, timed] = await Promise.all([
+  const [job, timed] = await Promise.all([
     api(`/api/v1/namespaces/${path}`),
-    api(`/api/v1/namespaces/${path}/runs`, { limit: 25 }),
-    api(`/api/v2/jobs/${seg(ref.namespace)}/${seg(ref.name)}/runs`, { limit: 100 }).catch(() => ({ runs: [] })),
+    api(`/api/v2/jobs/${seg(ref.namespace)}/${seg(ref.name)}/runs`, { limit: 100 }),
   ]);
   if (stale()) return;
   panel.append(actions(id));
@@ -455,8 +454,11 @@ async function jobPage(panel: HTMLElement, ref: NodeRef, id: string, stale: () =
       html`<li><button type="button" class="run" data-run="${r.runId}">${r.startTime ?? r.endTime ?? "?"}</button> ` +
       html`<span class="state-FAILED">${r.errorMessage ?? r.state}</span></li>`).join("") + `</ul>` : "") +
     `<h3>Runs</h3><table class="runs"><tr><th>started</th><th>state</th><th>duration</th></tr>` +
-    runs.runs.map((r: any) => html`<tr><td><button type="button" class="run" data-run="${r.id}">${r.startedAt ?? r.createdAt ?? "?"}</button></td>` +
-      html`<td class="state-${r.state}">${r.state}</td><td>${seconds(r.durationMs)}</td></tr>`).join("") +
+    timed.runs.slice(0, 25).map((r: TimedRun) => {
+      const state = RUN_STATE_NAMES[r.state] ?? "NEW";
+      return html`<tr><td><button type="button" class="run" data-run="${r.runId}">${r.startTime ?? r.lastEventTime ?? "?"}</button></td>` +
+        html`<td class="state-${state}">${state}</td><td>${seconds(r.durationMs)}</td></tr>`;
+    }).join("") +
     `</table><div id="run-detail"></div>`);
   panel.querySelectorAll<HTMLElement>("button.run, rect.run-bar").forEach((element) =>
     element.addEventListener("click", () => runDetail(element.dataset.run!)));
@@ -564,7 +566,7 @@ function alertItem(alert: any): HTMLLIElement {
   const item = document.createElement("li");
   const exposure = alert.kind === "sensitiveExposure" && alert.exposure;
   item.className = exposure ? "exposure" : `change-${alert.severity}`;
-  const link = html`<a href="#/lineage?node=${encodeURIComponent(datasetId(alert.dataset.namespace, alert.dataset.name))}&depth=3&dir=${exposure ? "up" : "down"}">${alert.dataset.name}</a> `;
+  const link = lineageLink(datasetId(alert.dataset.namespace, alert.dataset.name), alert.dataset.name, exposure ? "up" : "down") + " ";
   item.innerHTML = exposure
     ? link + html`(${alert.dataset.namespace}) is not cleared for ${alert.exposure.tag} and now receives it in ${exposedFields(alert)} at ${alert.eventTime}`
     : link + html`(${alert.dataset.namespace}) changed by ${alert.job.name} at ${alert.eventTime}: ` +

@@ -10,6 +10,9 @@ export const COLOURS = { COMPLETED: "#15803d", FAILED: "#c2410c", RUNNING: "#b45
 // OpenLineage run states (as the graph stores them) in charts and timelines
 export const RUN_STATE_COLOURS: Record<string, string> = { COMPLETE: COLOURS.COMPLETED, FAIL: COLOURS.FAILED,
   ABORT: "#7c2d12", START: COLOURS.RUNNING, RUNNING: COLOURS.RUNNING };
+// OpenLineage run states as Marquez names them (and the job pages show them)
+export const RUN_STATE_NAMES: Record<string, string> = { COMPLETE: "COMPLETED", FAIL: "FAILED", ABORT: "ABORTED",
+  START: "RUNNING", RUNNING: "RUNNING" };
 
 export function runState(node: GraphNode): string | undefined {
   return node.type === "JOB" ? node.data.latestRun?.state : undefined;
