@@ -124,6 +124,8 @@ def _stop_on_signals() -> threading.Event:
 
 def cmd_alerts(args: argparse.Namespace) -> int:
     clients = ClientSettings.from_env()
+    if args.action == "route":
+        return _route_alerts(clients, args.check)
     if args.action == "run":
         from kafka_lineage.runtime.metrics import Metrics, pipeline_checks
         from kafka_lineage.sinks.alerts.sink import AlertSink
@@ -141,6 +143,27 @@ def cmd_alerts(args: argparse.Namespace) -> int:
     for alert in tail(clients, clients.drift_topic, "schema_drift_alert", args.lines, args.follow,
                       _report_unreadable("a schema-drift alert")):
         print(json.dumps(alert, default=str) if args.json else format_alert(alert), flush=True)
+    return 0
+
+
+def _route_alerts(clients: ClientSettings, check: bool) -> int:
+    from kafka_lineage.runtime.metrics import Metrics, pipeline_checks
+    from kafka_lineage.sinks.alerts.routing.router import AlertRouter, load_routes_checked
+    from kafka_lineage.sinks.alerts.routing.settings import RouterSettings
+
+    settings = RouterSettings.from_env()
+    ui_url, routes = load_routes_checked(settings)
+    if check:
+        for route in routes:
+            match = route.route.match.model_dump(exclude_defaults=True) or "every alert"
+            print(f"{route.name}: {route.where()}, {match}")
+        print(f"{len(routes)} routes valid; links point to {ui_url}")
+        return 0
+    operations = OperationsSettings.from_env()
+    metrics = Metrics()
+    router = AlertRouter(clients, settings, routes, ui_url, metrics)
+    _run_with_endpoint("alert router", "LINEAGE_ROUTER_METRICS_PORT", operations.router_metrics_port, operations,
+                       metrics, pipeline_checks(clients), router.run)
     return 0
 
 
@@ -853,8 +876,11 @@ def build_parser() -> argparse.ArgumentParser:
     sink = sub.add_parser("sink", help="Neo4j graph sink: normalized events → the lineage graph")
     sink.set_defaults(handler=cmd_sink)
 
-    alerts = sub.add_parser("alerts", help="schema-drift alerts: run the alert sink, or tail the alert topic")
-    alerts.add_argument("action", choices=["run", "tail"])
+    alerts = sub.add_parser("alerts", help="schema-drift alerts: run the alert sink, route alerts to webhooks, chat "
+                                           "and on-call (LINEAGE_ALERT_ROUTES), or tail the alert topic")
+    alerts.add_argument("action", choices=["run", "route", "tail"])
+    alerts.add_argument("--check", action="store_true", help="route: validate the routes file (secrets read, "
+                        "templates tried on sample alerts) and exit")
     alerts.add_argument("--json", action="store_true", help="tail: one JSON object per alert")
     alerts.add_argument("-n", "--lines", type=int, default=20, help="tail: how many of the latest alerts")
     alerts.add_argument("-f", "--follow", action="store_true", help="tail: keep following")
@@ -1058,7 +1084,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _long_running(args: argparse.Namespace) -> bool:
     return args.command in ("collector", "processor", "sink", "connect", "flink", "serve") or (
         args.command == "bridge" and not args.once) or (
-        args.command == "alerts" and args.action == "run")
+        args.command == "alerts" and args.action in ("run", "route") and not args.check)
 
 
 def _is_neo4j_error(exc: BaseException) -> bool:

@@ -382,6 +382,7 @@ class OperationsSettings:
     sink_metrics_port: int = 9102
     alert_metrics_port: int = 9103
     bridge_metrics_port: int = 9104
+    router_metrics_port: int = 9105
     log_format: str = "text"
     log_level: str = ""  # one of LOG_LEVEL_NAMES; empty: the command's own default
 
@@ -402,6 +403,7 @@ class OperationsSettings:
             sink_metrics_port=_listen_port(values, "LINEAGE_SINK_METRICS_PORT", default.sink_metrics_port),
             alert_metrics_port=_listen_port(values, "LINEAGE_ALERT_METRICS_PORT", default.alert_metrics_port),
             bridge_metrics_port=_listen_port(values, "LINEAGE_BRIDGE_METRICS_PORT", default.bridge_metrics_port),
+            router_metrics_port=_listen_port(values, "LINEAGE_ROUTER_METRICS_PORT", default.router_metrics_port),
             log_format=log_format,
             log_level=log_level,
         )

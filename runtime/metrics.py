@@ -96,6 +96,20 @@ class Metrics:
                             registry=reg)
         self._undelivered = Counter("emitter_undelivered", "Events the emitter could not deliver", namespace=ns,
                                     registry=reg)
+        # the alert router, per route (label values: the routes file's names, few by construction)
+        self._route_delivered = Counter("route_alerts_delivered", "Alerts a route's destination accepted",
+                                        ["route"], namespace=ns, registry=reg)
+        self._route_messages = Counter("route_messages", "Messages a route sent and its destination accepted, by "
+                                       "kind (alert or digest)", ["route", "kind"], namespace=ns, registry=reg)
+        self._route_retried = Counter("route_retries", "Deliveries a route tried again (destination unreachable, "
+                                      "rate-limited or failing)", ["route"], namespace=ns, registry=reg)
+        self._route_failed = Counter("route_alerts_failed", "Alerts a route's destination refused for good (dead "
+                                     "letters)", ["route"], namespace=ns, registry=reg)
+        self._route_waiting = Gauge("route_alerts_waiting", "Alerts waiting for a route's destination", ["route"],
+                                    namespace=ns, registry=reg)
+        self._route_latency = Histogram("route_delivery_latency_seconds", "From alert detected to its destination's "
+                                        "acceptance", ["route"], namespace=ns, registry=reg,
+                                        buckets=(*LATENCY_BUCKETS, 120.0, 300.0, 900.0, 3600.0))
         self._last_event = Gauge("last_event_timestamp_seconds", "Unix time of the last event a stage handled",
                                  ["stage"], namespace=ns, registry=reg)
         self._ready = Gauge("ready", "1 when the last readiness evaluation passed, else 0", namespace=ns,
@@ -164,6 +178,24 @@ class Metrics:
             for (topic, partition), value in lags.items():
                 self._lag.labels(stage, topic, str(partition)).set(value)
         return lags
+
+    def route_delivered(self, route: str, latencies: Iterable[float], digest: bool) -> None:
+        """A message accepted: one latency per alert it carried (detected → accepted)."""
+        count = 0
+        for seconds in latencies:
+            self._route_latency.labels(route).observe(max(seconds, 0.0))
+            count += 1
+        self._route_delivered.labels(route).inc(count)
+        self._route_messages.labels(route, "digest" if digest else "alert").inc()
+
+    def route_retried(self, route: str) -> None:
+        self._route_retried.labels(route).inc()
+
+    def route_failed(self, route: str, count: int) -> None:
+        self._route_failed.labels(route).inc(count)
+
+    def route_waiting(self, route: str, count: int) -> None:
+        self._route_waiting.labels(route).set(count)
 
     def emitter_queue(self, depth: int) -> None:
         self._queue.set(depth)

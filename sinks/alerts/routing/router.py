@@ -1,0 +1,504 @@
+"""The alert router (``lineage alerts route``): the alert topic → each alert to the routes its rules select.
+
+- One member of the router's group reads the alert topic (read_committed: alerts of aborted alert-sink transactions
+  never go out). Each alert is matched against every route (``rules.py``); each route has a worker thread with its
+  own queue, pace and retries, so a destination that is down holds up only its own route.
+- At least once per route: a worker retries a message with exponential backoff (honouring Retry-After) until its
+  destination accepts it, however long that takes; only a refusal for good (a 4xx other than 408/409/425/429, or a
+  message no template or size limit lets through) ends it, as a dead letter with the reason on the DLQ.
+- Never twice per route after a restart: an alert done on a route is written to the ledger (``ledger.py``) and
+  acknowledged before it counts as done; offsets on the alert topic are committed only past alerts every route is
+  done with; a restart reads those again and the ledger skips what each route already has. The one window left —
+  a crash after the destination accepted a message and before the ledger has it — sends that message again with the
+  same ``X-Lineage-Delivery`` key (and, for Alertmanager, the same labels, so it is the same alert there).
+- Bursts: a worker waits ``gather_seconds`` after a burst's first alert, and more than ``digest_after`` alerts
+  waiting go out as one digest message; ``rate_per_minute`` bounds the messages (``delivery.py``).
+- A stop (SIGTERM) lets each worker finish the message in flight and record it; what waits stays uncommitted and is
+  read again by the next start.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+from confluent_kafka import KafkaException, Message, TopicPartition
+from confluent_kafka.schema_registry import SchemaRegistryClient
+
+from kafka_lineage.runtime.config import ClientSettings, ConfigError
+from kafka_lineage.runtime.crash_points import CrashPoints, parse_crash_points
+from kafka_lineage.runtime.kafka_io import AckingProducer, PublishError
+from kafka_lineage.runtime.logs import active_redactor, problem
+from kafka_lineage.runtime.metrics import Metrics
+from kafka_lineage.runtime.retry import Backoff, Stopped
+from kafka_lineage.schemas import registry
+from kafka_lineage.schemas.dead_letters import dead_letter
+from kafka_lineage.schemas.wire import AvroCodec, WireFormatError
+from kafka_lineage.sinks.alerts.routing.config import RouteConfig, load_routes
+from kafka_lineage.sinks.alerts.routing.delivery import Outcome, Pace, batch_size, outcome, request
+from kafka_lineage.sinks.alerts.routing.ledger import Done, Ledger, stale
+from kafka_lineage.sinks.alerts.routing.messages import (
+    MessageError,
+    TooLarge,
+    default_templates,
+    sample_alert,
+    split_build,
+)
+from kafka_lineage.sinks.alerts.routing.rules import select
+from kafka_lineage.sinks.alerts.routing.settings import ROUTER_CRASH_POINTS, RouterSettings
+from kafka_lineage.sinks.consumer import SinkMember, consume_batch, throttled
+
+log = logging.getLogger(__name__)
+STAGE = "alert-router"
+BATCH_SIZE = 500
+COMMIT_SECONDS = 1.0  # offsets committed at most this often (and at every stop and rebalance)
+MAX_POLL_INTERVAL_MS = 300_000
+CONNECT_SECONDS = 5.0
+REVOKE_SECONDS = 30.0  # a worker's message in flight is waited for this long when its partition leaves the member
+RECORD_RETRY_CAP = 10.0  # a ledger or DLQ write Kafka refused is tried again, at most this far apart
+
+
+@dataclass(eq=False)
+class Entry:
+    """One alert read from the topic, and the routes it still waits for."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+    alert: dict[str, Any]
+    waiting: set[str] = field(default_factory=set)
+    done: list[Done] = field(default_factory=list)  # ledger records of this alert (tombstoned once committed)
+    arrived: float = field(default_factory=time.monotonic)
+    abandoned: bool = False  # its partition left this member: the next owner delivers what is not recorded
+
+    @property
+    def alert_id(self) -> str:
+        return str(self.alert.get("alertId", ""))
+
+
+class RouteWorker:
+    """One route's deliveries, in a thread of its own."""
+
+    def __init__(self, config: RouteConfig, router: AlertRouter) -> None:
+        self.config, self.router, self.name = config, router, config.name
+        self.delivery = config.route.delivery
+        self.pace = Pace(self.delivery.rate_per_minute)
+        self.queue: deque[Entry] = deque()
+        self.in_flight: list[Entry] = []
+        self.condition = threading.Condition()
+        self.session = requests.Session()
+        self.thread = threading.Thread(target=self._run, name=f"route-{self.name}", daemon=True)
+
+    def offer(self, entry: Entry) -> None:
+        with self.condition:
+            self.queue.append(entry)
+            self.condition.notify_all()
+
+    def waiting(self) -> int:
+        with self.condition:
+            return len(self.queue) + len(self.in_flight)
+
+    def drop(self, partitions: set[int], timeout: float) -> None:
+        """Forget queued alerts of ``partitions`` and wait (bounded) for a message in flight holding one of them."""
+        deadline = time.monotonic() + timeout
+        with self.condition:
+            self.queue = deque(entry for entry in self.queue if entry.partition not in partitions)
+            for entry in self.in_flight:
+                if entry.partition in partitions:
+                    entry.abandoned = True
+            while any(entry.partition in partitions for entry in self.in_flight):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    problem(log, f"route {self.name}: a message still in flight after {timeout:.0f}s while its "
+                            "partition moves to another member; that member may send it again",
+                            "nothing to do; its X-Lineage-Delivery key is the same", stage=STAGE)
+                    return
+                self.condition.wait(left)
+
+    def _run(self) -> None:
+        stop = self.router.stop
+        try:
+            while not stop.is_set():
+                taken = self._next()
+                if not taken:
+                    continue
+                try:
+                    self._send(taken)
+                finally:
+                    with self.condition:
+                        self.in_flight = []
+                        self.condition.notify_all()
+                self.router.metrics.route_waiting(self.name, self.waiting())
+        except Stopped:
+            pass
+        except Exception:  # a bug: say so loudly; the router stops (a route that silently stops is worse)
+            log.exception("route %s: its worker failed; the router stops", self.name)
+            self.router.failed.set()
+            stop.set()
+
+    def _next(self) -> list[Entry]:
+        """The alerts of the next message, once its time has come (gathered, paced); [] to look again."""
+        stop = self.router.stop
+        with self.condition:
+            while not self.queue and not stop.is_set():
+                self.condition.wait(0.5)
+            if stop.is_set():
+                return []
+            # a burst's first alert waits for the rest of it, unless a full digest is already there
+            while (self.queue and len(self.queue) < self.delivery.digest_max and not stop.is_set()
+                   and (left := self.queue[0].arrived + self.delivery.gather_seconds - time.monotonic()) > 0):
+                self.condition.wait(left)
+        wait = self.pace.wait_needed()
+        if wait > 0:
+            stop.wait(wait)
+            return []
+        with self.condition:
+            count = batch_size(len(self.queue), self.delivery)
+            self.in_flight = [self.queue.popleft() for _ in range(count)]
+            return list(self.in_flight)
+
+    def _send(self, taken: list[Entry]) -> None:
+        try:
+            parts = split_build(self.config.template, self.config.route.destination.type,
+                                [entry.alert for entry in taken], route=self.name, ui_url=self.router.ui_url)
+        except TooLarge as exc:
+            self._refuse(taken, f"the message is too large even for this alert alone ({exc})", "too-large")
+            return
+        except MessageError as exc:
+            self._refuse(taken, f"the route's template cannot render it: {exc}", "template")
+            return
+        by_id = {entry.alert_id: entry for entry in taken}
+        for alerts, delivery_id, body in parts:
+            self._deliver([by_id[str(alert.get("alertId", ""))] for alert in alerts], delivery_id, body)
+
+    def _deliver(self, entries: list[Entry], delivery_id: str, body: bytes) -> None:
+        """Send until the destination accepts or refuses for good; Stopped (nothing recorded) on a stop."""
+        stop = self.router.stop
+        backoff = Backoff(self.delivery.retry_initial_seconds, self.delivery.retry_max_seconds)
+        attempts = 0
+        while True:
+            if all(entry.abandoned for entry in entries):
+                return
+            if stop.is_set():
+                raise Stopped
+            wait = self.pace.wait_needed()  # a retry is a message too: the destination's limit holds for it
+            if wait > 0 and stop.wait(wait):
+                raise Stopped
+            self.pace.spend()
+            attempts += 1
+            result = self._post(delivery_id, body)
+            if result.result == "delivered":
+                self.router.crash.reach("after-delivery")
+                self._record(entries, "delivered", delivery_id)
+                now = time.time()
+                self.router.metrics.route_delivered(self.name, (now - _detected(e.alert) for e in entries),
+                                                    digest=len(entries) > 1)
+                if attempts > 1:
+                    log.info("route %s: delivered to %s after %d attempts (%d alerts)", self.name,
+                             self.config.where(), attempts, len(entries))
+                return
+            if result.result == "refused":
+                self._refuse(entries, f"{self.config.where()} refused it for good: {result.reason}", "refused")
+                return
+            self.router.metrics.route_retried(self.name)
+            delay = max(backoff.delay, result.retry_after or 0.0)
+            if attempts == 1 or attempts % 10 == 0:
+                problem(log, f"route {self.name}: {self.config.where()} did not take {len(entries)} alerts "
+                        f"({result.reason}); attempt {attempts}, trying again", "check the destination; nothing "
+                        "is lost while it is away", retry_in=delay, stage=STAGE)
+            if stop.wait(delay):
+                raise Stopped
+            backoff.delay = min(backoff.delay * 2, backoff.cap)
+
+    def _post(self, delivery_id: str, body: bytes) -> Outcome:
+        prepared = request(self.config, body, delivery_id)
+        try:
+            answer = self.session.post(prepared.url, data=prepared.body, headers=prepared.headers,
+                                       timeout=(CONNECT_SECONDS, self.config.route.destination.timeout_seconds),
+                                       allow_redirects=False)
+        except requests.RequestException as exc:  # its text names the URL, a secret: only its kind is kept
+            return Outcome("retry", f"{type(exc).__name__} (no answer)")
+        return outcome(answer.status_code, answer.headers, answer.text[:2000])
+
+    def _refuse(self, entries: list[Entry], reason: str, category: str) -> None:
+        problem(log, f"route {self.name}: {len(entries)} alerts dead-lettered: {reason}",
+                "fix the destination or the route's template; the alerts are on the DLQ (`lineage dlq tail`)",
+                stage=STAGE)
+        letters = [(entry.key, self.router.dead_letter(entry, self.name, category, reason)) for entry in entries]
+        self.router.write(lambda: self.router.producer.send(self.router.clients.dlq_topic, letters).result(60),
+                          "the dead letters")
+        self.router.metrics.dead_letter(STAGE, category, len(entries))
+        self.router.metrics.route_failed(self.name, len(entries))
+        self._record(entries, "deadLettered", "")
+
+    def _record(self, entries: list[Entry], result: str, delivery_id: str) -> None:
+        dones = [Done(self.name, entry.alert_id, entry.partition, entry.offset, result, delivery_id)
+                 for entry in entries]
+        self.router.write(lambda: self.router.ledger.record(dones), "the ledger")
+        self.router.crash.reach("after-record")
+        self.router.finished(self.name, list(zip(entries, dones, strict=True)))
+
+
+def _detected(alert: Mapping[str, Any]) -> float:
+    detected = alert.get("detectedAt")
+    return detected.timestamp() if isinstance(detected, datetime) else time.time()
+
+
+class AlertRouter:
+    def __init__(self, clients: ClientSettings, settings: RouterSettings, routes: list[RouteConfig], ui_url: str,
+                 metrics: Metrics | None = None) -> None:
+        self.clients, self.settings, self.ui_url = clients, settings, ui_url
+        self.metrics = metrics or Metrics(process_metrics=False)
+        client = SchemaRegistryClient(clients.registry_config())
+        self.alerts = AvroCodec("schema_drift_alert", registry.schema_fetcher(client))
+        self.dead_codec = AvroCodec("dead_letter", registry.schema_fetcher(client))
+        self.dead_letter_id = registry.registered_id(client, clients.dlq_topic, "dead_letter")
+        self.producer = AckingProducer(clients.kafka_config())
+        self.ledger = Ledger(clients, settings.group_id, self.producer)
+        self.member = SinkMember(clients, settings.group_id, clients.drift_topic,
+                                 {"max.poll.interval.ms": str(MAX_POLL_INTERVAL_MS)})
+        self.crash = CrashPoints(parse_crash_points(settings.crash_points, ROUTER_CRASH_POINTS), "router")
+        self.matchers = [(route.name, route.route.match) for route in routes]
+        self.workers = {route.name: RouteWorker(route, self) for route in routes}
+        self.stop = threading.Event()
+        self.failed = threading.Event()
+        self.lock = threading.Lock()  # the entries and the ledger's view, shared with the workers
+        self.entries: dict[int, dict[int, Entry]] = {}  # partition → offset → entry, in offset order
+        self.recorded: dict[tuple[str, str], Done] = {}  # (route, alert id) → done, read from the ledger
+        self.ledger_partitions: set[int] = set()  # the partitions held when the ledger was last read
+        self.paused = False
+        self.read = self.unrouted = 0
+        self._last_commit = 0.0
+
+    # --- the member's loop --------------------------------------------------------------------------------------
+    def run(self, stop: threading.Event) -> None:
+        self.stop = stop
+        self.ledger.ensure()
+        self.member.subscribe(on_revoke=self._on_revoke)
+        for worker in self.workers.values():
+            worker.thread.start()
+        print(f"alert router ready: {self.clients.drift_topic} → {len(self.workers)} routes "
+              f"({', '.join(f'{w.name}: {w.config.where()}' for w in self.workers.values())})", flush=True)
+        reporting = throttled(self.settings.report_seconds, self._report)
+        try:
+            while not stop.is_set():
+                messages = consume_batch(self.member.consumer, BATCH_SIZE, self.settings.poll_seconds, STAGE)
+                self._read_ledger_if_new_partitions()
+                if messages:
+                    self._handle(messages)
+                    self.member.watch.busy()
+                elif not self._pending():
+                    self.member.check(STAGE)
+                self._commit()
+                self._backpressure()
+                reporting()
+        finally:
+            stop.set()  # the workers finish the message in flight (recorded) and leave
+            for worker in self.workers.values():
+                if worker.thread.is_alive():
+                    worker.thread.join(worker.config.route.destination.timeout_seconds + CONNECT_SECONDS + 70)
+            try:
+                self._commit(force=True)
+            except KafkaException as exc:
+                log.warning("%s: offsets not committed at the stop (%s); the alerts are read again", STAGE, exc)
+            self.member.consumer.close()
+            self.producer.close()
+            print(f"alert router stopped: {self.read} alerts read", flush=True)
+        if self.failed.is_set():
+            raise RuntimeError("a route's worker failed (see the log above)")
+
+    def _handle(self, messages: list[Message]) -> None:
+        self.metrics.events_in(STAGE, len(messages))
+        self.read += len(messages)
+        held = {tp.partition for tp in self.member.consumer.assignment()}
+        for message in messages:
+            if message.partition() not in held:  # fetched before its partition left: its next owner has it
+                continue
+            try:
+                alert = self.alerts.decode(message.value())
+            except WireFormatError as exc:
+                self._dead_letter_unreadable(message, str(exc))
+                continue
+            entry = Entry(message.partition(), message.offset(), message.key(), message.value(), alert)
+            with self.lock:
+                for name in select(self.matchers, alert):
+                    recorded = self.recorded.get((name, entry.alert_id))
+                    if recorded is not None:
+                        entry.done.append(recorded)
+                    else:
+                        entry.waiting.add(name)
+                self.entries.setdefault(entry.partition, {})[entry.offset] = entry
+            if not entry.waiting and not entry.done:
+                self.unrouted += 1
+            for name in entry.waiting:
+                self.workers[name].offer(entry)
+        self.metrics.seen(STAGE)
+
+    def finished(self, route: str, done: list[tuple[Entry, Done]]) -> None:
+        """A worker is done with these alerts on ``route`` (recorded in the ledger)."""
+        with self.lock:
+            for entry, record in done:
+                entry.waiting.discard(route)
+                entry.done.append(record)
+                self.recorded[(route, entry.alert_id)] = record
+        self.metrics.events_out(STAGE, len(done))
+
+    def _pending(self) -> bool:
+        with self.lock:
+            return any(self.entries.values())
+
+    def _commit(self, force: bool = False, partitions: set[int] | None = None) -> None:
+        """Commit each partition up to its first alert some route still waits for (its position when there is
+        none: past the alert sink's transaction markers), then tombstone the ledger records the offsets passed."""
+        if not force and time.monotonic() - self._last_commit < COMMIT_SECONDS:
+            return
+        self._last_commit = time.monotonic()
+        consumer = self.member.consumer
+        assigned = [tp for tp in consumer.assignment() if partitions is None or tp.partition in partitions]
+        if not assigned:
+            return
+        positions = {tp.partition: tp.offset for tp in consumer.position(assigned)}
+        offsets: list[TopicPartition] = []
+        passed: dict[int, list[int]] = {}
+        with self.lock:
+            for tp in assigned:
+                done_offsets: list[int] = []
+                waiting_at: int | None = None
+                for offset, entry in self.entries.get(tp.partition, {}).items():  # insertion order: ascending
+                    if entry.waiting:
+                        waiting_at = offset
+                        break
+                    done_offsets.append(offset)
+                if waiting_at is not None:
+                    target = waiting_at
+                elif positions.get(tp.partition, -1) >= 0:
+                    target = positions[tp.partition]
+                elif done_offsets:
+                    target = done_offsets[-1] + 1
+                else:
+                    continue
+                offsets.append(TopicPartition(self.clients.drift_topic, tp.partition, target))
+                passed[tp.partition] = done_offsets
+        if not offsets:
+            return
+        consumer.commit(offsets=offsets, asynchronous=False)
+        forgotten: list[Done] = []
+        with self.lock:
+            for partition, done_offsets in passed.items():
+                held = self.entries.get(partition, {})
+                for offset in done_offsets:
+                    entry = held.pop(offset, None)
+                    if entry is not None:
+                        forgotten.extend(entry.done)
+                        for record in entry.done:
+                            self.recorded.pop((record.route, record.alert_id), None)
+        self.ledger.forget(forgotten)
+
+    def _on_revoke(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
+        """Partitions leave this member: their queued alerts are dropped (the next owner reads them again from the
+        committed offset; the ledger says what is done) once a message in flight is recorded."""
+        leaving = {tp.partition for tp in partitions if tp.topic == self.clients.drift_topic}
+        for worker in self.workers.values():
+            worker.drop(leaving, REVOKE_SECONDS)
+        try:
+            self._commit(force=True, partitions=leaving)
+        except KafkaException as exc:
+            log.warning("%s: offsets of leaving partitions not committed (%s); their next owner reads from the last "
+                        "commit and the ledger skips what was delivered", STAGE, exc)
+        with self.lock:
+            for partition in leaving:
+                self.entries.pop(partition, None)
+        self.ledger_partitions -= leaving
+
+    def _read_ledger_if_new_partitions(self) -> None:
+        """Partitions newly held (the start, a rebalance): read what every route has done, whoever did it."""
+        held = {tp.partition for tp in self.member.consumer.assignment()}
+        if held <= self.ledger_partitions:
+            return
+        records = self.write(self.ledger.load, "reading the ledger")
+        committed = {tp.partition: tp.offset for tp in self.member.consumer.committed(
+            [TopicPartition(self.clients.drift_topic, p) for p in held], timeout=10) if tp.error is None}
+        leftovers = stale(records.values(), committed)
+        with self.lock:
+            self.recorded.update(records)
+            for done in leftovers:
+                self.recorded.pop((done.route, done.alert_id), None)
+        self.ledger.forget(leftovers)
+        self.ledger_partitions = held
+        log.info("%s: %d ledger records read (%d already passed by the committed offsets, tombstoned)", STAGE,
+                 len(records), len(leftovers))
+
+    def _backpressure(self) -> None:
+        """Stop reading while a route has ``max_pending`` alerts waiting; read again once all are at half."""
+        loads = [(worker.waiting(), worker.delivery.max_pending) for worker in self.workers.values()]
+        assigned = self.member.consumer.assignment()
+        if not self.paused and any(waiting >= limit for waiting, limit in loads):
+            self.member.consumer.pause(assigned)
+            self.paused = True
+            log.warning("%s: a route has reached its max_pending alerts; reading paused", STAGE)
+        elif self.paused and all(waiting <= limit // 2 for waiting, limit in loads):
+            self.member.consumer.resume(assigned)
+            self.paused = False
+            log.info("%s: reading resumed", STAGE)
+
+    def _report(self) -> None:
+        waiting = {name: worker.waiting() for name, worker in self.workers.items()}
+        for name, count in waiting.items():
+            self.metrics.route_waiting(name, count)
+        log.info("alert router: %d alerts read (%d matched no route); waiting per route: %s", self.read,
+                 self.unrouted, waiting)
+
+    # --- writes every worker shares -----------------------------------------------------------------------------
+    def write(self, action: Any, what: str) -> Any:
+        """``action()`` until Kafka takes it (a ledger or DLQ write must not be skipped); Stopped on a stop."""
+        backoff = Backoff(1.0, RECORD_RETRY_CAP)
+        while True:
+            try:
+                return action()
+            except (PublishError, KafkaException, TimeoutError) as exc:
+                problem(log, f"{STAGE}: {what} not written ({exc}); trying again", "check that Kafka runs",
+                        retry_in=backoff.delay, stage=STAGE)
+                backoff.wait(self.stop)
+
+    def dead_letter(self, entry: Entry, route: str, category: str, reason: str) -> bytes:
+        return self.dead_codec.encode(dead_letter(
+            stage=STAGE, error_class=category, error_message=f"route {route}: {reason}", key=entry.key,
+            value=entry.value, headers=[("lineage.route", route.encode())], source_topic=self.clients.drift_topic,
+            source_partition=entry.partition, source_offset=entry.offset), self.dead_letter_id)
+
+    def _dead_letter_unreadable(self, message: Message, reason: str) -> None:
+        entry = Entry(message.partition(), message.offset(), message.key(), message.value() or b"", {})
+        letter = self.dead_letter(entry, "*", "decode", f"not a SchemaDriftAlert: {reason}")
+        self.write(lambda: self.producer.send(self.clients.dlq_topic, [(entry.key, letter)]).result(60),
+                   "a dead letter")
+        self.metrics.dead_letter(STAGE, "decode")
+        with self.lock:
+            self.entries.setdefault(entry.partition, {})[entry.offset] = entry  # done: nothing waits
+
+
+def load_routes_checked(settings: RouterSettings) -> tuple[str, list[RouteConfig]]:
+    """The routes file read and validated, its secrets added to the log redactor, and every route's template tried
+    on sample alerts (one alone, and a full digest): ConfigError says what is wrong and where."""
+    file_ui_url, routes = load_routes(settings.routes_file, default_templates())
+    active_redactor().add_secrets(*(secret for route in routes for secret in route.secrets.values()),
+                                  *(urlsplit(route.secrets.url).path for route in routes
+                                    if route.route.destination.url_file is not None))
+    ui_url = settings.ui_url or file_ui_url or settings.local_ui_url
+    for route in routes:
+        for count in (1, route.route.delivery.digest_max):
+            try:
+                split_build(route.template, route.route.destination.type, [sample_alert(i) for i in range(count)],
+                            route=route.name, ui_url=ui_url)
+            except MessageError as exc:
+                raise ConfigError(f"LINEAGE_ALERT_ROUTES: route {route.name}: its template on {count} sample "
+                                  f"alerts: {exc}") from None
+    return ui_url, routes
