@@ -227,7 +227,7 @@ def interrupting_on_child_exit(poll: float = 0.2) -> Iterator[None]:
 
 # Children listen on any free port unless the caller chose one: tests and the demo run several at once.
 ANY_FREE_PORT = {"LINEAGE_PROCESSOR_METRICS_PORT": "0", "LINEAGE_SINK_METRICS_PORT": "0",
-                  "LINEAGE_ALERT_METRICS_PORT": "0"}
+                  "LINEAGE_ALERT_METRICS_PORT": "0", "LINEAGE_ROUTER_METRICS_PORT": "0"}
 _ENDPOINT = re.compile(r"metrics: (http://\S+)/metrics")
 
 
@@ -332,3 +332,11 @@ def sink_process(env: dict[str, str] | None = None) -> contextlib.AbstractContex
 def alert_sink_process(env: dict[str, str] | None = None) -> contextlib.AbstractContextManager[ChildProcess]:
     """A ``lineage alerts run`` sink that has subscribed."""
     return lineage_process(["alerts", "run"], lambda _child, output: "alert sink ready" in output, env)
+
+
+def alert_router_process(env: dict[str, str] | None = None,
+                         expected_exit: Callable[[int, str], bool] | None = None
+                         ) -> contextlib.AbstractContextManager[ChildProcess]:
+    """A ``lineage alerts route`` router that has subscribed."""
+    return lineage_process(["alerts", "route"], lambda _child, output: "alert router ready" in output, env,
+                           expected_exit=expected_exit)

@@ -15,7 +15,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from jinja2 import StrictUndefined, TemplateError
+from jinja2 import StrictUndefined, TemplateError, Undefined
 from jinja2.sandbox import SandboxedEnvironment
 
 from kafka_lineage.sinks.alerts.routing.config import DESTINATION_TYPES
@@ -53,12 +53,25 @@ def slack_escape(text: Any) -> str:
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def to_json(value: Any) -> str:
+    """JSON of ``value``; a name the template misspelt fails naming it (instead of "not JSON serializable")."""
+
+    def refuse(item: Any) -> Any:
+        if isinstance(item, Undefined):
+            item._fail_with_undefined_error()
+        raise TypeError(f"{type(item).__name__} is not JSON")
+
+    if isinstance(value, Undefined):
+        refuse(value)
+    return json.dumps(value, ensure_ascii=False, default=refuse)
+
+
 @cache
 def _environment() -> SandboxedEnvironment:
     # sandboxed: a template is a user's file; strict: a misspelt name fails at start instead of rendering empty
     environment = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, trim_blocks=True,
                                        lstrip_blocks=True, keep_trailing_newline=False)
-    environment.filters.update(clip=clip, slack_escape=slack_escape)
+    environment.filters.update(clip=clip, slack_escape=slack_escape, tojson=to_json)
     return environment
 
 
@@ -68,6 +81,8 @@ def render(template: str, context: Mapping[str, Any]) -> Any:
         text = _environment().from_string(template).render(**context)
     except TemplateError as exc:
         raise MessageError(f"the template failed: {exc}") from None
+    except (TypeError, ValueError, LookupError, ArithmeticError) as exc:  # a filter given what it cannot take
+        raise MessageError(f"the template failed: {type(exc).__name__}: {exc}") from None
     try:
         return json.loads(text)
     except ValueError as exc:

@@ -102,6 +102,8 @@ class RouteWorker:
         with self.condition:
             self.queue.append(entry)
             self.condition.notify_all()
+            waiting = len(self.queue) + len(self.in_flight)
+        self.router.metrics.route_waiting(self.name, waiting)
 
     def waiting(self) -> int:
         with self.condition:
