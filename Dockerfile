@@ -2,7 +2,7 @@
 FROM python:3.11-slim
 RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-headless && rm -rf /var/lib/apt/lists/*
 WORKDIR /opt/kafka-lineage
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY schemas ./schemas
 COPY runtime ./runtime
 COPY graph ./graph
@@ -12,5 +12,6 @@ COPY sinks ./sinks
 COPY replay ./replay
 COPY server ./server
 COPY app ./app
-RUN pip install --no-cache-dir .
+# the extras the components need (Neo4j's driver, Faust, aiohttp, Jinja2 ...), at the versions CI tests
+RUN pip install --no-cache-dir -c constraints.txt ".[all]"
 ENTRYPOINT []

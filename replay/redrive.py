@@ -91,11 +91,13 @@ def redrive(clients: ClientSettings, reason: str | None = None, since: datetime 
         if producer is None or not pending:
             pending.clear()
             return
-        by_topic: dict[str, list[tuple[bytes | None, bytes | None]]] = {}
+        # with their own headers (the alert router's say which route refused the alert: only that route sends it)
+        by_topic: dict[tuple[str, tuple[tuple[str, bytes | None], ...]], list[tuple[bytes | None, bytes | None]]] = {}
         for _message, letter in pending:
-            by_topic.setdefault(letter["sourceTopic"], []).append((letter["key"], letter["value"]))
-        for topic, records in by_topic.items():  # acknowledged before they are marked: never marked but lost
-            producer.send(topic, records).result(300)
+            headers = tuple((h["key"], h["value"]) for h in letter.get("headers") or ())
+            by_topic.setdefault((letter["sourceTopic"], headers), []).append((letter["key"], letter["value"]))
+        for (topic, headers), records in by_topic.items():  # acknowledged before marked: never marked but lost
+            producer.send(topic, records, headers=list(headers) or None).result(300)
         producer.send(markers, [(_marker(m.partition(), m.offset()), b"") for m, _ in pending]).result(300)
         pending.clear()
 

@@ -64,6 +64,7 @@ MAX_POLL_INTERVAL_MS = 300_000
 CONNECT_SECONDS = 5.0
 REVOKE_SECONDS = 30.0  # a worker's message in flight is waited for this long when its partition leaves the member
 RECORD_RETRY_CAP = 10.0  # a ledger or DLQ write Kafka refused is tried again, at most this far apart
+ROUTE_HEADER = "lineage.route"  # on a dead letter: the route that refused the alert (and on its redriven record)
 
 
 @dataclass(eq=False)
@@ -331,8 +332,12 @@ class AlertRouter:
                 self._dead_letter_unreadable(message, str(exc))
                 continue
             entry = Entry(message.partition(), message.offset(), message.key(), message.value(), alert)
+            names = select(self.matchers, alert)
+            redriven = dict(message.headers() or ()).get(ROUTE_HEADER)
+            if redriven is not None:  # a dead letter of one route, redriven: that route sends it, no other
+                names = [name for name in names if name.encode() == redriven]
             with self.lock:
-                for name in select(self.matchers, alert):
+                for name in names:
                     recorded = self.recorded.get((name, entry.alert_id))
                     if recorded is not None:
                         entry.done.append(recorded)
@@ -474,7 +479,7 @@ class AlertRouter:
     def dead_letter(self, entry: Entry, route: str, category: str, reason: str) -> bytes:
         return self.dead_codec.encode(dead_letter(
             stage=STAGE, error_class=category, error_message=f"route {route}: {reason}", key=entry.key,
-            value=entry.value, headers=[("lineage.route", route.encode())], source_topic=self.clients.drift_topic,
+            value=entry.value, headers=[(ROUTE_HEADER, route.encode())], source_topic=self.clients.drift_topic,
             source_partition=entry.partition, source_offset=entry.offset), self.dead_letter_id)
 
     def _dead_letter_unreadable(self, message: Message, reason: str) -> None:

@@ -5,6 +5,7 @@ Alertmanager, each payload checked against that tool's documented format (``rece
 from __future__ import annotations
 
 import json
+import os
 import urllib.request
 import uuid
 from collections import Counter
@@ -23,6 +24,7 @@ from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.wire import AvroCodec
 from kafka_lineage.sinks.alerts.routing.messages import delivery_id, sample_alert
 from kafka_lineage_devtools.processes import ChildExited, alert_router_process, sleep_watching, wait_until
+from tests.integration.conftest import lineage
 
 from .receivers import Receiver
 from .test_graph_sink import _settings
@@ -220,12 +222,14 @@ def test_a_destination_down_for_a_minute_receives_everything_once_it_is_back(tmp
         assert all(not r.problems for r in hook.received + teams.received)
 
 
-def test_a_destination_that_refuses_for_good_dead_letters_the_alert_with_the_reason(
+def test_a_refusal_for_good_dead_letters_the_alert_and_its_redrive_goes_to_that_route_only(
         clients: ClientSettings, tmp_path: Path) -> None:
-    with Receiver("slack") as slack:
-        env, settings = _pipeline(tmp_path, "refused", [{
-            "name": "gone", "destination": {"type": "slack", "url_file": _secret(tmp_path, "u", slack.url)},
-            "delivery": FAST}])
+    with Receiver("slack") as slack, Receiver("webhook", secret=b"k" * 16) as hook:
+        env, settings = _pipeline(tmp_path, "refused", [
+            {"name": "gone", "destination": {"type": "slack", "url_file": _secret(tmp_path, "u", slack.url)},
+             "delivery": FAST},
+            {"name": "hook", "destination": {"type": "webhook", "url": hook.url,
+                                             "secret_file": _secret(tmp_path, "key", "k" * 16)}, "delivery": FAST}])
         slack.fail(404, times=1, body="no_service")
         first, second = _alert(1), _alert(2)
         _publish(settings, [first])
@@ -236,13 +240,20 @@ def test_a_destination_that_refuses_for_good_dead_letters_the_alert_with_the_rea
             letters = wait_until(lambda: list(tail(settings, settings.dlq_topic, "dead_letter", 10, False)), 30,
                                  watch=[router], what="the dead letter")
             failed = _metric(router.metrics_url, "route_alerts_failed_total", "gone")
-        (letter,) = letters
-        assert letter["stage"] == "alert-router" and letter["errorClass"] == "refused"
-        assert "route gone" in letter["errorMessage"] and "HTTP 404 no_service" in letter["errorMessage"]
-        assert "XXXX" not in letter["errorMessage"]  # the webhook URL's token is never written out
-        assert (letter["sourceTopic"], letter["sourceOffset"]) == (settings.drift_topic, 0)
-        assert slack.accepted()[0].headers["X-Lineage-Delivery"] == delivery_id("gone", [second["alertId"]])
-        assert failed == 1
+            (letter,) = letters
+            assert letter["stage"] == "alert-router" and letter["errorClass"] == "refused"
+            assert "route gone" in letter["errorMessage"] and "HTTP 404 no_service" in letter["errorMessage"]
+            assert "XXXX" not in letter["errorMessage"]  # the webhook URL's token is never written out
+            assert (letter["sourceTopic"], letter["sourceOffset"]) == (settings.drift_topic, 0)
+            assert failed == 1
+            # the channel fixed, the dead letter redriven: the route that refused it sends it, the webhook not again
+            redriven = lineage("dlq", "redrive", env={**os.environ, **env})
+            assert f"redrove 1 dead letters to {settings.drift_topic} (reason refused)" in redriven.stdout
+            slack.wait_for(2, 30)
+            sleep_watching(2.0, [router])
+        assert [r.headers["X-Lineage-Delivery"] for r in slack.accepted()] == [
+            delivery_id("gone", [second["alertId"]]), delivery_id("gone", [first["alertId"]])]
+        assert Counter(_webhook_ids(hook)) == Counter([first["alertId"], second["alertId"]])
 
 
 def test_a_wrong_routes_file_stops_the_router_at_start_with_the_reason(tmp_path: Path) -> None:

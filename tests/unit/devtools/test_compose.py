@@ -98,13 +98,14 @@ def test_pipeline_services_reach_the_same_endpoints(compose: dict, settings: Sta
         )
 
 
-PIPELINE = {"processor", "sink", "alert-sink", "collector", "connect-watcher"}
+PIPELINE = {"processor", "sink", "alert-sink", "alert-router", "collector", "connect-watcher"}
 
 
 def test_every_long_running_component_has_a_service(compose: dict) -> None:
     assert set(compose) == {"kafka", "registry", "neo4j", "connect"} | PIPELINE
     commands = {name: compose[name]["command"] for name in PIPELINE}
     assert commands["alert-sink"] == ["lineage", "alerts", "run"]
+    assert commands["alert-router"] == ["lineage", "alerts", "route"]
     assert commands["connect-watcher"] == ["lineage", "connect", "watch"]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 
 from kafka_lineage.runtime.config import ConfigError
 from kafka_lineage.sinks.alerts.routing import delivery, ledger, messages
-from kafka_lineage.sinks.alerts.routing.config import Delivery, Match, parse_routes
+from kafka_lineage.sinks.alerts.routing.config import Delivery, Match, load_routes, parse_routes
 from kafka_lineage.sinks.alerts.routing.rules import all_owners, matches, select
 
 TEMPLATES = messages.default_templates()
@@ -249,3 +250,21 @@ def test_ledger_records_read_back_and_the_committed_offsets_make_them_stale() ->
     assert ledger.parse(b"r\x1fa", b"not json") is None
     assert ledger.stale([done], {3: 41}) == [] and ledger.stale([done], {3: 42}) == [done]
     assert ledger.stale([done], {}) == []
+
+
+def test_the_readme_s_example_routes_file_is_valid_with_its_secret_files(tmp_path: Path) -> None:
+    example = Path(__file__).parents[3] / "docs" / "examples"
+    shutil.copytree(example, tmp_path / "examples")
+    secrets = tmp_path / "examples" / "secrets"
+    secrets.mkdir()
+    for name, text in (("slack-payments", "https://hooks.slack.com/services/T0/B0/x"),
+                       ("teams-analytics", "https://example.webhook.office.com/workflows/x"),
+                       ("catalog-hmac-key", "0123456789abcdef")):
+        (secrets / name).write_text(text)
+    ui_url, routes = load_routes(tmp_path / "examples" / "alert-routes.yaml", TEMPLATES)
+    assert ui_url == "https://lineage.example.com"
+    assert [r.name for r in routes] == ["payments-slack", "analytics-teams", "oncall-pages", "catalog-webhook"]
+    for route in routes:  # every template renders on a single alert and a digest
+        for count in (1, 7):
+            messages.split_build(route.template, route.route.destination.type,
+                                 [messages.sample_alert(i) for i in range(count)], route=route.name, ui_url=ui_url)
