@@ -44,7 +44,7 @@ from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.wire import AvroCodec, WireFormatError
 from kafka_lineage.sinks.alerts.routing.config import RouteConfig, load_routes
 from kafka_lineage.sinks.alerts.routing.delivery import Outcome, Pace, batch_size, outcome, request
-from kafka_lineage.sinks.alerts.routing.ledger import Done, Ledger, stale
+from kafka_lineage.sinks.alerts.routing.ledger import Done, Ledger, LedgerUnreadable, stale
 from kafka_lineage.sinks.alerts.routing.messages import (
     MessageError,
     TooLarge,
@@ -156,8 +156,9 @@ class RouteWorker:
                 self.condition.wait(0.5)
             if stop.is_set():
                 return []
-            # a burst's first alert waits for the rest of it, unless a full digest is already there
-            while (self.queue and len(self.queue) < self.delivery.digest_max and not stop.is_set()
+            # a burst's first alert waits for the rest of it, unless a full digest is already there (or none is made)
+            while (self.delivery.digest_after and self.queue and len(self.queue) < self.delivery.digest_max
+                   and not stop.is_set()
                    and (left := self.queue[0].arrived + self.delivery.gather_seconds - time.monotonic()) > 0):
                 self.condition.wait(left)
         wait = self.pace.wait_needed()
@@ -268,7 +269,8 @@ class AlertRouter:
         self.producer = AckingProducer(clients.kafka_config())
         self.ledger = Ledger(clients, settings.group_id, self.producer)
         self.member = SinkMember(clients, settings.group_id, clients.drift_topic,
-                                 {"max.poll.interval.ms": str(MAX_POLL_INTERVAL_MS)})
+                                 {"max.poll.interval.ms": str(MAX_POLL_INTERVAL_MS),
+                                  "auto.offset.reset": settings.start_from})
         self.crash = CrashPoints(parse_crash_points(settings.crash_points, ROUTER_CRASH_POINTS), "router")
         self.matchers = [(route.name, route.route.match) for route in routes]
         self.workers = {route.name: RouteWorker(route, self) for route in routes}
@@ -471,7 +473,7 @@ class AlertRouter:
         while True:
             try:
                 return action()
-            except (PublishError, KafkaException, TimeoutError) as exc:
+            except (PublishError, KafkaException, TimeoutError, LedgerUnreadable) as exc:
                 problem(log, f"{STAGE}: {what} not written ({exc}); trying again", "check that Kafka runs",
                         retry_in=backoff.delay, stage=STAGE)
                 backoff.wait(self.stop)

@@ -41,7 +41,7 @@ def _pipeline(tmp_path: Path, tag: str, routes: list[dict[str, Any]]) -> tuple[d
     env = {"LINEAGE_DRIFT_TOPIC": f"{prefix}.drift", "LINEAGE_DLQ_TOPIC": f"{prefix}.dlq",
            "LINEAGE_NORMALIZED_TOPIC": f"{prefix}.normalized", "LINEAGE_EVENTS_TOPIC": f"{prefix}.events",
            "LINEAGE_ROUTER_GROUP": f"{prefix}.router", "LINEAGE_ALERT_ROUTES": str(tmp_path / "routes.yaml"),
-           "LINEAGE_SINK_POLL_SECONDS": "0.2", "LINEAGE_PARTITIONS": "2"}
+           "LINEAGE_SINK_POLL_SECONDS": "0.2", "LINEAGE_PARTITIONS": "2", "LINEAGE_ROUTER_START": "earliest"}
     settings = _settings(env)
     prepare_pipeline(settings, 2)
     return env, settings
@@ -262,3 +262,19 @@ def test_a_wrong_routes_file_stops_the_router_at_start_with_the_reason(tmp_path:
     with pytest.raises(ChildExited) as refused, alert_router_process(env):
         pass
     assert "secret_file names the file holding its HMAC key" in refused.value.tail
+
+
+def test_a_new_router_group_starts_at_the_topic_s_end_unless_told_otherwise(tmp_path: Path) -> None:
+    with Receiver("webhook", secret=b"k" * 16) as hook:
+        env, settings = _pipeline(tmp_path, "latest", [
+            {"name": "hook", "destination": {"type": "webhook", "url": hook.url,
+                                             "secret_file": _secret(tmp_path, "key", "k" * 16)}, "delivery": FAST}])
+        history, new = _alert(1), _alert(2)
+        _publish(settings, [history])
+        with alert_router_process({**env, "LINEAGE_ROUTER_START": "latest"}) as router:
+            wait_until(lambda: "ledger records read" in router.output_so_far(), 30, watch=[router],
+                       what="the router's partitions")
+            _publish(settings, [new])
+            hook.wait_for(1, 30)
+            sleep_watching(2.0, [router])
+        assert _webhook_ids(hook) == [new["alertId"]]  # the history before its first start is not posted

@@ -16,6 +16,7 @@ from kafka_lineage.runtime.config import ConfigError
 from kafka_lineage.sinks.alerts.routing import delivery, ledger, messages
 from kafka_lineage.sinks.alerts.routing.config import Delivery, Match, load_routes, parse_routes
 from kafka_lineage.sinks.alerts.routing.rules import all_owners, matches, select
+from kafka_lineage.sinks.alerts.routing.settings import RouterSettings
 
 TEMPLATES = messages.default_templates()
 
@@ -268,3 +269,12 @@ def test_the_readme_s_example_routes_file_is_valid_with_its_secret_files(tmp_pat
         for count in (1, 7):
             messages.split_build(route.template, route.route.destination.type,
                                  [messages.sample_alert(i) for i in range(count)], route=route.name, ui_url=ui_url)
+
+
+def test_router_settings_need_a_routes_file_and_say_where_a_new_group_starts() -> None:
+    with pytest.raises(ConfigError, match="LINEAGE_ALERT_ROUTES: name the routes file"):
+        RouterSettings.from_env({})
+    settings = RouterSettings.from_env({"LINEAGE_ALERT_ROUTES": "routes.yaml", "LINEAGE_SERVER_PORT": "6060"})
+    assert (settings.start_from, settings.local_ui_url, settings.ui_url) == ("latest", "http://127.0.0.1:6060", "")
+    with pytest.raises(ConfigError, match="LINEAGE_ROUTER_START: latest or earliest"):
+        RouterSettings.from_env({"LINEAGE_ALERT_ROUTES": "r.yaml", "LINEAGE_ROUTER_START": "yesterday"})
