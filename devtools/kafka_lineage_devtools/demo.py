@@ -11,12 +11,15 @@ batch job → a SQL task in one graph, and a schema change at the connector's so
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from datetime import UTC, date, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -35,9 +38,11 @@ from kafka_lineage.producers.service.connect_watcher import watch
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.tail import tail
 from kafka_lineage.server.settings import ServerSettings
+from kafka_lineage.sinks.alerts.routing.messages import delivery_id
 from kafka_lineage_devtools import engines
 from kafka_lineage_devtools.engines import EngineScenario
 from kafka_lineage_devtools.processes import (
+    alert_router_process,
     alert_sink_process,
     collector_process,
     http_live,
@@ -148,6 +153,57 @@ def _wait_for_downstream(clients: ClientSettings, dataset: str, timeout: float =
     raise RuntimeError(f"the graph did not show the readers of {dataset} within {timeout:.0f}s")
 
 
+class TeamChannel:
+    """A stand-in for the data team's Slack channel: a local incoming-webhook URL keeping what is posted to it."""
+
+    def __init__(self) -> None:
+        self.posts: list[tuple[dict[str, str], Any]] = []
+        posts = self.posts
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                posts.append((dict(self.headers.items()), json.loads(body)))
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/services/T0DEMO/B0DEMO/demo-token"
+        threading.Thread(target=self.server.serve_forever, daemon=True, name="demo-channel").start()
+
+    def routes(self, workdir: Path, ui: str) -> Path:
+        """A routes file sending breaking changes to this channel (its URL in a file, as a real one's secret)."""
+        (workdir / "channel-url").write_text(self.url)
+        path = workdir / "alert-routes.yaml"
+        path.write_text(json.dumps({"ui_url": ui, "routes": [{
+            "name": "data-team", "match": {"severity": ["BREAKING"]},
+            "destination": {"type": "slack", "url_file": "channel-url"}, "delivery": {"digest_after": 20}}]}))
+        return path
+
+    def wait_for(self, key: str, timeout: float = 60) -> Any:
+        return wait_until(lambda: next((p for h, p in self.posts if h.get("X-Lineage-Delivery") == key), None),
+                          timeout, what="the alert in the team's channel")
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _show_post(post: dict[str, Any]) -> None:
+    """A Slack message as the channel shows it, roughly: its blocks' text and buttons."""
+    for block in post["blocks"]:
+        if "text" in block:
+            print(f"  {block['text']['text']}".replace("\n", "\n  "))
+        for element in block.get("elements", []):
+            print(f"  [{element['text']['text']}] {element['url']}" if element.get("type") == "button"
+                  else f"  {element.get('text', '')}")
+
+
 def _wait_for_alert(clients: ClientSettings, dataset: str, since: datetime, timeout: float = 120) -> dict[str, Any]:
     """This run's alert for the change made after ``since``: an earlier demo on the same stack left its own on the
     topic, and this run's first Spark job changed the schema back (an alert of its own, from an earlier event)."""
@@ -226,11 +282,16 @@ def run_demo(clients: ClientSettings, stack: StackSettings, *, streaming: bool =
     cleaned = str(workdir / "lake" / "orders_cleaned")
     transport = KafkaAvroTransport(KafkaAvroConfig.from_dict({}))
     client = OpenLineageClient(transport=transport)
-    _step("starting the pipeline: HTTP collector, stream processor, Neo4j graph sink, schema-drift alert sink")
+    ui = f"http://127.0.0.1:{ServerSettings.from_env().port}"
+    channel = TeamChannel()
+    _step("starting the pipeline: HTTP collector, stream processor, Neo4j graph sink, schema-drift alert sink, and "
+          "the alert router (breaking changes → the data team's Slack channel, a local stand-in)")
     with contextlib.ExitStack() as running:
+        running.callback(channel.close)
         collector = running.enter_context(collector_process())
         for start in (processor_process, sink_process, alert_sink_process):
             running.enter_context(start())
+        running.enter_context(alert_router_process({"LINEAGE_ALERT_ROUTES": str(channel.routes(workdir, ui))}))
         print(f"    collector at {collector.url}/api/v1/lineage", flush=True)
 
         _step("PySpark pipeline (official OpenLineage listener → collector): raw CSV → orders_cleaned (join) → "
@@ -253,12 +314,15 @@ def run_demo(clients: ClientSettings, stack: StackSettings, *, streaming: bool =
         changed_at = datetime.now(UTC)
         _spark(workdir, collector.url, today, "--amount-as-string")
         alert = _wait_for_alert(clients, cleaned, changed_at)
+        post = channel.wait_for(delivery_id("data-team", [alert["alertId"]]))
         _step(f"the partition of {today}, once the run completed")
         _show_ready(daily, today, wanted=0)
         transport.close()
         requests.delete(f"{clients.connect_url}/connectors/{connector}", timeout=30)
         streamed = _streaming_engines(clients, stack, workdir, collector.url) if streaming else None
 
+    _step("what the data team reads in its channel (lineage alerts route: Slack blocks, links into the web UI)")
+    _show_post(post)
     _step("what the operator sees on lineage.schema-drift (lineage alerts tail)")
     print(format_alert(alert))
     columns = ", ".join(f"{c['name']}.{c['field']} (depth {c['depth']})" for c in alert["impactedColumns"]) or "none"
@@ -272,7 +336,7 @@ def run_demo(clients: ClientSettings, stack: StackSettings, *, streaming: bool =
         print(f"  {row['depth']:>3}  {row['kind']:8} {row['namespace']}  {row['name']}")
     picture = workdir / "impact.html"
     picture.write_text(render.to_html(graph, f"downstream of {cleaned}"))
-    ui = _start_server(stack)
+    _start_server(stack)
     if streamed is not None:
         _show_streaming(clients, *streamed, ui)
     _step("explore")
@@ -285,5 +349,6 @@ def run_demo(clients: ClientSettings, stack: StackSettings, *, streaming: bool =
     print("      MATCH p=(:Dataset)-[:INPUT_TO|OUTPUTS*1..6]->() RETURN p LIMIT 100")
     print("  questions:              lineage impact file <path> | lineage upstream … | lineage alerts tail | "
           "lineage dlq tail")
-    print("  run the pipeline:       lineage collector | lineage processor | lineage sink | lineage alerts run")
+    print("  run the pipeline:       lineage collector | lineage processor | lineage sink | lineage alerts run | "
+          "lineage alerts route")
     print("  stop the stack:         lineage stack down")

@@ -25,6 +25,9 @@ def test_demo_shows_the_alert_the_impact_and_a_picture(stack_settings: StackSett
     assert "TYPE_CHANGED         amount" in out and "double → string" in out
     assert "demo-tasks load_revenue_to_warehouse (depth 2)" in out  # the warehouse load is impacted
     assert "reporting.public.top_countries" in out  # …and the SQL task's table behind it
+    channel = out[out.index("what the data team reads in its channel"):]  # the alert router's Slack message
+    assert "BREAKING schema change on file/" in channel and "amount: type changed (double → string)" in channel
+    assert re.search(r"\[Open the impact\] http://127\.0\.0\.1:\d+/#/lineage\?node=dataset%3Afile%3A", channel), channel
     picture = stack_settings.state_dir / "demo" / "impact.html"
     assert f"picture of the impact:  {picture}" in out and "top_countries" in picture.read_text()
     assert "The stack stays up for exploration" in out
