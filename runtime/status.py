@@ -57,11 +57,13 @@ TRANSACTION_HANG_SECONDS = 120
 
 # Stage -> the ClientSettings attribute naming the topic its group consumes:
 # processors/stream.py (the Faust agent reads clients.events_topic), sinks/graph/sink.py and sinks/alerts/sink.py
-# (both subscribe to clients.normalized_topic; the alert sink *produces* to the drift topic).
+# (both subscribe to clients.normalized_topic; the alert sink *produces* to the drift topic), and the alert router
+# (sinks/alerts/routing/router.py reads the drift topic).
 STAGE_TOPICS: dict[str, str] = {
     "processor": "events_topic",
     "graph-sink": "normalized_topic",
     "alert-sink": "normalized_topic",
+    "alert-router": "drift_topic",
 }
 
 

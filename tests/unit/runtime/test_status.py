@@ -93,7 +93,7 @@ def test_stage_topics_follow_what_each_stage_consumes() -> None:
     clients = ClientSettings("k:9092", "http://r", "bolt://n:7687", "neo4j", "", "http://c", events_topic="e",
                              normalized_topic="n", drift_topic="d", dlq_topic="q")
     assert {stage: stage_topic(stage, clients) for stage in STAGE_TOPICS} == {
-        "processor": "e", "graph-sink": "n", "alert-sink": "n"}
+        "processor": "e", "graph-sink": "n", "alert-sink": "n", "alert-router": "d"}
     with pytest.raises(ValueError, match="unknown stage 'spark'"):
         stage_topic("spark", clients)
 
@@ -102,6 +102,8 @@ def test_default_groups_come_from_the_stage_settings() -> None:
     assert default_groups({}) == {"processor": "lineage-processor", "graph-sink": "lineage-graph-sink",
                                   "alert-sink": "lineage-alert-sink"}
     assert default_groups({"LINEAGE_SINK_GROUP": "mine"})["graph-sink"] == "mine"
+    # the alert router is a stage only where it is configured
+    assert default_groups({"LINEAGE_ALERT_ROUTES": "routes.yaml"})["alert-router"] == "lineage-alert-router"
 
 
 # --- verdict rules -----------------------------------------------------------------------------------------------
