@@ -24,7 +24,13 @@ def format_alert(alert: dict[str, Any]) -> str:
     more = " (more not listed)" if alert["impactTruncated"] else ""
     lines.append(f"    impacted jobs: {jobs}{more}")
     lines.append(f"    impacted datasets: {datasets}")
-    return "\n".join(lines)
+    return "\n".join(lines + _owners(alert))
+
+
+def _owners(alert: dict[str, Any]) -> list[str]:
+    """The dataset's owners as one line, when it has any (older alerts read with none)."""
+    owners = alert.get("datasetOwners") or []
+    return [f"    owners: {', '.join(shown(owner) for owner in owners)}"] if owners else []
 
 
 def _format_exposure(alert: dict[str, Any], dataset: str) -> str:
@@ -39,7 +45,7 @@ def _format_exposure(alert: dict[str, Any], dataset: str) -> str:
                           for hop in column["path"])
         lines.append(f"    {shown(column['field']):30} from {shown(origin['namespace'])} {shown(origin['name'])}."
                      f"{shown(origin['field'])}: {hops}")
-    return "\n".join(lines)
+    return "\n".join(lines + _owners(alert))
 
 
 def format_dead_letter(letter: dict[str, Any]) -> str:

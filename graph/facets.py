@@ -5,7 +5,8 @@ transformations). Pure; lenient about shapes (a malformed facet gives nothing, n
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kafka_lineage.graph.batch import Row, RowBuilder
@@ -122,3 +123,69 @@ def assertion_results(facet: Any) -> tuple[list[str], list[str]]:
         if name is not None and isinstance(success, bool):
             (passed if success else failed).add(f"{name}({column})" if column else name)
     return sorted(failed), sorted(passed)
+
+
+# Who owns a job or dataset and how it is tagged, as alerts carry them for routing (a Slack channel per team): the
+# names of an ``ownership`` facet's owners (``{"owners": [{"name": "team:payments", "type": "MAINTAINER"}]}``, a job's
+# or a dataset's) and a dataset's own tags (not its columns'). Bounded, since every alert repeats them per node: a
+# router needs a node's few teams, not a facet listing hundreds (20 owners of 256 characters on each of the default
+# 200 impacted nodes add ~1 MB at most, well under the 8 MB record limit); a name longer than 256
+# characters (a tag's key set through the API is at most that, schemas/tags.py) is left out, not cut: a cut name
+# would route as another owner.
+MAX_OWNERS = 20  # owners per node
+MAX_TAGS = 50  # dataset-level tags of the alert's dataset
+MAX_LABEL_CHARS = 256  # one owner's or tag's name
+OWNERSHIP_FACET = "ownership"
+TAG_FACETS = ("tags", "kafkaLineage_tags")  # producers' own, then those set through the API (schemas/tags.py)
+
+
+def _bounded_unique(names: Iterable[str], limit: int) -> list[str]:
+    """``names`` stripped, empty and over-long ones left out, each once (first place kept), at most ``limit``."""
+    kept: dict[str, None] = {}
+    for name in names:
+        name = name.strip()
+        if name and len(name) <= MAX_LABEL_CHARS:
+            kept[name] = None
+            if len(kept) >= limit:
+                break
+    return list(kept)
+
+
+def facet_owners(facet: Any) -> list[str]:
+    """The owner names of an ``ownership`` facet (deduplicated, in order, at most ``MAX_OWNERS``); a deleted or
+    malformed facet, or malformed items, give nothing."""
+    facet = as_dict(facet)
+    if facet.get("_deleted") is True:
+        return []
+    return _bounded_unique((name for item in as_list(facet.get("owners"))
+                            if (name := as_text(as_dict(item).get("name"))) is not None), MAX_OWNERS)
+
+
+def tag_name(item: Any) -> str | None:
+    """A dataset-level tag item's name, lower-cased: ``key``, or ``key:value`` when the value says more than the key
+    (not empty, not ``true`` as the API's default, not the key again); None for a column's tag or a malformed item."""
+    item = as_dict(item)
+    key, value, field = item.get("key"), item.get("value"), item.get("field")
+    if not isinstance(key, str) or not key.strip() or (field is not None and field != ""):
+        return None
+    key = key.strip().lower()
+    value = value.strip().lower() if isinstance(value, str) else ""
+    return f"{key}:{value}" if value and value not in ("true", key) else key
+
+
+def facets_tags(facets: Iterable[Any]) -> list[str]:
+    """The dataset-level tag names of tags facets (each ``{"tags": [...]}``), in order, each once, at most
+    ``MAX_TAGS``; deleted and malformed facets give nothing."""
+    names = (name for facet in facets if as_dict(facet).get("_deleted") is not True
+             for item in as_list(as_dict(facet).get("tags")) if (name := tag_name(item)) is not None)
+    return _bounded_unique(names, MAX_TAGS)
+
+
+def document_facet(text: str | None, key: str) -> Any:
+    """The facet ``key`` of a stored facet document (``{key: facet}``, ``add_facet_documents``); None for a deleted
+    facet (null JSON), one stored only as its size (``_omitted``: over the document bound) or unreadable JSON."""
+    try:
+        document = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return document.get(key) if isinstance(document, dict) else None

@@ -340,6 +340,34 @@ def as_rows(reached: list[Reached], unwritten: frozenset[Key] | None = None) -> 
     return rows
 
 
+# Stored facet documents of listed nodes (``$nodes``: [label, namespace, name, [facet keys], index], stored keys),
+# deleted ones (null JSON) included: one row per document, each found through the ``facet_key`` constraint's index.
+_FACETS_OF = ("UNWIND $nodes AS n UNWIND n[3] AS key "
+              "MATCH (f:Facet {of: n[0], namespace: n[1], name: n[2], key: key}) "
+              "RETURN collect([n[4], key, f.json, f.facetOrder])")
+FacetKey = tuple[str, str, str, str]  # (label "Job" or "Dataset", namespace, name, facet key)
+
+
+def node_facets(driver: Driver, nodes: Sequence[tuple[str, str, str, Sequence[str]]],
+                timeout: float | None = DEFAULT_TIMEOUT) -> dict[FacetKey, tuple[str | None, str]]:
+    """Facet documents of ``nodes`` (label, namespace, name as answered, facet keys), in one query: (label,
+    namespace, name, key) → (the document's JSON, ``{key: facet}``, None when the facet was deleted; the eventTime it
+    came with as ``graph.keys.utc_time``, "" if none). A facet never sent is absent. The first ``NODE_LIMIT`` nodes
+    only, at most a few keys each: every document is bounded (``facets.RUN_FACETS_MAX_BYTES``)."""
+    listed = list(nodes)[:NODE_LIMIT]
+    if not listed:
+        return {}
+    with driver.session(default_access_mode=READ_ACCESS) as session:
+        rows = session.run(Query(_FACETS_OF, timeout=timeout), nodes=[
+            [label, stored_key(namespace), stored_key(name), list(keys), index]
+            for index, (label, namespace, name, keys) in enumerate(listed)]).single(strict=True)[0]
+    found: dict[FacetKey, tuple[str | None, str]] = {}
+    for index, key, text, order in rows:
+        label, namespace, name, _keys = listed[index]
+        found[(label, namespace, name, key)] = (text, (order or "").split("|", 1)[0])
+    return found
+
+
 @dataclass(frozen=True, order=True)
 class ReachedField:
     depth: int

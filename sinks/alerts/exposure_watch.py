@@ -26,8 +26,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from neo4j import Driver
-from neo4j.exceptions import DriverError, Neo4jError
+from neo4j.exceptions import ClientError, DriverError, Neo4jError
 
+from kafka_lineage.graph.queries import node_facets
 from kafka_lineage.graph.sensitive import DEFAULT_DEPTH as SENSITIVE_DEPTH
 from kafka_lineage.graph.sensitive import sensitive_columns
 from kafka_lineage.runtime.config import ClientSettings
@@ -43,6 +44,7 @@ from kafka_lineage.sinks.alerts.exposures import (
     exposures,
     remembered_value,
 )
+from kafka_lineage.sinks.alerts.ownership import dataset_ownership, facet_requests
 from kafka_lineage.sinks.alerts.settings import AlertSettings
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,7 @@ DEPTH = SENSITIVE_DEPTH  # column-lineage hops followed, as `lineage tags` and /
 # Columns listed per alert (each with its path of up to DEPTH hops, 10 jobs each): ~1 MB at most, under the record
 # limit, and the server keeps its latest 1,000 alerts in memory
 MAX_LISTED_COLUMNS = 100
+QUERY_MARGIN = 5.0  # seconds past a query's transaction timeout before the client gives it up (as the sink's)
 # ``work()`` waited for at most a time (a silent connection must not hold the sink): AlertSink._bounded
 Bounded = Callable[..., Any]
 
@@ -191,6 +194,7 @@ class ExposureWatch:
         now = datetime.now(UTC)
         alerts = exposure_alerts((column for _key, column in changes.new), now, DEPTH,
                                  MAX_LISTED_COLUMNS) if self.baseline else []
+        self._add_ownership(alerts)
         records: list[tuple[str, bytes, bytes | None]] = [
             (self.clients.drift_topic, f"{a['dataset']['namespace']}/{a['dataset']['name']}".encode(),
              self.alerts.encode(a, self.alert_schema_id)) for a in alerts]
@@ -212,6 +216,25 @@ class ExposureWatch:
             log.warning("sensitive tag %s newly reaches %d columns of %s (not cleared for it): %s", exposure["tag"],
                         len(exposure["columns"]), dataset, ", ".join(c["field"] for c in exposure["columns"]),
                         extra={"stage": STAGE, "dataset": dataset})
+
+    def _add_ownership(self, alerts: list[dict[str, Any]]) -> None:
+        """The exposed datasets' owners and tags (the graph's), in one query for every alert of the comparison;
+        refused or out of time: the alerts go without them."""
+        if not alerts:
+            return
+        datasets = sorted({(a["dataset"]["namespace"], a["dataset"]["name"]) for a in alerts})
+        requests = [request for ns, name in datasets for request in facet_requests(ns, name, ())]
+        timeout = self.settings.query_timeout
+        try:
+            found = self.bounded(lambda: node_facets(self.driver, requests, timeout=timeout), timeout + QUERY_MARGIN,
+                                 "Neo4j")
+        except ClientError as exc:
+            problem(log, f"owners and tags of exposed datasets not read ({exc.code}); their alerts go without them",
+                    "see the Neo4j log", stage=STAGE)
+            return
+        for alert in alerts:
+            alert["datasetOwners"], alert["datasetTags"] = dataset_ownership(found, alert["dataset"]["namespace"],
+                                                                             alert["dataset"]["name"])
 
     def _publish(self, records: list[tuple[str, bytes, bytes | None]]) -> None:
         """The alerts and the remembered exposures in one transaction. Any failure leaves the role: whether a commit

@@ -92,6 +92,7 @@ def exposure_alerts(new: Iterable[TaggedColumn], detected_at: datetime, depth: i
                                 for c in listed],
             "impactTruncated": len(columns) > max_columns, "impactComplete": True,
             "changedAt": None, "late": False, "supersedes": None, "beyondHistory": False,
+            "datasetOwners": [], "datasetTags": [],  # the exposed dataset's: filled by the watch (exposure_watch.py)
             "exposure": {"tag": tag, "columnsTruncated": len(columns) > max_columns, "columns": [{
                 "field": c.field,
                 "origin": {"namespace": c.origin[0], "name": c.origin[1], "field": c.origin[2]},

@@ -2,7 +2,8 @@
 
 Each ``schemaChanges`` item of a normalized event becomes a SchemaDriftAlert on ``lineage.schema-drift`` (Avro, key
 ``{namespace}/{name}`` of the dataset) with what is downstream of it in the graph (depth- and size-limited): jobs,
-datasets, and the columns derived from the changed fields.
+datasets, and the columns derived from the changed fields; and who owns them, and the dataset's tags, for a router
+(``ownership.py``: read with the impact, one more query per alert).
 
 - Identity: the alert id hashes the finding's source (dataset, run id, event time, old and new version). A finding
   redelivered (a restart before the commit, the processor's one-batch repeat window) has the same id and is dropped
@@ -46,7 +47,15 @@ from neo4j.exceptions import ClientError, DriverError, Neo4jError
 
 from kafka_lineage.graph.driver import driver_for
 from kafka_lineage.graph.keys import utc_time
-from kafka_lineage.graph.queries import Reached, ReachedField, TraversalTimeout, column_impact, impact
+from kafka_lineage.graph.queries import (
+    FacetKey,
+    Reached,
+    ReachedField,
+    TraversalTimeout,
+    column_impact,
+    impact,
+    node_facets,
+)
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.crash_points import CrashPoints, parse_crash_points
 from kafka_lineage.runtime.kafka_io import commit_offsets, prepare_pipeline
@@ -65,6 +74,7 @@ from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import record_to_event
 from kafka_lineage.schemas.wire import AvroCodec, WireFormatError
 from kafka_lineage.sinks.alerts.exposure_watch import ExposureWatch
+from kafka_lineage.sinks.alerts.ownership import Ownership, alert_ownership, facet_requests
 from kafka_lineage.sinks.alerts.settings import ALERT_CRASH_POINTS, AlertSettings
 from kafka_lineage.sinks.consumer import SinkMember, batch_offsets, consume_loop, throttled
 
@@ -161,10 +171,12 @@ def wait_until(condition: Callable[[], bool], timeout: float, stop: threading.Ev
 
 
 def build_alert(change: dict[str, Any], event: dict[str, Any], impacted: list[Reached], depth: int, limit: int,
-                detected_at: datetime, *, columns: Iterable[ReachedField] = (), complete: bool = True
-                ) -> dict[str, Any]:
-    """The SchemaDriftAlert record of one finding (``schemas/avro/schema_drift_alert.avsc``)."""
+                detected_at: datetime, *, columns: Iterable[ReachedField] = (), complete: bool = True,
+                ownership: Ownership | None = None) -> dict[str, Any]:
+    """The SchemaDriftAlert record of one finding (``schemas/avro/schema_drift_alert.avsc``); ``ownership``: the
+    owners and tags it carries (``ownership.py``; none when not given)."""
     job = event.get("job") or {}
+    owned = ownership or Ownership()
     listed = impacted[:limit]
     column_list = column_rows(columns)
     return {
@@ -177,9 +189,10 @@ def build_alert(change: dict[str, Any], event: dict[str, Any], impacted: list[Re
         "previousSchema": change["previousSchema"], "newSchema": change["newSchema"],
         "changes": change["changes"], "severity": change["severity"],
         "eventTime": event.get("eventTime", ""), "detectedAt": detected_at, "impactDepth": depth,
-        "impactedJobs": [{"namespace": r.namespace, "name": r.name, "depth": r.depth}
-                         for r in listed if r.kind == "job"],
-        "impactedDatasets": [{"namespace": r.namespace, "name": r.name, "depth": r.depth}
+        "impactedJobs": [{"namespace": r.namespace, "name": r.name, "depth": r.depth,
+                          "owners": owned.of("job", r.namespace, r.name)} for r in listed if r.kind == "job"],
+        "impactedDatasets": [{"namespace": r.namespace, "name": r.name, "depth": r.depth,
+                              "owners": owned.of("dataset", r.namespace, r.name)}
                              for r in listed if r.kind == "dataset"],
         "impactedColumns": column_list[:limit],
         "impactTruncated": len(impacted) > limit or len(column_list) > limit,
@@ -187,6 +200,7 @@ def build_alert(change: dict[str, Any], event: dict[str, Any], impacted: list[Re
         "changedAt": change.get("changedAt"), "late": bool(change.get("late")),
         "supersedes": change.get("supersedes"), "beyondHistory": bool(change.get("beyondHistory")),
         "kind": "schemaDrift", "exposure": None,
+        "datasetOwners": list(owned.dataset_owners), "datasetTags": list(owned.dataset_tags),
     }
 
 
@@ -355,10 +369,12 @@ class AlertSink:
         alerts = []
         for finding in findings:
             # (a retry while Neo4j was away waits for the graph sink again: it may be complete by then)
-            impacted, columns, complete, answered = self._impact(finding.change, targets, complete)
+            impacted, columns, facets, complete, answered = self._impact(finding.change, targets, complete)
+            ownership = alert_ownership(facets, finding.change["namespace"], finding.change["name"], finding.event,
+                                        impacted[:self.settings.max_impacted])
             alert = build_alert(finding.change, finding.event, impacted, self.settings.depth,
                                 self.settings.max_impacted, datetime.now(UTC), columns=columns,
-                                complete=complete and answered)
+                                complete=complete and answered, ownership=ownership)
             change, event = finding.change, finding.event
             alerts.append((f"{change['namespace']}/{change['name']}".encode(),
                            self.alerts.encode(alert, self.alert_schema_id)))
@@ -428,33 +444,42 @@ class AlertSink:
         return False
 
     def _impact(self, change: dict[str, Any], targets: Mapping[int, int] | None, complete: bool
-                ) -> tuple[list[Reached], list[ReachedField], bool, bool]:
-        """Jobs, datasets and columns downstream of the change, whether the graph sink had caught up when they were
-        read (``complete``, updated by the waits between retries), and whether Neo4j answered the query at all.
-        Retried while Neo4j is unavailable or silent."""
+                ) -> tuple[list[Reached], list[ReachedField], dict[FacetKey, tuple[str | None, str]] | None, bool,
+                           bool]:
+        """Jobs, datasets and columns downstream of the change, the ownership and tags facets of the dataset and of
+        the listed nodes (None: not read), whether the graph sink had caught up when they were read (``complete``,
+        updated by the waits between retries), and whether Neo4j answered the impact query at all. Retried while
+        Neo4j is unavailable or silent."""
         namespace, name, fields = change["namespace"], change["name"], changed_fields(change)
         depth, limit, timeout = self.settings.depth, self.settings.max_impacted + 1, self.settings.query_timeout
 
         # A late change happened before others already alerted: its impact is the lineage as it was then
         as_of = utc_time(change.get("changedAt")) if change.get("late") else None
 
-        def query() -> tuple[list[Reached], list[ReachedField]]:
+        def query() -> tuple[list[Reached], list[ReachedField], dict[FacetKey, tuple[str | None, str]] | None]:
             reached = impact(self.driver, namespace, name, depth, limit, timeout=timeout, as_of=as_of)
             columns = column_impact(self.driver, namespace, name, fields, depth, limit, timeout=timeout) \
                 if fields else []
-            return reached, columns
+            try:  # one query for the owners and tags of every node the alert lists
+                facets = node_facets(self.driver, facet_requests(namespace, name, reached[:limit - 1]),
+                                     timeout=timeout)
+            except ClientError as exc:  # refused, or out of time: the impact stands, the owners are the event's
+                problem(log, f"owners and tags not read ({exc.code}); the alert names its dataset's owners only if "
+                        "the event carries them", "see the Neo4j log", stage=STAGE, dataset=f"{namespace}/{name}")
+                facets = None
+            return reached, columns, facets
 
         backoff = Backoff(cap=10.0)
         while True:
             try:
-                reached, columns = self._bounded(query, self._budget(timeout + QUERY_MARGIN), "Neo4j")
-                return reached, columns, complete, True
+                reached, columns, facets = self._bounded(query, self._budget(timeout + QUERY_MARGIN), "Neo4j")
+                return reached, columns, facets, complete, True
             except (ClientError, TraversalTimeout) as exc:  # refused, or out of time: alert without impact
                 reason = exc.code if isinstance(exc, ClientError) else str(exc)
                 problem(log, f"impact query refused ({reason}); the alert goes out without its impact",
                         "see the Neo4j log; LINEAGE_ALERT_QUERY_TIMEOUT bounds the query", stage=STAGE,
                         dataset=f"{namespace}/{name}")
-                return [], [], complete, False
+                return [], [], None, complete, False
             except (Neo4jError, DriverError, OSError, Unanswered) as exc:  # unavailable, restarting, silent
                 problem(log, "impact query failed, the alert waits for its downstream list",
                         "check NEO4J_URI and that Neo4j runs", error=exc, retry_in=backoff.delay, stage=STAGE,

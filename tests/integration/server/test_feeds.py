@@ -141,7 +141,8 @@ def test_alerts_live_and_dead_letters(topics: tuple[dict[str, str], ClientSettin
             assert time.monotonic() < deadline, "the earlier alert never reached the feed"
             time.sleep(0.5)
         assert [a["dataset"]["name"] for a in found] == ["earlier"]
-        assert found[0]["impactedJobs"] == [{"namespace": "j", "name": "reader", "depth": 1}]
+        assert found[0]["impactedJobs"] == [{"namespace": "j", "name": "reader", "depth": 1, "owners": []}]
+        assert found[0]["datasetOwners"] == [] and found[0]["datasetTags"] == []
         received: list[dict] = []
 
         def listen() -> None:

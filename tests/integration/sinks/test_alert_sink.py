@@ -23,7 +23,7 @@ from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import event_to_record
 from kafka_lineage.schemas.wire import AvroCodec
 from kafka_lineage_devtools.processes import alert_sink_process, pipeline_env, processor_process, sink_process
-from tests.integration.conftest import consume_all
+from tests.integration.conftest import consume_all, lineage
 from tests.openlineage_samples import PRODUCER
 
 from .test_graph_sink import _event, _settings
@@ -204,3 +204,58 @@ def test_a_change_whose_runs_arrive_in_reverse_order_alerts_once_marked_late(cli
     assert (change.namespace, change.name, change.previous_version, change.new_version, change.event_time) == (
         alert["dataset"]["namespace"], alert["dataset"]["name"], alert["previousVersion"], alert["newVersion"],
         alert["changedAt"])
+
+
+OWNERSHIP_DATASET = "https://openlineage.io/spec/facets/1-0-1/OwnershipDatasetFacet.json"
+OWNERSHIP_JOB = "https://openlineage.io/spec/facets/1-0-1/OwnershipJobFacet.json"
+TAGS_FACET = "https://openlineage.io/spec/facets/1-0-0/TagsDatasetFacet.json"
+
+
+def _owned(dataset: dict, *owners: str, tags: list[dict] | None = None) -> dict:
+    """``dataset`` with an ownership facet naming ``owners`` (and a tags facet)."""
+    facets = {**dataset["facets"], "ownership": {"_producer": PRODUCER, "_schemaURL": OWNERSHIP_DATASET,
+                                                 "owners": [{"name": o, "type": "MAINTAINER"} for o in owners]}}
+    if tags is not None:
+        facets["tags"] = {"_producer": PRODUCER, "_schemaURL": TAGS_FACET, "tags": tags}
+    return {**dataset, "facets": facets}
+
+
+def _owned_job(events: list[dict], *owners: str) -> list[dict]:
+    """A run's events whose job carries an ownership facet naming ``owners``."""
+    facet = {"_producer": PRODUCER, "_schemaURL": OWNERSHIP_JOB, "owners": [{"name": o} for o in owners]}
+    return [{**e, "job": {**e["job"], "facets": {"ownership": facet}}} for e in events]
+
+
+def test_an_alert_carries_the_owners_and_tags_of_its_dataset_and_the_owners_of_what_it_impacts(
+        clients: ClientSettings, tmp_path: Path) -> None:
+    env, settings = _pipeline(tmp_path)
+    ns = f"owners-{uuid.uuid4().hex[:6]}"
+    raw, clean, mart = (f"{ns}/{n}" for n in ("raw", "clean", "mart"))
+    v1, v2 = [("id", "bigint")], [("id", "string")]
+    tags = [{"key": "PII", "value": "true"}, {"key": "Tier", "value": "Gold"},
+            {"key": "pii", "value": "email", "field": "id"}]  # a column's tag: not the dataset's
+    with processor_process(env), sink_process(env), alert_sink_process(env):
+        publisher = EventPublisher.from_settings(settings)
+        # the first schema, its owner then, and the dataset's tags: known to the graph only
+        baseline = _run(ns, "ingest", 0, [], [_owned(_dataset(raw, v1), "team:old", tags=tags)])
+        publisher.send([publisher.encode(e) for e in baseline]).result(30)
+        deadline = time.monotonic() + 60
+        while len(consume_all(settings.kafka_bootstrap_servers, settings.normalized_topic)) < len(baseline):
+            assert time.monotonic() < deadline, "the baseline did not come through the processor"
+            time.sleep(0.3)
+        # the change's own event names the owners now (a repeat among them); downstream owners are the graph's
+        burst = (_run(ns, "ingest", 1, [], [_owned(_dataset(raw, v2), "team:payments", "user:ann", "team:payments")])
+                 + _owned_job(_run(ns, "clean_orders", 2, [_dataset(raw)], [_owned(_dataset(clean), "team:bi")]),
+                              "team:etl")
+                 + _run(ns, "daily_mart", 3, [_dataset(clean)], [_dataset(mart)]))
+        publisher.send([publisher.encode(e) for e in burst]).result(30)
+        publisher.close()
+        (alert,) = _drift_alerts(settings, 1)
+    assert alert["dataset"] == {"namespace": LAKE, "name": raw} and alert["impactComplete"] is True
+    assert alert["datasetOwners"] == ["team:payments", "user:ann"]
+    assert alert["datasetTags"] == ["pii", "tier:gold"]
+    assert sorted((j["name"], j["owners"]) for j in alert["impactedJobs"]) == [
+        ("clean_orders", ["team:etl"]), ("daily_mart", [])]
+    assert sorted((d["name"], d["owners"]) for d in alert["impactedDatasets"]) == [(clean, ["team:bi"]), (mart, [])]
+    text = lineage("alerts", "tail", env=env).stdout
+    assert "    owners: team:payments, user:ann" in text

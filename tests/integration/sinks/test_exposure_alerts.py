@@ -62,7 +62,10 @@ def test_a_tag_newly_reaching_a_dataset_not_cleared_alerts_once_with_its_path(tm
     platform = Platform()
     raw = platform.dataset("raw.customers", tags=[{"key": "classification", "value": "pii", "field": "email"}])
     stg = platform.dataset("stg.customers", {"email": EMAIL,
-                                             "email_hash": [("raw.customers", "email", "DIRECT", "HASH", True)]})
+                                             "email_hash": [("raw.customers", "email", "DIRECT", "HASH", True)]},
+                           tags=[{"key": "Domain", "value": "CRM"}])
+    stg["facets"]["ownership"] = {"_producer": "t", "owners": [{"name": "team:crm", "type": "MAINTAINER"}],
+                                  "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/OwnershipDatasetFacet.json"}
     cleared = platform.dataset("export.contacts", {"contact": [("stg.customers", "email", "DIRECT", "IDENTITY",
                                                                 False)]}, tags=[{"key": "pii-cleared", "value": "yes"}])
     mart = platform.dataset("mart.orders", {"email": [("stg.customers", "email", "DIRECT", "IDENTITY", False)]})
@@ -89,6 +92,9 @@ def test_a_tag_newly_reaching_a_dataset_not_cleared_alerts_once_with_its_path(tm
     assert [(h["name"], h["field"], h["transformation"], [j["name"] for j in h["jobs"]]) for h in column["path"]] == [
         ("stg.customers", "email", "DIRECT/IDENTITY", ["stage"]), ("mart.orders", "email", "DIRECT/IDENTITY", ["mart"])]
     assert found[1]["job"]["name"] == "mart" and found[1]["severity"] == "UNKNOWN"
+    # the exposed dataset's owners and tags, as the graph holds them
+    assert (found[0]["datasetOwners"], found[0]["datasetTags"]) == (["team:crm"], ["domain:crm"])
+    assert (found[1]["datasetOwners"], found[1]["datasetTags"]) == ([], [])
     text = lineage("alerts", "tail", env=env).stdout
     assert f"[pii] {platform.ns} mart.orders is not cleared for pii and now receives it in 1 columns" in text
     with server_process(env) as server:  # the operator view lists it among the alerts, saying what it is

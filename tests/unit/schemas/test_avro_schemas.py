@@ -80,7 +80,9 @@ def test_drift_alert_reuses_the_change_types_of_the_normalized_event() -> None:
              "supersedes": {"previousVersion": "1", "newVersion": "3", "changedAt": "2024-01-02T00:00:00Z"},
              "beyondHistory": False}
     # an alert written without the fields added later reads with their defaults
-    assert _round_trip("schema_drift_alert", alert) == {**alert, "kind": "schemaDrift", "exposure": None}
+    assert _round_trip("schema_drift_alert", alert) == {
+        **alert, "kind": "schemaDrift", "exposure": None, "datasetOwners": [], "datasetTags": [],
+        "impactedJobs": [{"namespace": "n", "name": "down", "depth": 1, "owners": []}]}
 
 
 def test_unknown_schema_name_is_a_clear_error() -> None:

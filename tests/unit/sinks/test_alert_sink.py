@@ -81,7 +81,7 @@ def test_an_alert_lists_columns_limited_and_says_whether_impact_was_complete() -
     alert = build_alert(CHANGE, event, jobs, 5, 3, datetime.now(UTC), columns=columns, complete=False)
     assert [c["name"] for c in alert["impactedColumns"]] == ["t0", "t1", "t2"]
     assert alert["impactTruncated"] and not alert["impactComplete"]
-    assert alert["impactedJobs"] == [{"namespace": "jobs", "name": "clean", "depth": 1}]
+    assert alert["impactedJobs"] == [{"namespace": "jobs", "name": "clean", "depth": 1, "owners": []}]
     complete = build_alert(CHANGE, event, jobs, 5, 10, datetime.now(UTC), columns=columns)
     assert complete["impactComplete"] and not complete["impactTruncated"] and len(complete["impactedColumns"]) == 4
     # the record is valid SchemaDriftAlert Avro, new fields included
@@ -92,15 +92,29 @@ def test_an_alert_lists_columns_limited_and_says_whether_impact_was_complete() -
 
 def test_an_alert_of_an_older_writer_schema_reads_with_the_new_fields_defaults() -> None:
     current = json.loads(schema_text("schema_drift_alert"))
-    old = {**current, "fields": [f for f in current["fields"]
-                                 if f["name"] not in ("changeId", "impactComplete", "impactedColumns")]}
+    later = ("changeId", "impactComplete", "impactedColumns", "datasetOwners", "datasetTags")
+    old = json.loads(json.dumps(current))
+    old["fields"] = [f for f in old["fields"] if f["name"] not in later]
+    for listed in ("impactedJobs", "impactedDatasets"):  # their items without owners, as before
+        items = next(f for f in old["fields"] if f["name"] == listed)["type"]["items"]
+        items["fields"] = [f for f in items["fields"] if f["name"] != "owners"]
     event = _event("11111111-1111-1111-1111-111111111111", "2024-05-01T12:00:01Z")
-    record = build_alert(CHANGE, event, [], 5, 10, datetime.now(UTC))
+    record = build_alert(CHANGE, event, [Reached(1, "job", "jobs", "clean"), Reached(1, "dataset", "s3://lake", "t")],
+                         5, 10, datetime.now(UTC))
     buffer = io.BytesIO()
     fastavro.schemaless_writer(buffer, fastavro.parse_schema(old), record)
     buffer.seek(0)
     read = fastavro.schemaless_reader(buffer, fastavro.parse_schema(old), fastavro.parse_schema(current))
     assert read["impactComplete"] is True and read["impactedColumns"] == [] and read["changeId"] == ""
+    assert read["datasetOwners"] == [] and read["datasetTags"] == []
+    assert read["impactedJobs"] == [{"namespace": "jobs", "name": "clean", "depth": 1, "owners": []}]
+    assert read["impactedDatasets"][0]["owners"] == []
+    # and the codec that reads the alert topic resolves an old writer's records to the current schema the same way
+    codec = AvroCodec("schema_drift_alert", lambda _: json.dumps(old))
+    buffer = io.BytesIO()
+    fastavro.schemaless_writer(buffer, fastavro.parse_schema(old), record)
+    decoded = codec.decode(b"\x00\x00\x00\x00\x07" + buffer.getvalue())
+    assert decoded["datasetOwners"] == [] and decoded["impactedJobs"][0]["owners"] == []
 
 
 def test_caught_up_needs_every_partition_at_its_end_offset() -> None:
@@ -297,3 +311,42 @@ def test_a_publish_whose_call_timed_out_past_its_retries_replaces_the_producer_a
     with pytest.raises(TransactionFatal):  # another process has the id: this one stops
         alerts._publish([(b"k", b"v")], {("normalized", 0): 10})
     assert alerts.replaced == 0
+
+
+def test_an_alert_carries_its_dataset_s_owners_and_tags_and_each_impacted_node_s_owners() -> None:
+    from kafka_lineage.sinks.alerts.ownership import Ownership
+
+    event = _event("11111111-1111-1111-1111-111111111111", "2024-05-01T12:00:01Z")
+    impacted = [Reached(1, "job", "jobs", "clean"), Reached(1, "dataset", "s3://lake", "clean"),
+                Reached(2, "job", "jobs", "mart")]
+    ownership = Ownership(["team:payments", "user:ann"], ["pii", "tier:gold"], {
+        ("job", "jobs", "clean"): ["team:etl"], ("dataset", "s3://lake", "clean"): ["team:analytics"],
+        ("dataset", "jobs", "clean"): ["not this one: a job's names, a dataset's kind"]})
+    alert = build_alert(CHANGE, event, impacted, 5, 10, datetime.now(UTC), ownership=ownership)
+    assert alert["datasetOwners"] == ["team:payments", "user:ann"] and alert["datasetTags"] == ["pii", "tier:gold"]
+    assert alert["impactedJobs"] == [{"namespace": "jobs", "name": "clean", "depth": 1, "owners": ["team:etl"]},
+                                     {"namespace": "jobs", "name": "mart", "depth": 2, "owners": []}]
+    assert alert["impactedDatasets"] == [{"namespace": "s3://lake", "name": "clean", "depth": 1,
+                                          "owners": ["team:analytics"]}]
+    codec = AvroCodec("schema_drift_alert", lambda _: schema_text("schema_drift_alert"))
+    decoded = codec.decode(codec.encode(alert, 1))
+    assert decoded["datasetOwners"] == alert["datasetOwners"] and decoded["datasetTags"] == alert["datasetTags"]
+    assert decoded["impactedJobs"] == alert["impactedJobs"]
+    # without ownership: every list empty, and the lists are the alert's own (a router may change them)
+    bare = build_alert(CHANGE, event, impacted, 5, 10, datetime.now(UTC))
+    assert bare["datasetOwners"] == [] and bare["datasetTags"] == []
+    assert all(j["owners"] == [] for j in bare["impactedJobs"] + bare["impactedDatasets"])
+    alert["impactedJobs"][0]["owners"].append("x")
+    assert ownership.owners[("job", "jobs", "clean")] == ["team:etl"]
+
+
+def test_an_alert_with_owners_reads_as_one_line_more_for_an_operator() -> None:
+    from kafka_lineage.app.formats import format_alert
+    from kafka_lineage.sinks.alerts.ownership import Ownership
+
+    event = _event("11111111-1111-1111-1111-111111111111", "2024-05-01T12:00:01Z")
+    bare = format_alert(build_alert(CHANGE, event, [], 5, 10, datetime.now(UTC)))
+    owned = format_alert(build_alert(CHANGE, event, [], 5, 10, datetime.now(UTC),
+                                     ownership=Ownership(["team:payments", "team:\x1b[31mred"])))
+    assert owned.splitlines()[:-1] == bare.splitlines()
+    assert owned.splitlines()[-1] == "    owners: team:payments, team:\\x1b[31mred"
