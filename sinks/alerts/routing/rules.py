@@ -36,7 +36,8 @@ def matches(match: Match, alert: Mapping[str, Any]) -> bool:
         (match.name, lambda: _any(match.name, [dataset.get("name", "")])),
         (match.dataset_owners, lambda: _any(match.dataset_owners, dataset_owners(alert))),
         (match.owners, lambda: _any(match.owners, all_owners(alert))),
-        (match.tags, lambda: _any(match.tags, alert.get("datasetTags") or ())),
+        # tags are lower-cased where they are read (graph/facets.py): a route's PII means pii
+        (match.tags, lambda: _any([tag.lower() for tag in match.tags], alert.get("datasetTags") or ())),
     )
     return all(check() for criterion, check in checks if criterion)
 

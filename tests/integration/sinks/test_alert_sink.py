@@ -3,6 +3,8 @@ change alerts every time, and impact is computed against a graph that holds what
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import random
 import time
@@ -22,10 +24,18 @@ from kafka_lineage.runtime.kafka_io import prepare_pipeline
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.openlineage import event_to_record
 from kafka_lineage.schemas.wire import AvroCodec
-from kafka_lineage_devtools.processes import alert_sink_process, pipeline_env, processor_process, sink_process
+from kafka_lineage.sinks.alerts.routing.messages import delivery_id
+from kafka_lineage_devtools.processes import (
+    alert_router_process,
+    alert_sink_process,
+    pipeline_env,
+    processor_process,
+    sink_process,
+)
 from tests.integration.conftest import consume_all, lineage
 from tests.openlineage_samples import PRODUCER
 
+from .receivers import Receiver
 from .test_graph_sink import _event, _settings
 
 pytestmark = pytest.mark.integration
@@ -228,13 +238,25 @@ def _owned_job(events: list[dict], *owners: str) -> list[dict]:
 
 def test_an_alert_carries_the_owners_and_tags_of_its_dataset_and_the_owners_of_what_it_impacts(
         clients: ClientSettings, tmp_path: Path) -> None:
+    """… and the alert router takes it to the channel of each team that owns the dataset or what it impacts."""
     env, settings = _pipeline(tmp_path)
+    channels = {team: Receiver("slack") for team in ("payments", "bi", "web")}
+    for team, channel in channels.items():
+        (tmp_path / f"{team}-url").write_text(channel.url)
+    (tmp_path / "routes.yaml").write_text(json.dumps({"routes": [
+        {"name": f"{team}-slack", "match": {"owners": [f"team:{team}"]},
+         "destination": {"type": "slack", "url_file": f"{team}-url"}} for team in channels]}))
+    router_env = {**env, "LINEAGE_ALERT_ROUTES": str(tmp_path / "routes.yaml"), "LINEAGE_ROUTER_START": "earliest",
+                  "LINEAGE_ROUTER_GROUP": f"{settings.drift_topic}.router"}
     ns = f"owners-{uuid.uuid4().hex[:6]}"
     raw, clean, mart = (f"{ns}/{n}" for n in ("raw", "clean", "mart"))
     v1, v2 = [("id", "bigint")], [("id", "string")]
     tags = [{"key": "PII", "value": "true"}, {"key": "Tier", "value": "Gold"},
             {"key": "pii", "value": "email", "field": "id"}]  # a column's tag: not the dataset's
-    with processor_process(env), sink_process(env), alert_sink_process(env):
+    with processor_process(env), sink_process(env), alert_sink_process(env), alert_router_process(router_env), \
+            contextlib.ExitStack() as closing:
+        for channel in channels.values():
+            closing.callback(channel.close)
         publisher = EventPublisher.from_settings(settings)
         # the first schema, its owner then, and the dataset's tags: known to the graph only
         baseline = _run(ns, "ingest", 0, [], [_owned(_dataset(raw, v1), "team:old", tags=tags)])
@@ -251,6 +273,13 @@ def test_an_alert_carries_the_owners_and_tags_of_its_dataset_and_the_owners_of_w
         publisher.send([publisher.encode(e) for e in burst]).result(30)
         publisher.close()
         (alert,) = _drift_alerts(settings, 1)
+        # the dataset's team and the team of a dataset it impacts each get it once; a third team does not
+        for team in ("payments", "bi"):
+            (post,) = channels[team].wait_for(1, 30)
+            assert post.headers["X-Lineage-Delivery"] == delivery_id(f"{team}-slack", [alert["alertId"]])
+            assert not post.problems and f"/{raw}" in post.json["text"]
+        time.sleep(3)
+        assert [len(channel.received) for channel in channels.values()] == [1, 1, 0]
     assert alert["dataset"] == {"namespace": LAKE, "name": raw} and alert["impactComplete"] is True
     assert alert["datasetOwners"] == ["team:payments", "user:ann"]
     assert alert["datasetTags"] == ["pii", "tier:gold"]

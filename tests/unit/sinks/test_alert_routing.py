@@ -100,6 +100,7 @@ def test_every_criterion_given_must_hold_and_any_value_of_one_meets_it() -> None
     assert not matches(Match(change=["REMOVED"]), alert)
     assert not matches(Match(kind=["sensitiveExposure"]), alert)
     assert matches(Match(tags=["pii"]), alert) and not matches(Match(tags=["gdpr"]), alert)
+    assert matches(Match(tags=["PII"]), alert)  # tags are lower-cased where they are read
 
 
 def test_owners_are_the_dataset_s_and_those_of_everything_it_impacts() -> None:
