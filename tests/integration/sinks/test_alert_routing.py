@@ -198,6 +198,28 @@ def test_a_router_killed_after_recording_delivers_nothing_twice_after_its_restar
         assert Counter(_webhook_ids(hook)) == Counter(a["alertId"] for a in alerts)
 
 
+def test_the_one_window_left_repeats_a_message_with_the_same_delivery_key(tmp_path: Path) -> None:
+    """Killed after the destination accepted a message and before the ledger has it: the restart sends that message
+    again, with the same X-Lineage-Delivery (a receiver's deduplication key), and nothing else twice."""
+    with Receiver("webhook", secret=b"k" * 16) as hook:
+        env, settings = _pipeline(tmp_path, "window", [
+            {"name": "hook", "destination": {"type": "webhook", "url": hook.url,
+                                             "secret_file": _secret(tmp_path, "key", "k" * 16)}, "delivery": FAST}])
+        alerts = [_alert(n) for n in range(3)]
+        _publish(settings, alerts)
+        with pytest.raises(ChildExited) as died, \
+                alert_router_process({**env, "LINEAGE_ROUTER_CRASH_POINTS": "after-delivery=1"}) as crashing:
+            wait_until(lambda: crashing.process.poll() is not None, 60, watch=[crashing], what="the crash point")
+        assert died.value.code == -9 and "crash point after-delivery" in died.value.tail
+        (first,) = hook.accepted()
+        with alert_router_process(env) as router:
+            hook.wait_for(4, 60)
+            sleep_watching(3.0, [router])
+        keys = Counter(r.headers["X-Lineage-Delivery"] for r in hook.accepted())
+        assert keys[first.headers["X-Lineage-Delivery"]] == 2 and sum(keys.values()) == 4  # only it repeated
+        assert set(_webhook_ids(hook)) == {a["alertId"] for a in alerts}
+
+
 def test_a_destination_down_for_a_minute_receives_everything_once_it_is_back(tmp_path: Path) -> None:
     with Receiver("webhook", secret=b"k" * 16) as hook, Receiver("teams") as teams:
         env, settings = _pipeline(tmp_path, "down", [
