@@ -159,6 +159,54 @@ def reading_consumer(clients: ClientSettings, purpose: str) -> Consumer:
                                           "isolation.level": "read_committed"}))
 
 
+def ensure_compacted(clients: ClientSettings, topic: str) -> None:
+    """A component's compacted state topic (one partition), created when missing if creation is allowed; else
+    PublishError naming it."""
+    if not missing_topics(clients.kafka_config(), [topic]):
+        return
+    if not clients.topics.create:
+        raise PublishError(f"missing topic {topic} (compacted, one partition); create it or set "
+                           "LINEAGE_CREATE_TOPICS=true")
+    ensure_topic(clients.kafka_config(), topic, partitions=1, replication_factor=clients.topics.replication_factor,
+                 config={**topic_config(clients.topics, raw=False), "cleanup.policy": "compact"})
+
+
+class TopicUnread(Exception):
+    """A topic could not be read to its end: the broker reported an error, or the end was not reached in time."""
+
+
+def compacted_contents(clients: ClientSettings, topic: str, seconds: float = 120.0) -> dict[bytes, bytes]:
+    """Partition 0 of a compacted topic (a component's remembered state: exposures alerted, deliveries made) read to
+    its end now: each key's latest value, tombstoned keys left out. TopicUnread if that cannot be done in
+    ``seconds``."""
+    consumer = Consumer(clients.kafka_config({"group.id": f"{topic}.reader-{uuid.uuid4()}",
+                                              "enable.auto.commit": False, "isolation.level": "read_committed",
+                                              "enable.partition.eof": True}))
+    contents: dict[bytes, bytes] = {}
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        if high <= low:
+            return contents
+        consumer.assign([TopicPartition(topic, 0, low)])
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error() is not None:
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    return contents
+                raise TopicUnread(f"reading {topic}: {message.error()}")
+            key, value = message.key() or b"", message.value()
+            if value is None:
+                contents.pop(key, None)
+            else:
+                contents[key] = value
+        raise TopicUnread(f"reading {topic} took over {seconds:.0f}s")
+    finally:
+        consumer.close()
+
+
 def partitions_of(consumer: Consumer, topic: str) -> list[int]:
     """The partitions of ``topic`` ([] when the topic does not exist)."""
     metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaException
 from neo4j import Driver
 from neo4j.exceptions import ClientError, DriverError, Neo4jError
 
@@ -33,7 +33,7 @@ from kafka_lineage.graph.sensitive import DEFAULT_DEPTH as SENSITIVE_DEPTH
 from kafka_lineage.graph.sensitive import sensitive_columns
 from kafka_lineage.runtime.config import ClientSettings
 from kafka_lineage.runtime.crash_points import CrashPoints
-from kafka_lineage.runtime.kafka_io import ensure_topic, missing_topics, topic_config
+from kafka_lineage.runtime.kafka_io import PublishError, TopicUnread, compacted_contents, ensure_compacted
 from kafka_lineage.runtime.logs import problem
 from kafka_lineage.runtime.transactions import TransactionAborted, TransactionalProducer, TransactionFatal, fenced
 from kafka_lineage.schemas.wire import AvroCodec
@@ -128,13 +128,10 @@ class ExposureWatch:
 
     def _claim(self) -> None:
         """Take the role: fence the last holder (its open transaction is aborted), then read what it remembered."""
-        if missing_topics(self.clients.kafka_config(), [self.topic]):
-            if not self.clients.topics.create:
-                raise Unpublished(f"missing topic {self.topic} (compacted, one partition); create it or set "
-                                  "LINEAGE_CREATE_TOPICS=true")
-            ensure_topic(self.clients.kafka_config(), self.topic, partitions=1,
-                         replication_factor=self.clients.topics.replication_factor,
-                         config={**topic_config(self.clients.topics, raw=False), "cleanup.policy": "compact"})
+        try:
+            ensure_compacted(self.clients, self.topic)
+        except PublishError as exc:
+            raise Unpublished(str(exc)) from exc
         self.producer = TransactionalProducer(self.clients.kafka_config(), f"{self.settings.group_id}.exposures")
         try:
             self.remembered, self.baseline = self._read_remembered()
@@ -145,35 +142,12 @@ class ExposureWatch:
                  "" if self.baseline else " (no baseline yet)")
 
     def _read_remembered(self) -> tuple[set[bytes], bool]:
-        consumer = Consumer(self.clients.kafka_config({
-            "group.id": f"{self.topic}.reader", "enable.auto.commit": False, "isolation.level": "read_committed",
-            "enable.partition.eof": True}))
-        remembered: set[bytes] = set()
-        baseline = False
         try:
-            low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=10)
-            if high <= low:
-                return remembered, baseline
-            consumer.assign([TopicPartition(self.topic, 0, low)])
-            deadline = time.monotonic() + READ_SECONDS
-            while time.monotonic() < deadline:
-                message = consumer.poll(0.5)
-                if message is None:
-                    continue
-                if message.error() is not None:
-                    if message.error().code() == KafkaError._PARTITION_EOF:
-                        return remembered, baseline
-                    raise Unpublished(f"reading {self.topic}: {message.error()}")
-                key = message.key() or b""
-                if key == BASELINE_KEY:
-                    baseline = _baseline_config(message.value()) == self.config
-                elif message.value() is None:
-                    remembered.discard(key)
-                else:
-                    remembered.add(key)
-            raise Unpublished(f"reading {self.topic} took over {READ_SECONDS:.0f}s")
-        finally:
-            consumer.close()
+            contents = compacted_contents(self.clients, self.topic, READ_SECONDS)
+        except TopicUnread as exc:
+            raise Unpublished(str(exc)) from exc
+        baseline = BASELINE_KEY in contents and _baseline_config(contents.pop(BASELINE_KEY)) == self.config
+        return set(contents), baseline
 
     def _check(self) -> None:
         settings = self.settings

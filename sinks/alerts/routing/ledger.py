@@ -15,10 +15,8 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
-
 from kafka_lineage.runtime.config import ClientSettings
-from kafka_lineage.runtime.kafka_io import AckingProducer, ensure_topic, missing_topics, topic_config
+from kafka_lineage.runtime.kafka_io import AckingProducer, TopicUnread, compacted_contents, ensure_compacted
 
 SEPARATOR = "\x1f"
 READ_SECONDS = 120.0
@@ -77,44 +75,20 @@ class Ledger:
         self.clients, self.topic, self.producer = clients, f"{group_id}.delivered", producer
 
     def ensure(self) -> None:
-        if missing_topics(self.clients.kafka_config(), [self.topic]):
-            if not self.clients.topics.create:
-                raise LedgerUnreadable(f"missing topic {self.topic} (compacted, one partition); create it or set "
-                                       "LINEAGE_CREATE_TOPICS=true")
-            ensure_topic(self.clients.kafka_config(), self.topic, partitions=1,
-                         replication_factor=self.clients.topics.replication_factor,
-                         config={**topic_config(self.clients.topics, raw=False), "cleanup.policy": "compact"})
+        ensure_compacted(self.clients, self.topic)
 
     def load(self) -> dict[tuple[str, str], Done]:
         """Every (route, alert id) the ledger holds now."""
-        consumer = Consumer(self.clients.kafka_config({
-            "group.id": f"{self.topic}.reader", "enable.auto.commit": False, "enable.partition.eof": True}))
-        held: dict[tuple[str, str], Done] = {}
         try:
-            low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=10)
-            if high <= low:
-                return held
-            consumer.assign([TopicPartition(self.topic, 0, low)])
-            deadline = time.monotonic() + READ_SECONDS
-            while time.monotonic() < deadline:
-                message = consumer.poll(0.5)
-                if message is None:
-                    continue
-                if message.error() is not None:
-                    if message.error().code() == KafkaError._PARTITION_EOF:
-                        return held
-                    raise LedgerUnreadable(f"reading {self.topic}: {message.error()}")
-                record_key = message.key() or b""
-                record_value = message.value()
-                if record_value is None:
-                    held.pop(split_key(record_key), None)
-                    continue
-                done = parse(record_key, record_value)
-                if done is not None:
-                    held[(done.route, done.alert_id)] = done
-            raise LedgerUnreadable(f"reading {self.topic} took over {READ_SECONDS:.0f}s")
-        finally:
-            consumer.close()
+            contents = compacted_contents(self.clients, self.topic, READ_SECONDS)
+        except TopicUnread as exc:
+            raise LedgerUnreadable(str(exc)) from exc
+        held = {}
+        for record_key, record_value in contents.items():
+            done = parse(record_key, record_value)
+            if done is not None:
+                held[(done.route, done.alert_id)] = done
+        return held
 
     def record(self, entries: list[Done]) -> None:
         """Write and wait for Kafka's acknowledgement (PublishError, TimeoutError: not recorded)."""

@@ -52,6 +52,13 @@ def _secret(tmp_path: Path, name: str, value: str) -> str:
     return str(tmp_path / name)
 
 
+def _hook_route(tmp_path: Path, hook: Receiver, **delivery: Any) -> dict[str, Any]:
+    """A route ``hook`` taking every alert to ``hook``, a webhook receiver sharing the key "k" * 16."""
+    return {"name": "hook", "destination": {"type": "webhook", "url": hook.url,
+                                            "secret_file": _secret(tmp_path, "key", "k" * 16)},
+            "delivery": {**FAST, **delivery}}
+
+
 def _alert(number: int, **fields: Any) -> dict[str, Any]:
     alert = sample_alert(number)
     alert.update(alertId=f"alert-{number}-{uuid.uuid4().hex[:6]}", detectedAt=datetime.now(UTC), **fields)
@@ -78,6 +85,14 @@ def _metric(url: str, name: str, route: str, **labels: str) -> float:
         if line.startswith(f"lineage_{name}{{") and all(f'{k}="{v}"' in line for k, v in wanted.items()):
             total += float(line.rsplit(" ", 1)[1])
     return total
+
+
+def _killed_at(env: dict[str, str], point: str) -> None:
+    """Run the router until it kills itself (SIGKILL) at the crash point ``point``, reached the first time."""
+    with pytest.raises(ChildExited) as died, \
+            alert_router_process({**env, "LINEAGE_ROUTER_CRASH_POINTS": f"{point}=1"}) as crashing:
+        wait_until(lambda: crashing.process.poll() is not None, 60, watch=[crashing], what="the crash point")
+    assert died.value.code == -9 and f"crash point {point}" in died.value.tail
 
 
 def _webhook_ids(receiver: Receiver) -> list[str]:
@@ -154,8 +169,7 @@ def test_a_router_stopped_mid_delivery_and_restarted_delivers_nothing_twice_and_
         tmp_path: Path) -> None:
     with Receiver("webhook", secret=b"k" * 16) as hook, Receiver("slack") as slack:
         env, settings = _pipeline(tmp_path, "restart", [
-            {"name": "hook", "destination": {"type": "webhook", "url": hook.url,
-                                             "secret_file": _secret(tmp_path, "key", "k" * 16)}, "delivery": FAST},
+            _hook_route(tmp_path, hook),
             {"name": "chat", "destination": {"type": "slack", "url_file": _secret(tmp_path, "u", slack.url)},
              "delivery": FAST}])
         alerts = [_alert(n) for n in range(8)]
@@ -182,15 +196,11 @@ def test_a_router_stopped_mid_delivery_and_restarted_delivers_nothing_twice_and_
 def test_a_router_killed_after_recording_delivers_nothing_twice_after_its_restart(tmp_path: Path) -> None:
     with Receiver("webhook", secret=b"k" * 16) as hook:
         env, settings = _pipeline(tmp_path, "kill", [
-            {"name": "hook", "destination": {"type": "webhook", "url": hook.url,
-                                             "secret_file": _secret(tmp_path, "key", "k" * 16)}, "delivery": FAST}])
+            _hook_route(tmp_path, hook)])
         alerts = [_alert(n) for n in range(5)]
         _publish(settings, alerts)
         # killed (SIGKILL) once its first delivery is in the ledger, before the offsets are committed
-        with pytest.raises(ChildExited) as died, \
-                alert_router_process({**env, "LINEAGE_ROUTER_CRASH_POINTS": "after-record=1"}) as crashing:
-            wait_until(lambda: crashing.process.poll() is not None, 60, watch=[crashing], what="the crash point")
-        assert died.value.code == -9 and "crash point after-record" in died.value.tail
+        _killed_at(env, "after-record")
         assert len(hook.accepted()) == 1
         with alert_router_process(env) as router:
             hook.wait_for(5, 60)
@@ -203,14 +213,10 @@ def test_the_one_window_left_repeats_a_message_with_the_same_delivery_key(tmp_pa
     again, with the same X-Lineage-Delivery (a receiver's deduplication key), and nothing else twice."""
     with Receiver("webhook", secret=b"k" * 16) as hook:
         env, settings = _pipeline(tmp_path, "window", [
-            {"name": "hook", "destination": {"type": "webhook", "url": hook.url,
-                                             "secret_file": _secret(tmp_path, "key", "k" * 16)}, "delivery": FAST}])
+            _hook_route(tmp_path, hook)])
         alerts = [_alert(n) for n in range(3)]
         _publish(settings, alerts)
-        with pytest.raises(ChildExited) as died, \
-                alert_router_process({**env, "LINEAGE_ROUTER_CRASH_POINTS": "after-delivery=1"}) as crashing:
-            wait_until(lambda: crashing.process.poll() is not None, 60, watch=[crashing], what="the crash point")
-        assert died.value.code == -9 and "crash point after-delivery" in died.value.tail
+        _killed_at(env, "after-delivery")
         (first,) = hook.accepted()
         with alert_router_process(env) as router:
             hook.wait_for(4, 60)
@@ -223,9 +229,7 @@ def test_the_one_window_left_repeats_a_message_with_the_same_delivery_key(tmp_pa
 def test_a_destination_down_for_a_minute_receives_everything_once_it_is_back(tmp_path: Path) -> None:
     with Receiver("webhook", secret=b"k" * 16) as hook, Receiver("teams") as teams:
         env, settings = _pipeline(tmp_path, "down", [
-            {"name": "hook", "destination": {"type": "webhook", "url": hook.url,
-                                             "secret_file": _secret(tmp_path, "key", "k" * 16)},
-             "delivery": {**FAST, "retry_max_seconds": 5, "digest_after": 3}},
+            _hook_route(tmp_path, hook, retry_max_seconds=5, digest_after=3),
             {"name": "team", "destination": {"type": "teams", "url_file": _secret(tmp_path, "u", teams.url)},
              "delivery": FAST}])
         hook.down()
@@ -250,8 +254,7 @@ def test_a_refusal_for_good_dead_letters_the_alert_and_its_redrive_goes_to_that_
         env, settings = _pipeline(tmp_path, "refused", [
             {"name": "gone", "destination": {"type": "slack", "url_file": _secret(tmp_path, "u", slack.url)},
              "delivery": FAST},
-            {"name": "hook", "destination": {"type": "webhook", "url": hook.url,
-                                             "secret_file": _secret(tmp_path, "key", "k" * 16)}, "delivery": FAST}])
+            _hook_route(tmp_path, hook)])
         slack.fail(404, times=1, body="no_service")
         first, second = _alert(1), _alert(2)
         _publish(settings, [first])
@@ -289,8 +292,7 @@ def test_a_wrong_routes_file_stops_the_router_at_start_with_the_reason(tmp_path:
 def test_a_new_router_group_starts_at_the_topic_s_end_unless_told_otherwise(tmp_path: Path) -> None:
     with Receiver("webhook", secret=b"k" * 16) as hook:
         env, settings = _pipeline(tmp_path, "latest", [
-            {"name": "hook", "destination": {"type": "webhook", "url": hook.url,
-                                             "secret_file": _secret(tmp_path, "key", "k" * 16)}, "delivery": FAST}])
+            _hook_route(tmp_path, hook)])
         history, new = _alert(1), _alert(2)
         _publish(settings, [history])
         with alert_router_process({**env, "LINEAGE_ROUTER_START": "latest"}) as router:
