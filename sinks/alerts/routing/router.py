@@ -328,6 +328,9 @@ class AlertRouter:
         for message in messages:
             if message.partition() not in held:  # fetched before its partition left: its next owner has it
                 continue
+            if not message.value():  # a tombstone or an empty record: nothing to deliver, but never a crash
+                self._dead_letter_unreadable(message, "an empty record")
+                continue
             try:
                 alert = self.alerts.decode(message.value())
             except WireFormatError as exc:
@@ -478,15 +481,17 @@ class AlertRouter:
                         retry_in=backoff.delay, stage=STAGE)
                 backoff.wait(self.stop)
 
-    def dead_letter(self, entry: Entry, route: str, category: str, reason: str) -> bytes:
+    def dead_letter(self, entry: Entry, route: str | None, category: str, reason: str) -> bytes:
+        """A DeadLetter of ``entry``, refused by ``route`` (None: by none, unreadable)."""
         return self.dead_codec.encode(dead_letter(
-            stage=STAGE, error_class=category, error_message=f"route {route}: {reason}", key=entry.key,
-            value=entry.value, headers=[(ROUTE_HEADER, route.encode())], source_topic=self.clients.drift_topic,
-            source_partition=entry.partition, source_offset=entry.offset), self.dead_letter_id)
+            stage=STAGE, error_class=category, error_message=f"route {route}: {reason}" if route else reason,
+            key=entry.key, value=entry.value, headers=[(ROUTE_HEADER, route.encode())] if route else [],
+            source_topic=self.clients.drift_topic, source_partition=entry.partition, source_offset=entry.offset),
+            self.dead_letter_id)
 
     def _dead_letter_unreadable(self, message: Message, reason: str) -> None:
         entry = Entry(message.partition(), message.offset(), message.key(), message.value() or b"", {})
-        letter = self.dead_letter(entry, "*", "decode", f"not a SchemaDriftAlert: {reason}")
+        letter = self.dead_letter(entry, None, "decode", f"not a SchemaDriftAlert: {reason}")
         self.write(lambda: self.producer.send(self.clients.dlq_topic, [(entry.key, letter)]).result(60),
                    "a dead letter")
         self.metrics.dead_letter(STAGE, "decode")

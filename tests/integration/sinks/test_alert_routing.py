@@ -258,21 +258,27 @@ def test_a_refusal_for_good_dead_letters_the_alert_and_its_redrive_goes_to_that_
         slack.fail(404, times=1, body="no_service")
         first, second = _alert(1), _alert(2)
         _publish(settings, [first])
+        bad = Producer(settings.kafka_config())  # a record no alert sink wrote: dead-lettered, never a crash
+        bad.produce(settings.drift_topic, key=b"x", value=b"not avro", partition=1)
+        assert bad.flush(30) == 0
         with alert_router_process(env) as router:
             wait_until(lambda: len(slack.received) == 1, 30, watch=[router], what="the refused delivery")
             _publish(settings, [second])
             slack.wait_for(1, 30)
-            letters = wait_until(lambda: list(tail(settings, settings.dlq_topic, "dead_letter", 10, False)), 30,
-                                 watch=[router], what="the dead letter")
+            letters = wait_until(lambda: len(found := list(tail(settings, settings.dlq_topic, "dead_letter", 10,
+                                                                 False))) == 2 and found, 30,
+                                 watch=[router], what="the dead letters")
             failed = _metric(router.metrics_url, "route_alerts_failed_total", "gone")
-            (letter,) = letters
+            (letter,) = [d for d in letters if d["errorClass"] == "refused"]
+            (unreadable,) = [d for d in letters if d["errorClass"] == "decode"]
+            assert unreadable["value"] == b"not avro" and "not a SchemaDriftAlert" in unreadable["errorMessage"]
             assert letter["stage"] == "alert-router" and letter["errorClass"] == "refused"
             assert "route gone" in letter["errorMessage"] and "HTTP 404 no_service" in letter["errorMessage"]
             assert "XXXX" not in letter["errorMessage"]  # the webhook URL's token is never written out
             assert (letter["sourceTopic"], letter["sourceOffset"]) == (settings.drift_topic, 0)
             assert failed == 1
             # the channel fixed, the dead letter redriven: the route that refused it sends it, the webhook not again
-            redriven = lineage("dlq", "redrive", env={**os.environ, **env})
+            redriven = lineage("dlq", "redrive", "--reason", "refused", env={**os.environ, **env})
             assert f"redrove 1 dead letters to {settings.drift_topic} (reason refused)" in redriven.stdout
             slack.wait_for(2, 30)
             sleep_watching(2.0, [router])
