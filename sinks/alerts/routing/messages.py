@@ -196,7 +196,11 @@ def split_build(template: str, kind: str, alerts: Sequence[Mapping[str, Any]], *
     (a digest of wide alerts to Teams). Each part: its alerts, its delivery id, its body. TooLarge for one alert
     alone; MessageError if the template fails."""
     parts: list[tuple[list[Mapping[str, Any]], str, bytes]] = []
-    pending = [list(zip(alerts, [alert_view(alert, ui_url) for alert in alerts], strict=True))]
+    try:
+        views = [alert_view(alert, ui_url) for alert in alerts]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a record of a shape no alert sink writes
+        raise MessageError(f"an alert that cannot be shown ({type(exc).__name__}: {exc})") from None
+    pending = [list(zip(alerts, views, strict=True))]
     while pending:
         group = pending.pop(0)
         identity = delivery_id(route, [str(alert.get("alertId", "")) for alert, _view in group])

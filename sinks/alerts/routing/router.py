@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -64,6 +64,7 @@ MAX_POLL_INTERVAL_MS = 300_000
 CONNECT_SECONDS = 5.0
 REVOKE_SECONDS = 30.0  # a worker's message in flight is waited for this long when its partition leaves the member
 RECORD_RETRY_CAP = 10.0  # a ledger or DLQ write Kafka refused is tried again, at most this far apart
+RECENT_RECORDS = 100_000  # (route, alert id) pairs kept after their tombstone, to skip a late repeat
 ROUTE_HEADER = "lineage.route"  # on a dead letter: the route that refused the alert (and on its redriven record)
 
 
@@ -77,6 +78,9 @@ class Entry:
     value: bytes
     alert: dict[str, Any]
     waiting: set[str] = field(default_factory=set)
+    # later records of the same alert id (a repeat on the topic, same key and so same partition) waiting on a route
+    # for this one's delivery: done with it, never sent twice
+    followers: list[tuple[str, Entry]] = field(default_factory=list)
     done: list[Done] = field(default_factory=list)  # ledger records of this alert (tombstoned once committed)
     arrived: float = field(default_factory=time.monotonic)
     abandoned: bool = False  # its partition left this member: the next owner delivers what is not recorded
@@ -178,7 +182,12 @@ class RouteWorker:
             self._refuse(taken, f"the message is too large even for this alert alone ({exc})", "too-large")
             return
         except MessageError as exc:
-            self._refuse(taken, f"the route's template cannot render it: {exc}", "template")
+            if len(taken) == 1:
+                self._refuse(taken, f"the route's template cannot render it: {exc}", "template")
+                return
+            # one alert must not sink a digest: each alone, the ones that cannot be shown dead-lettered
+            for entry in taken:
+                self._send([entry])
             return
         by_id = {entry.alert_id: entry for entry in taken}
         for alerts, delivery_id, body in parts:
@@ -278,7 +287,16 @@ class AlertRouter:
         self.failed = threading.Event()
         self.lock = threading.Lock()  # the entries and the ledger's view, shared with the workers
         self.entries: dict[int, dict[int, Entry]] = {}  # partition → offset → entry, in offset order
-        self.recorded: dict[tuple[str, str], Done] = {}  # (route, alert id) → done, read from the ledger
+        self.recorded: dict[tuple[str, str], Done] = {}  # (route, alert id) → done, in the ledger
+        # entries not committed yet that hold each record: a record is tombstoned only once none does (an alert on
+        # the topic twice is skipped by its ledger record until both are committed)
+        self.references: Counter[tuple[str, str]] = Counter()
+        # records tombstoned lately: a repeat of an alert read long after the first (same process) is still skipped
+        self.recent: OrderedDict[tuple[str, str], Done] = OrderedDict()
+        # ledger records found passed at a start, with the topic's end offsets then: tombstoned once commits reach them
+        self.deferred: list[tuple[list[Done], dict[int, int]]] = []
+        self.committed: dict[int, int] = {}  # partition → the offset this member committed last
+        self.queued: dict[tuple[str, str], Entry] = {}  # (route, alert id) → the entry a worker has for it
         self.ledger_partitions: set[int] = set()  # the partitions held when the ledger was last read
         self.paused = False
         self.read = self.unrouted = 0
@@ -341,17 +359,26 @@ class AlertRouter:
             redriven = dict(message.headers() or ()).get(ROUTE_HEADER)
             if redriven is not None:  # a dead letter of one route, redriven: that route sends it, no other
                 names = [name for name in names if name.encode() == redriven]
+            offered = []
             with self.lock:
                 for name in names:
-                    recorded = self.recorded.get((name, entry.alert_id))
+                    key = (name, entry.alert_id)
+                    recorded, first = self.recorded.get(key) or self.recent.get(key), self.queued.get(key)
+                    if redriven is not None and recorded is not None and recorded.outcome == "deadLettered":
+                        recorded = None  # its dead letter, redriven: sent again
                     if recorded is not None:
-                        entry.done.append(recorded)
+                        self._hold(entry, recorded)
+                        continue
+                    entry.waiting.add(name)
+                    if first is not None:
+                        first.followers.append((name, entry))
                     else:
-                        entry.waiting.add(name)
+                        self.queued[(name, entry.alert_id)] = entry
+                        offered.append(name)
                 self.entries.setdefault(entry.partition, {})[entry.offset] = entry
             if not entry.waiting and not entry.done:
                 self.unrouted += 1
-            for name in entry.waiting:
+            for name in offered:
                 self.workers[name].offer(entry)
         self.metrics.seen(STAGE)
 
@@ -359,10 +386,41 @@ class AlertRouter:
         """A worker is done with these alerts on ``route`` (recorded in the ledger)."""
         with self.lock:
             for entry, record in done:
-                entry.waiting.discard(route)
-                entry.done.append(record)
                 self.recorded[(route, entry.alert_id)] = record
+                self.queued.pop((route, entry.alert_id), None)
+                for follower in [entry, *(other for name, other in entry.followers if name == route)]:
+                    follower.waiting.discard(route)
+                    self._hold(follower, record)
         self.metrics.events_out(STAGE, len(done))
+
+    def _hold(self, entry: Entry, record: Done) -> None:
+        """``entry`` is done on a route by ``record`` (under the lock)."""
+        entry.done.append(record)
+        self.references[(record.route, record.alert_id)] += 1
+
+    def _release(self, entry: Entry, *, remember: bool = True) -> list[Done]:
+        """``entry`` leaves (committed, or its partition moved; under the lock): the records no entry holds any more,
+        to tombstone (``remember``: and kept a while in ``recent``)."""
+        for record in entry.done:
+            self.references[(record.route, record.alert_id)] -= 1
+        return self._forget_unheld(entry.done, remember=remember)
+
+    def _forget_unheld(self, records: list[Done], *, remember: bool = True) -> list[Done]:
+        """Of ``records``, those no entry holds (under the lock): out of ``recorded``, into ``recent``."""
+        unheld = []
+        for record in records:
+            key = (record.route, record.alert_id)
+            if self.references.get(key, 0) > 0:
+                continue
+            self.references.pop(key, None)
+            if self.recorded.pop(key, None) is None:  # forgotten already (or held from ``recent``)
+                continue
+            if remember:
+                unheld.append(record)
+                self.recent[key] = record
+                if len(self.recent) > RECENT_RECORDS:
+                    self.recent.popitem(last=False)
+        return unheld
 
     def _pending(self) -> bool:
         with self.lock:
@@ -410,9 +468,13 @@ class AlertRouter:
                 for offset in done_offsets:
                     entry = held.pop(offset, None)
                     if entry is not None:
-                        forgotten.extend(entry.done)
-                        for record in entry.done:
-                            self.recorded.pop((record.route, record.alert_id), None)
+                        forgotten.extend(self._release(entry))
+            self.committed.update({tp.partition: tp.offset for tp in offsets})
+            for group in list(self.deferred):
+                records, ends = group
+                if all(ends.get(r.partition, 0) <= self.committed.get(r.partition, 0) for r in records):
+                    self.deferred.remove(group)
+                    forgotten.extend(self._forget_unheld(records))
         self.ledger.forget(forgotten)
 
     def _on_revoke(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
@@ -428,7 +490,12 @@ class AlertRouter:
                         "commit and the ledger skips what was delivered", STAGE, exc)
         with self.lock:
             for partition in leaving:
-                self.entries.pop(partition, None)
+                for entry in self.entries.pop(partition, {}).values():
+                    self._release(entry, remember=False)  # uncommitted: the next owner needs their records
+                self.committed.pop(partition, None)
+            self.deferred = [([r for r in records if r.partition not in leaving], ends)
+                             for records, ends in self.deferred]
+            self.queued = {key: entry for key, entry in self.queued.items() if entry.partition not in leaving}
         self.ledger_partitions -= leaving
 
     def _read_ledger_if_new_partitions(self) -> None:
@@ -437,17 +504,20 @@ class AlertRouter:
         if held <= self.ledger_partitions:
             return
         records = self.write(self.ledger.load, "reading the ledger")
-        committed = {tp.partition: tp.offset for tp in self.member.consumer.committed(
-            [TopicPartition(self.clients.drift_topic, p) for p in held], timeout=10) if tp.error is None}
+        consumer, topic = self.member.consumer, self.clients.drift_topic
+        committed = {tp.partition: tp.offset for tp in consumer.committed(
+            [TopicPartition(topic, p) for p in held], timeout=10) if tp.error is None}
+        # Records the committed offsets passed (a tombstone lost in a crash, or the first of an alert on the topic
+        # twice whose repeat is not committed yet) stay until the offsets pass the topic's end of now: a repeat
+        # among the records read again is skipped by them
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in held}
         leftovers = stale(records.values(), committed)
         with self.lock:
             self.recorded.update(records)
-            for done in leftovers:
-                self.recorded.pop((done.route, done.alert_id), None)
-        self.ledger.forget(leftovers)
+            self.deferred.append((leftovers, ends))
         self.ledger_partitions = held
-        log.info("%s: %d ledger records read (%d already passed by the committed offsets, tombstoned)", STAGE,
-                 len(records), len(leftovers))
+        log.info("%s: %d ledger records read (%d already passed by the committed offsets)", STAGE, len(records),
+                 len(leftovers))
 
     def _backpressure(self) -> None:
         """Stop reading while a route has ``max_pending`` alerts waiting; read again once all are at half."""

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from kafka_lineage.runtime.config import ClientSettings
@@ -95,6 +95,17 @@ def _killed_at(env: dict[str, str], point: str) -> None:
     assert died.value.code == -9 and f"crash point {point}" in died.value.tail
 
 
+def _committed_to_the_end(settings: ClientSettings, group: str) -> bool:
+    consumer = Consumer(settings.kafka_config({"group.id": group, "enable.auto.commit": False}))
+    try:
+        partitions = [TopicPartition(settings.drift_topic, p) for p in (0, 1)]
+        committed = {tp.partition: tp.offset for tp in consumer.committed(partitions, timeout=10)}
+        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in partitions}
+        return all(end == 0 or committed[p] >= end for p, end in ends.items())
+    finally:
+        consumer.close()
+
+
 def _webhook_ids(receiver: Receiver) -> list[str]:
     """Alert ids in the order the webhook accepted them, repeats included."""
     return [alert["alertId"] for received in receiver.accepted() for alert in received.json["alerts"]]
@@ -173,7 +184,7 @@ def test_a_router_stopped_mid_delivery_and_restarted_delivers_nothing_twice_and_
             {"name": "chat", "destination": {"type": "slack", "url_file": _secret(tmp_path, "u", slack.url)},
              "delivery": FAST}])
         alerts = [_alert(n) for n in range(8)]
-        _publish(settings, alerts)
+        _publish(settings, [*alerts, alerts[5]])  # an alert on the topic twice (same key): delivered once
         slack.hold(1.5)  # one route slow: the stop lands while its message is in flight
         with alert_router_process(env) as router:
             slack.wait_for(2, 60)
@@ -185,7 +196,8 @@ def test_a_router_stopped_mid_delivery_and_restarted_delivers_nothing_twice_and_
         slack.ok()
         with alert_router_process(env) as router:
             slack.wait_for(8, 60)
-            sleep_watching(3.0, [router])
+            wait_until(lambda: _committed_to_the_end(settings, env["LINEAGE_ROUTER_GROUP"]), 30, watch=[router],
+                       what="the router's offsets at the alert topic's end")
         chat_keys = Counter(r.headers["X-Lineage-Delivery"] for r in slack.accepted())
         assert set(chat_keys) == {delivery_id("chat", [a["alertId"]]) for a in alerts}
         assert max(chat_keys.values()) == 1  # nothing twice

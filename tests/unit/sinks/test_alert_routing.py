@@ -311,3 +311,9 @@ def test_every_default_template_passes_its_tool_s_documented_format(kind: str, c
     if case == "exposure" and kind == "slack":
         assert payload["text"] == "Sensitive tag pii reaches 1 columns of postgres://db.example:5432/public.orders_0"
         assert "email_hash ← public.users.email" in payload["blocks"][1]["text"]["text"]
+
+
+def test_an_alert_of_a_shape_no_alert_sink_writes_is_a_message_error_not_a_crash() -> None:
+    odd = _alert(kind="sensitiveExposure", exposure={"tag": "pii", "columns": [{"field": "x"}]})  # no origin
+    with pytest.raises(messages.MessageError, match="cannot be shown"):
+        messages.split_build(TEMPLATES["slack"], "slack", [odd], route="r", ui_url="u")
