@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from jinja2 import StrictUndefined, TemplateError, Undefined
+from jinja2 import StrictUndefined, Template, TemplateError, Undefined
 from jinja2.sandbox import SandboxedEnvironment
 
 from kafka_lineage.sinks.alerts.routing.config import DESTINATION_TYPES
@@ -35,6 +36,10 @@ class MessageError(ValueError):
 
 class TooLarge(MessageError):
     """The body is larger than the destination takes (a digest is then split; one alert alone is dead-lettered)."""
+
+    def __init__(self, message: str, size: int, limit: int) -> None:
+        super().__init__(message)
+        self.size, self.limit = size, limit
 
 
 def default_templates() -> dict[str, str]:
@@ -75,10 +80,15 @@ def _environment() -> SandboxedEnvironment:
     return environment
 
 
+@lru_cache(maxsize=256)
+def _compiled(template: str) -> Template:
+    return _environment().from_string(template)
+
+
 def render(template: str, context: Mapping[str, Any]) -> Any:
     """The template's output for ``context``, parsed as JSON. MessageError says what went wrong."""
     try:
-        text = _environment().from_string(template).render(**context)
+        text = _compiled(template).render(**context)
     except TemplateError as exc:
         raise MessageError(f"the template failed: {exc}") from None
     except (TypeError, ValueError, LookupError, ArithmeticError) as exc:  # a filter given what it cannot take
@@ -181,7 +191,7 @@ def build(template: str, kind: str, views: Sequence[dict[str, Any]], *, route: s
     body = body_bytes(render(template, context(views, route=route, delivery_id=delivery_id, ui_url=ui_url)))
     if len(body) > MAX_BODY_BYTES[kind]:
         raise TooLarge(f"the message is {len(body)} bytes; a {kind} destination takes at most "
-                           f"{MAX_BODY_BYTES[kind]}")
+                       f"{MAX_BODY_BYTES[kind]}", len(body), MAX_BODY_BYTES[kind])
     return body
 
 
@@ -207,11 +217,13 @@ def split_build(template: str, kind: str, alerts: Sequence[Mapping[str, Any]], *
         try:
             body = build(template, kind, [view for _alert, view in group], route=route, delivery_id=identity,
                          ui_url=ui_url)
-        except TooLarge:
+        except TooLarge as exc:
             if len(group) == 1:
                 raise
-            middle = len(group) // 2
-            pending[:0] = [group[:middle], group[middle:]]
+            # into as many parts as the size says (and a fifth more), not halves: each try renders the whole group
+            count = min(len(group), math.ceil(exc.size / exc.limit * 1.2))
+            step = math.ceil(len(group) / count)
+            pending[:0] = [group[start:start + step] for start in range(0, len(group), step)]
             continue
         parts.append(([alert for alert, _view in group], identity, body))
     return parts
