@@ -350,9 +350,10 @@ COMMIT_WAIT_SECONDS = 30.0
 _commits_in_flight: dict[int, threading.Thread] = {}  # id(consumer) → the thread of its last commit
 
 
-def _commit_bounded(consumer: Consumer, timeout: float) -> None:
-    """``consumer.commit(asynchronous=False)``, waited for at most ``timeout`` seconds; TimeoutError past it, the call
-    going on in its thread (no other commit of the consumer starts until it returned)."""
+def commit_bounded(consumer: Consumer, timeout: float, offsets: list[TopicPartition] | None = None) -> None:
+    """``consumer.commit(asynchronous=False)`` (of ``offsets``, else the positions), waited for at most ``timeout``
+    seconds; TimeoutError past it, the call going on in its thread (no other commit of the consumer starts until it
+    returned)."""
     running = _commits_in_flight.get(id(consumer))
     if running is not None and running.is_alive():
         raise TimeoutError("an earlier offset commit has not returned yet")
@@ -360,7 +361,10 @@ def _commit_bounded(consumer: Consumer, timeout: float) -> None:
 
     def commit() -> None:
         try:
-            consumer.commit(asynchronous=False)
+            if offsets is None:
+                consumer.commit(asynchronous=False)
+            else:
+                consumer.commit(offsets=offsets, asynchronous=False)
             outcome.append(None)
         except BaseException as exc:  # handed to the caller's thread
             outcome.append(exc)
@@ -386,7 +390,7 @@ def commit_offsets(consumer: Consumer, stop: threading.Event, log: logging.Logge
     backoff = Backoff(cap=8.0)
     for attempt in range(attempts):
         try:
-            _commit_bounded(consumer, wait)
+            commit_bounded(consumer, wait)
             return
         except TimeoutError as exc:
             log.warning("%s: offsets not committed (%s); the batch will be delivered again", stage, exc)

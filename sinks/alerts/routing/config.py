@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -31,6 +31,9 @@ MAX_PATTERNS = 100  # per criterion
 MAX_SECRET_BYTES = 4096  # a URL, key or token file larger than this is not one
 MAX_TEMPLATE_BYTES = 256 * 1024
 ROUTE_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")  # in ledger keys, metric labels and logs
+# what an HTTP header may hold, sent as it is: a line break would split it, a non-ASCII value fails to encode
+HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}")
+HEADER_VALUE = re.compile(r"[ -~]{0,4000}")
 
 
 def _listed(value: Any) -> Any:
@@ -80,9 +83,12 @@ class Destination(_Strict):
             raise ValueError("a webhook is signed: secret_file names the file holding its HMAC key")
         if self.type != "webhook" and self.secret_file is not None:
             raise ValueError(f"secret_file signs webhooks only; a {self.type} destination does not take one")
-        for name in self.headers:
+        for name, value in self.headers.items():
             if name.lower() in ("authorization", "content-type") or name.lower().startswith("x-lineage-"):
                 raise ValueError(f"header {name!r} is set by the router (a token goes in token_file)")
+            if not HEADER_NAME.fullmatch(name) or not HEADER_VALUE.fullmatch(value):
+                raise ValueError(f"header {name!r}: a name of letters, digits and -_. and a value of printable ASCII "
+                                 "(no line breaks)")
         return self
 
 
@@ -137,7 +143,12 @@ class Secrets(BaseModel):
     token: str | None = Field(default=None, repr=False)
 
     def values(self) -> list[str]:
-        return [v for v in (self.url, self.token, self.key.decode("utf-8", "replace") if self.key else None) if v]
+        """What the log redactor masks: each secret, and the path and query values of a URL read from a file (a
+        Slack URL's token is its path, a Teams Workflows URL's signature a query value)."""
+        parts = urlsplit(self.url)
+        pieces = [parts.path, *(value for _name, value in parse_qsl(parts.query))]
+        return [v for v in (self.url, self.token, self.key.decode("utf-8", "replace") if self.key else None,
+                            *pieces) if v]
 
 
 class RouteConfig(BaseModel):
@@ -191,6 +202,9 @@ def parse_routes(document: Any, base: Path, default_templates: Mapping[str, str]
         key = _secret(base, destination.secret_file, place, "secret_file").encode() \
             if destination.secret_file else None
         token = _secret(base, destination.token_file, place, "token_file") if destination.token_file else None
+        if token is not None and not HEADER_VALUE.fullmatch(token):
+            raise ConfigError(f"LINEAGE_ALERT_ROUTES: {place}.destination.token_file: the token must be printable "
+                              "ASCII on one line (it is sent in the Authorization header)")
         template = _template(base, destination.template, place) if destination.template \
             else default_templates[destination.type]
         routes.append(RouteConfig(route=route, secrets=Secrets(url=url, key=key, token=token), template=template))

@@ -94,9 +94,13 @@ def render(template: str, context: Mapping[str, Any]) -> Any:
     except (TypeError, ValueError, LookupError, ArithmeticError) as exc:  # a filter given what it cannot take
         raise MessageError(f"the template failed: {type(exc).__name__}: {exc}") from None
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_no_constant)
     except ValueError as exc:
         raise MessageError(f"the template's output is not JSON ({exc}); it begins {text[:200]!r}") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def body_bytes(payload: Any) -> bytes:
@@ -229,9 +233,10 @@ def split_build(template: str, kind: str, alerts: Sequence[Mapping[str, Any]], *
     return parts
 
 
-def sample_alert(index: int = 0) -> dict[str, Any]:
-    """An alert with every list at its longest listed length: what templates are tried on at start."""
-    return {
+def sample_alert(index: int = 0, *, exposure: bool = False) -> dict[str, Any]:
+    """An alert with every list at its longest listed length (``exposure``: a sensitive exposure's): what templates
+    are tried on at start."""
+    alert = {
         "alertId": f"sample-{index}", "changeId": f"change-{index}", "kind": "schemaDrift", "severity": "BREAKING",
         "dataset": {"namespace": "postgres://db.example:5432", "name": f"public.orders_{index}"},
         "job": {"namespace": "airflow", "name": "migrations.orders"}, "runId": "0190d6a0-0000-7000-8000-000000000000",
@@ -247,3 +252,9 @@ def sample_alert(index: int = 0) -> dict[str, Any]:
         "supersedes": None, "beyondHistory": False, "exposure": None, "datasetOwners": ["team:payments"],
         "datasetTags": ["pii"],
     }
+    if exposure:
+        origin = {"namespace": "postgres://db.example:5432", "name": "public.users", "field": "email"}
+        alert.update(kind="sensitiveExposure", severity="UNKNOWN", changes=[], previousVersion="", newVersion="",
+                     exposure={"tag": "pii", "columnsTruncated": True, "columns": [
+                         {"field": f"email_{i}", "origin": origin, "path": []} for i in range(LISTED_CHANGES + 2)]})
+    return alert

@@ -27,21 +27,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit
 
 import requests
+import urllib3
 from confluent_kafka import KafkaException, Message, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from kafka_lineage.runtime.config import ClientSettings, ConfigError
 from kafka_lineage.runtime.crash_points import CrashPoints, parse_crash_points
-from kafka_lineage.runtime.kafka_io import AckingProducer, PublishError
+from kafka_lineage.runtime.kafka_io import AckingProducer, PublishError, commit_bounded
 from kafka_lineage.runtime.logs import active_redactor, problem
 from kafka_lineage.runtime.metrics import Metrics
 from kafka_lineage.runtime.retry import Backoff, Stopped
 from kafka_lineage.schemas import registry
 from kafka_lineage.schemas.dead_letters import dead_letter
-from kafka_lineage.schemas.wire import AvroCodec, WireFormatError
+from kafka_lineage.schemas.wire import AvroCodec, RegistryUnavailable, WireFormatError
 from kafka_lineage.sinks.alerts.routing.config import RouteConfig, load_routes
 from kafka_lineage.sinks.alerts.routing.delivery import Outcome, Pace, batch_size, outcome, request
 from kafka_lineage.sinks.alerts.routing.ledger import Done, Ledger, LedgerUnreadable, stale
@@ -60,11 +60,14 @@ log = logging.getLogger(__name__)
 STAGE = "alert-router"
 BATCH_SIZE = 500
 COMMIT_SECONDS = 1.0  # offsets committed at most this often (and at every stop and rebalance)
+COMMIT_TIMEOUT = 30.0  # a commit not answered by then is left to its thread and tried again later
+MAX_UNCOMMITTED = 200_000  # alerts read and not committed (behind one a route waits for): past it reading pauses
 MAX_POLL_INTERVAL_MS = 300_000
 CONNECT_SECONDS = 5.0
 REVOKE_SECONDS = 30.0  # a worker's message in flight is waited for this long when its partition leaves the member
 RECORD_RETRY_CAP = 10.0  # a ledger or DLQ write Kafka refused is tried again, at most this far apart
 RECENT_RECORDS = 100_000  # (route, alert id) pairs kept after their tombstone, to skip a late repeat
+ANSWER_BYTES = 2000  # of a destination's answer, read (a refusal's reason); the rest is left unread
 ROUTE_HEADER = "lineage.route"  # on a dead letter: the route that refused the alert (and on its redriven record)
 
 
@@ -84,6 +87,11 @@ class Entry:
     done: list[Done] = field(default_factory=list)  # ledger records of this alert (tombstoned once committed)
     arrived: float = field(default_factory=time.monotonic)
     abandoned: bool = False  # its partition left this member: the next owner delivers what is not recorded
+    released: bool = False  # committed, or its partition left: no longer among the router's entries
+
+    def settle(self) -> None:
+        """Done on every route: only its id is kept (it may wait long for its commit behind a route that waits)."""
+        self.alert, self.value = {"alertId": self.alert_id}, b""
 
     @property
     def alert_id(self) -> str:
@@ -114,9 +122,9 @@ class RouteWorker:
         with self.condition:
             return len(self.queue) + len(self.in_flight)
 
-    def drop(self, partitions: set[int], timeout: float) -> None:
-        """Forget queued alerts of ``partitions`` and wait (bounded) for a message in flight holding one of them."""
-        deadline = time.monotonic() + timeout
+    def drop(self, partitions: set[int], deadline: float) -> None:
+        """Forget queued alerts of ``partitions`` and wait (until ``deadline``, a time.monotonic()) for a message in
+        flight holding one of them: one being sent is recorded, one waiting to be tried again is given up."""
         with self.condition:
             self.queue = deque(entry for entry in self.queue if entry.partition not in partitions)
             for entry in self.in_flight:
@@ -125,8 +133,8 @@ class RouteWorker:
             while any(entry.partition in partitions for entry in self.in_flight):
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    problem(log, f"route {self.name}: a message still in flight after {timeout:.0f}s while its "
-                            "partition moves to another member; that member may send it again",
+                    problem(log, f"route {self.name}: a message still in flight after {REVOKE_SECONDS:.0f}s while "
+                            "its partition moves to another member; that member may send it again",
                             "nothing to do; its X-Lineage-Delivery key is the same", stage=STAGE)
                     return
                 self.condition.wait(left)
@@ -170,85 +178,104 @@ class RouteWorker:
             stop.wait(wait)
             return []
         with self.condition:
+            # an entry done meanwhile on this route (an earlier record of the same alert delivered) is not sent
+            self.queue = deque(entry for entry in self.queue if self.name in entry.waiting and not entry.abandoned)
             count = batch_size(len(self.queue), self.delivery)
             self.in_flight = [self.queue.popleft() for _ in range(count)]
             return list(self.in_flight)
 
     def _send(self, taken: list[Entry]) -> None:
+        """Deliver ``taken`` (one alert, or a digest). One alert must not sink a digest: a digest that cannot be
+        built, or that its destination refuses, is sent again alert by alert, and only the refused ones are
+        dead-lettered."""
         try:
             parts = split_build(self.config.template, self.config.route.destination.type,
                                 [entry.alert for entry in taken], route=self.name, ui_url=self.router.ui_url)
-        except TooLarge as exc:
-            self._refuse(taken, f"the message is too large even for this alert alone ({exc})", "too-large")
-            return
         except MessageError as exc:
-            if len(taken) == 1:
-                self._refuse(taken, f"the route's template cannot render it: {exc}", "template")
+            if len(taken) > 1:
+                for entry in taken:
+                    self._send([entry])
                 return
-            # one alert must not sink a digest: each alone, the ones that cannot be shown dead-lettered
-            for entry in taken:
-                self._send([entry])
+            if isinstance(exc, TooLarge):
+                self._refuse(taken, f"the message is too large even for this alert alone ({exc})", "too-large")
+            else:
+                self._refuse(taken, f"the route's template cannot render it: {exc}", "template")
             return
         by_id = {entry.alert_id: entry for entry in taken}
         for alerts, delivery_id, body in parts:
-            self._deliver([by_id[str(alert.get("alertId", ""))] for alert in alerts], delivery_id, body)
+            entries = [by_id[str(alert.get("alertId", ""))] for alert in alerts]
+            refusal = self._deliver(entries, delivery_id, body)
+            if refusal is None:
+                continue
+            if len(entries) > 1:
+                for entry in entries:
+                    self._send([entry])
+            else:
+                self._refuse(entries, f"{self.config.where()} refused it for good: {refusal}", "refused")
 
-    def _deliver(self, entries: list[Entry], delivery_id: str, body: bytes) -> None:
-        """Send until the destination accepts or refuses for good; Stopped (nothing recorded) on a stop."""
-        stop = self.router.stop
+    def _deliver(self, entries: list[Entry], delivery_id: str, body: bytes) -> str | None:
+        """Send until the destination accepts (recorded; None) or refuses for good (the reason, nothing recorded);
+        Stopped (nothing recorded) on a stop. Alerts whose partition left this member are not sent any more."""
         backoff = Backoff(self.delivery.retry_initial_seconds, self.delivery.retry_max_seconds)
         attempts = 0
         while True:
             if all(entry.abandoned for entry in entries):
-                return
-            if stop.is_set():
-                raise Stopped
-            wait = self.pace.wait_needed()  # a retry is a message too: the destination's limit holds for it
-            if wait > 0 and stop.wait(wait):
-                raise Stopped
+                return None
+            self._sleep(self.pace.wait_needed(), entries)  # a retry is a message too: the limit holds for it
+            if all(entry.abandoned for entry in entries):
+                return None
             self.pace.spend()
             attempts += 1
             result = self._post(delivery_id, body)
             if result.result == "delivered":
+                now = time.time()
+                latencies = [now - _detected(entry.alert) for entry in entries]
                 self.router.crash.reach("after-delivery")
                 self._record(entries, "delivered", delivery_id)
-                now = time.time()
-                self.router.metrics.route_delivered(self.name, (now - _detected(e.alert) for e in entries),
-                                                    digest=len(entries) > 1)
+                self.router.metrics.route_delivered(self.name, latencies, digest=len(entries) > 1)
                 if attempts > 1:
                     log.info("route %s: delivered to %s after %d attempts (%d alerts)", self.name,
                              self.config.where(), attempts, len(entries))
-                return
+                return None
             if result.result == "refused":
-                self._refuse(entries, f"{self.config.where()} refused it for good: {result.reason}", "refused")
-                return
+                return result.reason
             self.router.metrics.route_retried(self.name)
             delay = max(backoff.delay, result.retry_after or 0.0)
             if attempts == 1 or attempts % 10 == 0:
                 problem(log, f"route {self.name}: {self.config.where()} did not take {len(entries)} alerts "
                         f"({result.reason}); attempt {attempts}, trying again", "check the destination; nothing "
                         "is lost while it is away", retry_in=delay, stage=STAGE)
-            if stop.wait(delay):
-                raise Stopped
+            self._sleep(delay, entries)
             backoff.delay = min(backoff.delay * 2, backoff.cap)
+
+    def _sleep(self, seconds: float, entries: list[Entry]) -> None:
+        """Wait ``seconds``, ending early when every one of ``entries`` left this member (a rebalance must not wait
+        out a backoff); Stopped on a stop."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0 and not all(entry.abandoned for entry in entries):
+            if self.router.stop.wait(min(left, 0.2)):
+                raise Stopped
+        if self.router.stop.is_set():
+            raise Stopped
 
     def _post(self, delivery_id: str, body: bytes) -> Outcome:
         prepared = request(self.config, body, delivery_id)
         try:
-            answer = self.session.post(prepared.url, data=prepared.body, headers=prepared.headers,
-                                       timeout=(CONNECT_SECONDS, self.config.route.destination.timeout_seconds),
-                                       allow_redirects=False)
-        except requests.RequestException as exc:  # its text names the URL, a secret: only its kind is kept
+            with self.session.post(prepared.url, data=prepared.body, headers=prepared.headers, stream=True,
+                                   timeout=(CONNECT_SECONDS, self.config.route.destination.timeout_seconds),
+                                   allow_redirects=False) as answer:
+                text = answer.raw.read(ANSWER_BYTES, decode_content=True).decode("utf-8", "replace")
+        # (urllib3's own errors: while the answer is read) its text names the URL, a secret: only its kind is kept
+        except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
             return Outcome("retry", f"{type(exc).__name__} (no answer)")
-        return outcome(answer.status_code, answer.headers, answer.text[:2000])
+        # an answer may echo the request's path (a token in it): redacted before it reaches a log or a dead letter
+        return outcome(answer.status_code, answer.headers, active_redactor().redact(text))
 
     def _refuse(self, entries: list[Entry], reason: str, category: str) -> None:
         problem(log, f"route {self.name}: {len(entries)} alerts dead-lettered: {reason}",
                 "fix the destination or the route's template; the alerts are on the DLQ (`lineage dlq tail`)",
                 stage=STAGE)
-        letters = [(entry.key, self.router.dead_letter(entry, self.name, category, reason)) for entry in entries]
-        self.router.write(lambda: self.router.producer.send(self.router.clients.dlq_topic, letters).result(60),
-                          "the dead letters")
+        self.router.send_dead_letters([(entry, self.name, category, reason) for entry in entries])
         self.router.metrics.dead_letter(STAGE, category, len(entries))
         self.router.metrics.route_failed(self.name, len(entries))
         self._record(entries, "deadLettered", "")
@@ -298,6 +325,10 @@ class AlertRouter:
         self.committed: dict[int, int] = {}  # partition → the offset this member committed last
         self.queued: dict[tuple[str, str], Entry] = {}  # (route, alert id) → the entry a worker has for it
         self.ledger_partitions: set[int] = set()  # the partitions held when the ledger was last read
+        # partition → the offset after the last record that became an entry; a commit goes no further while a batch
+        # read from Kafka is not all entries yet (``unfinished``)
+        self.read_to: dict[int, int] = {}
+        self.unfinished = False
         self.paused = False
         self.read = self.unrouted = 0
         self._last_commit = 0.0
@@ -315,12 +346,14 @@ class AlertRouter:
         try:
             while not stop.is_set():
                 messages = consume_batch(self.member.consumer, BATCH_SIZE, self.settings.poll_seconds, STAGE)
+                self.unfinished = bool(messages)  # until each is an entry, the position is past what is not
                 self._read_ledger_if_new_partitions()
                 if messages:
                     self._handle(messages)
                     self.member.watch.busy()
                 elif not self._pending():
                     self.member.check(STAGE)
+                self.unfinished = False
                 self._commit()
                 self._backpressure()
                 reporting()
@@ -329,10 +362,7 @@ class AlertRouter:
             for worker in self.workers.values():
                 if worker.thread.is_alive():
                     worker.thread.join(worker.config.route.destination.timeout_seconds + CONNECT_SECONDS + 70)
-            try:
-                self._commit(force=True)
-            except KafkaException as exc:
-                log.warning("%s: offsets not committed at the stop (%s); the alerts are read again", STAGE, exc)
+            self._commit(force=True)
             self.member.consumer.close()
             self.producer.close()
             print(f"alert router stopped: {self.read} alerts read", flush=True)
@@ -349,21 +379,23 @@ class AlertRouter:
             if not message.value():  # a tombstone or an empty record: nothing to deliver, but never a crash
                 self._dead_letter_unreadable(message, "an empty record")
                 continue
-            try:
-                alert = self.alerts.decode(message.value())
+            value = message.value()
+            try:  # (the registry away: waited for, like Kafka)
+                alert = self.write(lambda value=value: self.alerts.decode(value), "decoding an alert")
             except WireFormatError as exc:
                 self._dead_letter_unreadable(message, str(exc))
                 continue
-            entry = Entry(message.partition(), message.offset(), message.key(), message.value(), alert)
+            entry = Entry(message.partition(), message.offset(), message.key(), value, alert)
             names = select(self.matchers, alert)
             redriven = dict(message.headers() or ()).get(ROUTE_HEADER)
             if redriven is not None:  # a dead letter of one route, redriven: that route sends it, no other
                 names = [name for name in names if name.encode() == redriven]
+            self._rerecord_recent(names, entry.alert_id)
             offered = []
             with self.lock:
                 for name in names:
                     key = (name, entry.alert_id)
-                    recorded, first = self.recorded.get(key) or self.recent.get(key), self.queued.get(key)
+                    recorded, first = self.recorded.get(key), self.queued.get(key)
                     if redriven is not None and recorded is not None and recorded.outcome == "deadLettered":
                         recorded = None  # its dead letter, redriven: sent again
                     if recorded is not None:
@@ -376,21 +408,46 @@ class AlertRouter:
                         self.queued[(name, entry.alert_id)] = entry
                         offered.append(name)
                 self.entries.setdefault(entry.partition, {})[entry.offset] = entry
+                self.read_to[entry.partition] = entry.offset + 1
+                if not entry.waiting:
+                    entry.settle()
             if not entry.waiting and not entry.done:
                 self.unrouted += 1
             for name in offered:
                 self.workers[name].offer(entry)
         self.metrics.seen(STAGE)
 
+    def _rerecord_recent(self, names: list[str], alert_id: str) -> None:
+        """An alert read again after its ledger record was tombstoned (its first record committed, this one not): the
+        record goes back to the ledger before this one counts as done, or a restart would send it again."""
+        with self.lock:
+            again = [self.recent[(name, alert_id)] for name in names
+                     if (name, alert_id) in self.recent and (name, alert_id) not in self.recorded]
+        if again:
+            self.write(lambda: self.ledger.record(again), "the ledger")
+            with self.lock:
+                self.recorded.update({(done.route, done.alert_id): done for done in again})
+
     def finished(self, route: str, done: list[tuple[Entry, Done]]) -> None:
-        """A worker is done with these alerts on ``route`` (recorded in the ledger)."""
+        """A worker is done with these alerts on ``route`` (recorded in the ledger). Also done: later records of the
+        same alert, following it or read again meanwhile (its partition left this member and came back)."""
         with self.lock:
             for entry, record in done:
-                self.recorded[(route, entry.alert_id)] = record
-                self.queued.pop((route, entry.alert_id), None)
-                for follower in [entry, *(other for name, other in entry.followers if name == route)]:
-                    follower.waiting.discard(route)
-                    self._hold(follower, record)
+                key = (route, entry.alert_id)
+                holders = [entry, *(other for name, other in entry.followers if name == route)]
+                again = self.queued.pop(key, None)
+                if again is not None and again is not entry:
+                    holders += [again, *(other for name, other in again.followers if name == route)]
+                live = [holder for holder in holders if not holder.released]
+                for holder in live:
+                    holder.waiting.discard(route)
+                    self._hold(holder, record)
+                    if not holder.waiting:
+                        holder.settle()
+                if live:
+                    self.recorded[key] = record
+                else:
+                    self._remember(key, record)
         self.metrics.events_out(STAGE, len(done))
 
     def _hold(self, entry: Entry, record: Done) -> None:
@@ -401,6 +458,7 @@ class AlertRouter:
     def _release(self, entry: Entry, *, remember: bool = True) -> list[Done]:
         """``entry`` leaves (committed, or its partition moved; under the lock): the records no entry holds any more,
         to tombstone (``remember``: and kept a while in ``recent``)."""
+        entry.released = True
         for record in entry.done:
             self.references[(record.route, record.alert_id)] -= 1
         return self._forget_unheld(entry.done, remember=remember)
@@ -417,26 +475,34 @@ class AlertRouter:
                 continue
             if remember:
                 unheld.append(record)
-                self.recent[key] = record
-                if len(self.recent) > RECENT_RECORDS:
-                    self.recent.popitem(last=False)
+                self._remember(key, record)
         return unheld
+
+    def _remember(self, key: tuple[str, str], record: Done) -> None:
+        self.recent[key] = record
+        if len(self.recent) > RECENT_RECORDS:
+            self.recent.popitem(last=False)
 
     def _pending(self) -> bool:
         with self.lock:
             return any(self.entries.values())
 
     def _commit(self, force: bool = False, partitions: set[int] | None = None) -> None:
-        """Commit each partition up to its first alert some route still waits for (its position when there is
-        none: past the alert sink's transaction markers), then tombstone the ledger records the offsets passed."""
+        """Commit each partition up to its first alert some route still waits for (when none waits: its position,
+        past the alert sink's transaction markers, or — a batch read but not all entries yet — past its last entry),
+        then tombstone the ledger records the offsets passed. A commit that fails or hangs is tried again later."""
         if not force and time.monotonic() - self._last_commit < COMMIT_SECONDS:
             return
         self._last_commit = time.monotonic()
         consumer = self.member.consumer
-        assigned = [tp for tp in consumer.assignment() if partitions is None or tp.partition in partitions]
-        if not assigned:
+        try:
+            assigned = [tp for tp in consumer.assignment() if partitions is None or tp.partition in partitions]
+            positions = {tp.partition: tp.offset for tp in consumer.position(assigned)} if assigned else {}
+        except KafkaException as exc:
+            log.warning("%s: positions not read (%s); committing later", STAGE, exc)
             return
-        positions = {tp.partition: tp.offset for tp in consumer.position(assigned)}
+        if self.unfinished:
+            positions = {p: self.read_to[p] for p in positions if p in self.read_to}
         offsets: list[TopicPartition] = []
         passed: dict[int, list[int]] = {}
         with self.lock:
@@ -460,7 +526,11 @@ class AlertRouter:
                 passed[tp.partition] = done_offsets
         if not offsets:
             return
-        consumer.commit(offsets=offsets, asynchronous=False)
+        try:
+            commit_bounded(consumer, COMMIT_TIMEOUT, offsets)
+        except (KafkaException, TimeoutError) as exc:  # a rebalance under way, the coordinator away
+            log.warning("%s: offsets not committed (%s); committing later", STAGE, exc)
+            return
         forgotten: list[Done] = []
         with self.lock:
             for partition, done_offsets in passed.items():
@@ -480,19 +550,19 @@ class AlertRouter:
     def _on_revoke(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
         """Partitions leave this member: their queued alerts are dropped (the next owner reads them again from the
         committed offset; the ledger says what is done) once a message in flight is recorded."""
+        if _consumer is not self.member.consumer:  # a stalled consumer closed after its replacement joined
+            return
         leaving = {tp.partition for tp in partitions if tp.topic == self.clients.drift_topic}
+        deadline = time.monotonic() + REVOKE_SECONDS  # one for every route: the group waits for this member
         for worker in self.workers.values():
-            worker.drop(leaving, REVOKE_SECONDS)
-        try:
-            self._commit(force=True, partitions=leaving)
-        except KafkaException as exc:
-            log.warning("%s: offsets of leaving partitions not committed (%s); their next owner reads from the last "
-                        "commit and the ledger skips what was delivered", STAGE, exc)
+            worker.drop(leaving, deadline)
+        self._commit(force=True, partitions=leaving)
         with self.lock:
             for partition in leaving:
                 for entry in self.entries.pop(partition, {}).values():
                     self._release(entry, remember=False)  # uncommitted: the next owner needs their records
                 self.committed.pop(partition, None)
+                self.read_to.pop(partition, None)
             self.deferred = [([r for r in records if r.partition not in leaving], ends)
                              for records, ends in self.deferred]
             self.queued = {key: entry for key, entry in self.queued.items() if entry.partition not in leaving}
@@ -503,14 +573,19 @@ class AlertRouter:
         held = {tp.partition for tp in self.member.consumer.assignment()}
         if held <= self.ledger_partitions:
             return
-        records = self.write(self.ledger.load, "reading the ledger")
         consumer, topic = self.member.consumer, self.clients.drift_topic
-        committed = {tp.partition: tp.offset for tp in consumer.committed(
-            [TopicPartition(topic, p) for p in held], timeout=10) if tp.error is None}
+
+        def read() -> tuple[dict[tuple[str, str], Done], dict[int, int], dict[int, int]]:
+            committed = {tp.partition: tp.offset for tp in consumer.committed(
+                [TopicPartition(topic, p) for p in held], timeout=10) if tp.error is None}
+            ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in held}
+            return self.ledger.load(), committed, ends
+
+        loaded, committed, ends = self.write(read, "reading the ledger")
+        records = {key: done for key, done in loaded.items() if done.partition in held}  # (others: their owners')
         # Records the committed offsets passed (a tombstone lost in a crash, or the first of an alert on the topic
         # twice whose repeat is not committed yet) stay until the offsets pass the topic's end of now: a repeat
         # among the records read again is skipped by them
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in held}
         leftovers = stale(records.values(), committed)
         with self.lock:
             self.recorded.update(records)
@@ -520,13 +595,18 @@ class AlertRouter:
                  len(leftovers))
 
     def _backpressure(self) -> None:
-        """Stop reading while a route has ``max_pending`` alerts waiting; read again once all are at half."""
+        """Stop reading (every route then waits: memory is bounded) while a route has ``max_pending`` alerts waiting
+        or ``MAX_UNCOMMITTED`` are held; read again once all are at half."""
+        with self.lock:
+            held = sum(len(entries) for entries in self.entries.values())
         loads = [(worker.waiting(), worker.delivery.max_pending) for worker in self.workers.values()]
+        loads.append((held, MAX_UNCOMMITTED))
         assigned = self.member.consumer.assignment()
         if not self.paused and any(waiting >= limit for waiting, limit in loads):
             self.member.consumer.pause(assigned)
             self.paused = True
-            log.warning("%s: a route has reached its max_pending alerts; reading paused", STAGE)
+            log.warning("%s: a route has reached its max_pending alerts, or %d alerts wait for their commit; reading "
+                        "paused", STAGE, held)
         elif self.paused and all(waiting <= limit // 2 for waiting, limit in loads):
             self.member.consumer.resume(assigned)
             self.paused = False
@@ -541,48 +621,67 @@ class AlertRouter:
 
     # --- writes every worker shares -----------------------------------------------------------------------------
     def write(self, action: Any, what: str) -> Any:
-        """``action()`` until Kafka takes it (a ledger or DLQ write must not be skipped); Stopped on a stop."""
+        """``action()`` until Kafka (or the registry) takes it: a ledger or DLQ write must not be skipped; Stopped on
+        a stop. A record Kafka refuses for good (too large) is raised."""
         backoff = Backoff(1.0, RECORD_RETRY_CAP)
         while True:
             try:
                 return action()
-            except (PublishError, KafkaException, TimeoutError, LedgerUnreadable) as exc:
-                problem(log, f"{STAGE}: {what} not written ({exc}); trying again", "check that Kafka runs",
-                        retry_in=backoff.delay, stage=STAGE)
+            except (PublishError, KafkaException, TimeoutError, LedgerUnreadable, RegistryUnavailable) as exc:
+                if isinstance(exc, PublishError) and exc.permanent:
+                    raise
+                problem(log, f"{STAGE}: {what} did not go through ({exc}); trying again",
+                        "check that Kafka and the schema registry run", retry_in=backoff.delay, stage=STAGE)
                 backoff.wait(self.stop)
+
+    def send_dead_letters(self, refusals: list[tuple[Entry, str | None, str, str]]) -> None:
+        """Dead letters of (entry, route, category, reason), acknowledged; one Kafka refuses for good (an alert near
+        the record limit plus the letter's own fields) goes again without the alert's bytes, saying so."""
+        def send(key: bytes | None, letter: bytes) -> None:
+            self.write(lambda: self.producer.send(self.clients.dlq_topic, [(key, letter)]).result(60), "a dead letter")
+
+        for entry, route, category, reason in refusals:
+            try:
+                send(entry.key, self.dead_letter(entry, route, category, reason))
+            except PublishError as exc:
+                bare = Entry(entry.partition, entry.offset, entry.key, b"", entry.alert)
+                send(entry.key, self.dead_letter(bare, route, category, f"{reason} (the alert itself not kept: {exc})"))
 
     def dead_letter(self, entry: Entry, route: str | None, category: str, reason: str) -> bytes:
         """A DeadLetter of ``entry``, refused by ``route`` (None: by none, unreadable)."""
         return self.dead_codec.encode(dead_letter(
             stage=STAGE, error_class=category, error_message=f"route {route}: {reason}" if route else reason,
-            key=entry.key, value=entry.value, headers=[(ROUTE_HEADER, route.encode())] if route else [],
+            key=entry.key, value=entry.value or None, headers=[(ROUTE_HEADER, route.encode())] if route else [],
             source_topic=self.clients.drift_topic, source_partition=entry.partition, source_offset=entry.offset),
             self.dead_letter_id)
 
     def _dead_letter_unreadable(self, message: Message, reason: str) -> None:
         entry = Entry(message.partition(), message.offset(), message.key(), message.value() or b"", {})
-        letter = self.dead_letter(entry, None, "decode", f"not a SchemaDriftAlert: {reason}")
-        self.write(lambda: self.producer.send(self.clients.dlq_topic, [(entry.key, letter)]).result(60),
-                   "a dead letter")
+        self.send_dead_letters([(entry, None, "decode", f"not a SchemaDriftAlert: {reason}")])
         self.metrics.dead_letter(STAGE, "decode")
+        entry.settle()
         with self.lock:
             self.entries.setdefault(entry.partition, {})[entry.offset] = entry  # done: nothing waits
+            self.read_to[entry.partition] = entry.offset + 1
 
 
 def load_routes_checked(settings: RouterSettings) -> tuple[str, list[RouteConfig]]:
     """The routes file read and validated, its secrets added to the log redactor, and every route's template tried
     on sample alerts (one alone, and a full digest): ConfigError says what is wrong and where."""
     file_ui_url, routes = load_routes(settings.routes_file, default_templates())
-    active_redactor().add_secrets(*(secret for route in routes for secret in route.secrets.values()),
-                                  *(urlsplit(route.secrets.url).path for route in routes
-                                    if route.route.destination.url_file is not None))
+    active_redactor().add_secrets(*(secret for route in routes if route.route.destination.url_file is not None
+                                    for secret in route.secrets.values()),
+                                  *(route.secrets.token for route in routes),
+                                  *(route.secrets.key.decode("utf-8", "replace") for route in routes
+                                    if route.secrets.key))
     ui_url = settings.ui_url or file_ui_url or settings.local_ui_url
+    samples = {"a schema change": [sample_alert(0)], "a sensitive exposure": [sample_alert(0, exposure=True)]}
     for route in routes:
-        for count in (1, route.route.delivery.digest_max):
+        count = route.route.delivery.digest_max
+        digest = [sample_alert(i, exposure=i % 10 == 9) for i in range(count)]
+        for what, alerts in {**samples, f"a digest of {count}": digest}.items():
             try:
-                split_build(route.template, route.route.destination.type, [sample_alert(i) for i in range(count)],
-                            route=route.name, ui_url=ui_url)
+                split_build(route.template, route.route.destination.type, alerts, route=route.name, ui_url=ui_url)
             except MessageError as exc:
-                raise ConfigError(f"LINEAGE_ALERT_ROUTES: route {route.name}: its template on {count} sample "
-                                  f"alerts: {exc}") from None
+                raise ConfigError(f"LINEAGE_ALERT_ROUTES: route {route.name}: its template on {what}: {exc}") from None
     return ui_url, routes

@@ -317,3 +317,26 @@ def test_an_alert_of_a_shape_no_alert_sink_writes_is_a_message_error_not_a_crash
     odd = _alert(kind="sensitiveExposure", exposure={"tag": "pii", "columns": [{"field": "x"}]})  # no origin
     with pytest.raises(messages.MessageError, match="cannot be shown"):
         messages.split_build(TEMPLATES["slack"], "slack", [odd], route="r", ui_url="u")
+
+
+def test_a_link_too_long_for_slack_opens_the_ui_s_home_and_the_start_check_tries_an_exposure() -> None:
+    alert = _alert(dataset={"namespace": "s3://bucket", "name": "x/" * 2000})
+    (_, _, body), = messages.split_build(TEMPLATES["slack"], "slack", [alert], route="r", ui_url="http://ui")
+    payload = json.loads(body)
+    assert payload["blocks"][-1]["elements"][0]["url"] == "http://ui/#/"
+    assert receivers.validate_slack(payload) == []
+    exposure = messages.sample_alert(0, exposure=True)
+    assert exposure["kind"] == "sensitiveExposure" and len(exposure["exposure"]["columns"]) > messages.LISTED_CHANGES
+
+
+def test_header_values_and_tokens_must_be_one_line_of_printable_ascii(tmp_path: Path) -> None:
+    for headers in ({"X-Team": "a\r\nInjected: 1"}, {"X-Team": "café"}, {"Bad Name": "v"}):
+        with pytest.raises(ConfigError, match="printable ASCII"):
+            _routes(tmp_path, [{"name": "x", "destination": {"type": "slack", "url": "http://h/x",
+                                                              "headers": headers}}])
+    with pytest.raises(ConfigError, match="token must be printable"):
+        _routes(tmp_path, [{"name": "x", "destination": {"type": "alertmanager", "url": "http://h",
+                                                          "token_file": _secret(tmp_path, "t", "tök")}}])
+    _, (route,) = _routes(tmp_path, [{"name": "x", "destination": {
+        "type": "teams", "url_file": _secret(tmp_path, "u", "https://h.example/workflows/1?api-version=1&sig=S3CRET")}}])
+    assert "S3CRET" in route.secrets.values()  # the signature in the query is masked in logs too
