@@ -320,3 +320,21 @@ def test_a_new_router_group_starts_at_the_topic_s_end_unless_told_otherwise(tmp_
             hook.wait_for(1, 30)
             sleep_watching(2.0, [router])
         assert _webhook_ids(hook) == [new["alertId"]]  # the history before its first start is not posted
+
+
+def test_a_second_router_joining_the_group_mid_delivery_shares_the_work_and_sends_nothing_twice(
+        tmp_path: Path) -> None:
+    with Receiver("webhook", secret=b"k" * 16) as hook:
+        env, settings = _pipeline(tmp_path, "rebalance", [_hook_route(tmp_path, hook)])
+        alerts = [_alert(n) for n in range(16)]  # over both partitions (keyed by dataset)
+        _publish(settings, alerts)
+        hook.hold(0.5)  # slow enough that the second member joins while the first is mid-way
+        with alert_router_process(env) as first:
+            hook.wait_for(2, 60)
+            with alert_router_process(env) as second:
+                hook.wait_for(16, 120)
+                wait_until(lambda: _committed_to_the_end(settings, env["LINEAGE_ROUTER_GROUP"]), 60,
+                           watch=[first, second], what="the group's offsets at the alert topic's end")
+                sleep_watching(2.0, [first, second])
+        assert Counter(_webhook_ids(hook)) == Counter(a["alertId"] for a in alerts)  # each once
+        assert "ledger records read" in second.output  # it took partitions over, with what was done on them
