@@ -22,9 +22,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter, OrderedDict, deque
+from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -44,7 +43,7 @@ from kafka_lineage.schemas.dead_letters import dead_letter
 from kafka_lineage.schemas.wire import AvroCodec, RegistryUnavailable, WireFormatError
 from kafka_lineage.sinks.alerts.routing.config import RouteConfig, load_routes
 from kafka_lineage.sinks.alerts.routing.delivery import Outcome, Pace, batch_size, outcome, request
-from kafka_lineage.sinks.alerts.routing.ledger import Done, Ledger, LedgerUnreadable, stale
+from kafka_lineage.sinks.alerts.routing.ledger import Done, Ledger, LedgerUnreadable
 from kafka_lineage.sinks.alerts.routing.messages import (
     MessageError,
     TooLarge,
@@ -54,6 +53,7 @@ from kafka_lineage.sinks.alerts.routing.messages import (
 )
 from kafka_lineage.sinks.alerts.routing.rules import select
 from kafka_lineage.sinks.alerts.routing.settings import ROUTER_CRASH_POINTS, RouterSettings
+from kafka_lineage.sinks.alerts.routing.tracking import Entry, Tracker
 from kafka_lineage.sinks.consumer import SinkMember, consume_batch, throttled
 
 log = logging.getLogger(__name__)
@@ -66,36 +66,8 @@ MAX_POLL_INTERVAL_MS = 300_000
 CONNECT_SECONDS = 5.0
 REVOKE_SECONDS = 30.0  # a worker's message in flight is waited for this long when its partition leaves the member
 RECORD_RETRY_CAP = 10.0  # a ledger or DLQ write Kafka refused is tried again, at most this far apart
-RECENT_RECORDS = 100_000  # (route, alert id) pairs kept after their tombstone, to skip a late repeat
 ANSWER_BYTES = 2000  # of a destination's answer, read (a refusal's reason); the rest is left unread
 ROUTE_HEADER = "lineage.route"  # on a dead letter: the route that refused the alert (and on its redriven record)
-
-
-@dataclass(eq=False)
-class Entry:
-    """One alert read from the topic, and the routes it still waits for."""
-
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes
-    alert: dict[str, Any]
-    waiting: set[str] = field(default_factory=set)
-    # later records of the same alert id (a repeat on the topic, same key and so same partition) waiting on a route
-    # for this one's delivery: done with it, never sent twice
-    followers: list[tuple[str, Entry]] = field(default_factory=list)
-    done: list[Done] = field(default_factory=list)  # ledger records of this alert (tombstoned once committed)
-    arrived: float = field(default_factory=time.monotonic)
-    abandoned: bool = False  # its partition left this member: the next owner delivers what is not recorded
-    released: bool = False  # committed, or its partition left: no longer among the router's entries
-
-    def settle(self) -> None:
-        """Done on every route: only its id is kept (it may wait long for its commit behind a route that waits)."""
-        self.alert, self.value = {"alertId": self.alert_id}, b""
-
-    @property
-    def alert_id(self) -> str:
-        return str(self.alert.get("alertId", ""))
 
 
 class RouteWorker:
@@ -313,22 +285,9 @@ class AlertRouter:
         self.stop = threading.Event()
         self.failed = threading.Event()
         self.lock = threading.Lock()  # the entries and the ledger's view, shared with the workers
-        self.entries: dict[int, dict[int, Entry]] = {}  # partition → offset → entry, in offset order
-        self.recorded: dict[tuple[str, str], Done] = {}  # (route, alert id) → done, in the ledger
-        # entries not committed yet that hold each record: a record is tombstoned only once none does (an alert on
-        # the topic twice is skipped by its ledger record until both are committed)
-        self.references: Counter[tuple[str, str]] = Counter()
-        # records tombstoned lately: a repeat of an alert read long after the first (same process) is still skipped
-        self.recent: OrderedDict[tuple[str, str], Done] = OrderedDict()
-        # ledger records found passed at a start, with the topic's end offsets then: tombstoned once commits reach them
-        self.deferred: list[tuple[list[Done], dict[int, int]]] = []
-        self.committed: dict[int, int] = {}  # partition → the offset this member committed last
-        self.queued: dict[tuple[str, str], Entry] = {}  # (route, alert id) → the entry a worker has for it
+        self.tracked = Tracker()  # what was read and what each route did (tracking.py), under ``lock``
         self.ledger_partitions: set[int] = set()  # the partitions held when the ledger was last read
-        # partition → the offset after the last record that became an entry; a commit goes no further while a batch
-        # read from Kafka is not all entries yet (``unfinished``)
-        self.read_to: dict[int, int] = {}
-        self.unfinished = False
+        self.unfinished = False  # a batch read from Kafka is not all entries yet: no commit passes it
         self.paused = False
         self.read = self.unrouted = 0
         self._last_commit = 0.0
@@ -351,7 +310,7 @@ class AlertRouter:
                 if messages:
                     self._handle(messages)
                     self.member.watch.busy()
-                elif not self._pending():
+                elif not self._pending():  # (a stalled consumer is rebuilt only with nothing uncommitted)
                     self.member.check(STAGE)
                 self.unfinished = False
                 self._commit()
@@ -390,107 +349,33 @@ class AlertRouter:
             redriven = dict(message.headers() or ()).get(ROUTE_HEADER)
             if redriven is not None:  # a dead letter of one route, redriven: that route sends it, no other
                 names = [name for name in names if name.encode() == redriven]
-            self._rerecord_recent(names, entry.alert_id)
-            offered = []
             with self.lock:
-                for name in names:
-                    key = (name, entry.alert_id)
-                    recorded, first = self.recorded.get(key), self.queued.get(key)
-                    if redriven is not None and recorded is not None and recorded.outcome == "deadLettered":
-                        recorded = None  # its dead letter, redriven: sent again
-                    if recorded is not None:
-                        self._hold(entry, recorded)
-                        continue
-                    entry.waiting.add(name)
-                    if first is not None:
-                        first.followers.append((name, entry))
-                    else:
-                        self.queued[(name, entry.alert_id)] = entry
-                        offered.append(name)
-                self.entries.setdefault(entry.partition, {})[entry.offset] = entry
-                self.read_to[entry.partition] = entry.offset + 1
-                if not entry.waiting:
-                    entry.settle()
+                again = self.tracked.to_rerecord(names, entry.alert_id)
+            if again:  # read again after its record was tombstoned: the record goes back first (tracking.py)
+                self.write(lambda again=again: self.ledger.record(again), "the ledger")
+                with self.lock:
+                    self.tracked.rerecorded(again)
+            with self.lock:
+                offered = self.tracked.track(entry, names, redriven is not None)
             if not entry.waiting and not entry.done:
                 self.unrouted += 1
             for name in offered:
                 self.workers[name].offer(entry)
         self.metrics.seen(STAGE)
 
-    def _rerecord_recent(self, names: list[str], alert_id: str) -> None:
-        """An alert read again after its ledger record was tombstoned (its first record committed, this one not): the
-        record goes back to the ledger before this one counts as done, or a restart would send it again."""
-        with self.lock:
-            again = [self.recent[(name, alert_id)] for name in names
-                     if (name, alert_id) in self.recent and (name, alert_id) not in self.recorded]
-        if again:
-            self.write(lambda: self.ledger.record(again), "the ledger")
-            with self.lock:
-                self.recorded.update({(done.route, done.alert_id): done for done in again})
-
     def finished(self, route: str, done: list[tuple[Entry, Done]]) -> None:
-        """A worker is done with these alerts on ``route`` (recorded in the ledger). Also done: later records of the
-        same alert, following it or read again meanwhile (its partition left this member and came back)."""
+        """A worker is done with these alerts on ``route`` (recorded in the ledger)."""
         with self.lock:
-            for entry, record in done:
-                key = (route, entry.alert_id)
-                holders = [entry, *(other for name, other in entry.followers if name == route)]
-                again = self.queued.pop(key, None)
-                if again is not None and again is not entry:
-                    holders += [again, *(other for name, other in again.followers if name == route)]
-                live = [holder for holder in holders if not holder.released]
-                for holder in live:
-                    holder.waiting.discard(route)
-                    self._hold(holder, record)
-                    if not holder.waiting:
-                        holder.settle()
-                if live:
-                    self.recorded[key] = record
-                else:
-                    self._remember(key, record)
+            self.tracked.finished(route, done)
         self.metrics.events_out(STAGE, len(done))
-
-    def _hold(self, entry: Entry, record: Done) -> None:
-        """``entry`` is done on a route by ``record`` (under the lock)."""
-        entry.done.append(record)
-        self.references[(record.route, record.alert_id)] += 1
-
-    def _release(self, entry: Entry, *, remember: bool = True) -> list[Done]:
-        """``entry`` leaves (committed, or its partition moved; under the lock): the records no entry holds any more,
-        to tombstone (``remember``: and kept a while in ``recent``)."""
-        entry.released = True
-        for record in entry.done:
-            self.references[(record.route, record.alert_id)] -= 1
-        return self._forget_unheld(entry.done, remember=remember)
-
-    def _forget_unheld(self, records: list[Done], *, remember: bool = True) -> list[Done]:
-        """Of ``records``, those no entry holds (under the lock): out of ``recorded``, into ``recent``."""
-        unheld = []
-        for record in records:
-            key = (record.route, record.alert_id)
-            if self.references.get(key, 0) > 0:
-                continue
-            self.references.pop(key, None)
-            if self.recorded.pop(key, None) is None:  # forgotten already (or held from ``recent``)
-                continue
-            if remember:
-                unheld.append(record)
-                self._remember(key, record)
-        return unheld
-
-    def _remember(self, key: tuple[str, str], record: Done) -> None:
-        self.recent[key] = record
-        if len(self.recent) > RECENT_RECORDS:
-            self.recent.popitem(last=False)
 
     def _pending(self) -> bool:
         with self.lock:
-            return any(self.entries.values())
+            return self.tracked.pending()
 
     def _commit(self, force: bool = False, partitions: set[int] | None = None) -> None:
-        """Commit each partition up to its first alert some route still waits for (when none waits: its position,
-        past the alert sink's transaction markers, or — a batch read but not all entries yet — past its last entry),
-        then tombstone the ledger records the offsets passed. A commit that fails or hangs is tried again later."""
+        """Commit what every route is done with (``Tracker.commits``), then tombstone the ledger records the
+        offsets passed. A commit that fails or hangs is tried again later."""
         if not force and time.monotonic() - self._last_commit < COMMIT_SECONDS:
             return
         self._last_commit = time.monotonic()
@@ -501,50 +386,18 @@ class AlertRouter:
         except KafkaException as exc:
             log.warning("%s: positions not read (%s); committing later", STAGE, exc)
             return
-        if self.unfinished:
-            positions = {p: self.read_to[p] for p in positions if p in self.read_to}
-        offsets: list[TopicPartition] = []
-        passed: dict[int, list[int]] = {}
         with self.lock:
-            for tp in assigned:
-                done_offsets: list[int] = []
-                waiting_at: int | None = None
-                for offset, entry in self.entries.get(tp.partition, {}).items():  # insertion order: ascending
-                    if entry.waiting:
-                        waiting_at = offset
-                        break
-                    done_offsets.append(offset)
-                if waiting_at is not None:
-                    target = waiting_at
-                elif positions.get(tp.partition, -1) >= 0:
-                    target = positions[tp.partition]
-                elif done_offsets:
-                    target = done_offsets[-1] + 1
-                else:
-                    continue
-                offsets.append(TopicPartition(self.clients.drift_topic, tp.partition, target))
-                passed[tp.partition] = done_offsets
-        if not offsets:
+            commits = self.tracked.commits(positions, self.unfinished)
+        if not commits:
             return
         try:
-            commit_bounded(consumer, COMMIT_TIMEOUT, offsets)
+            commit_bounded(consumer, COMMIT_TIMEOUT, [TopicPartition(self.clients.drift_topic, partition, c.offset)
+                                                      for partition, c in commits.items()])
         except (KafkaException, TimeoutError) as exc:  # a rebalance under way, the coordinator away
             log.warning("%s: offsets not committed (%s); committing later", STAGE, exc)
             return
-        forgotten: list[Done] = []
         with self.lock:
-            for partition, done_offsets in passed.items():
-                held = self.entries.get(partition, {})
-                for offset in done_offsets:
-                    entry = held.pop(offset, None)
-                    if entry is not None:
-                        forgotten.extend(self._release(entry))
-            self.committed.update({tp.partition: tp.offset for tp in offsets})
-            for group in list(self.deferred):
-                records, ends = group
-                if all(ends.get(r.partition, 0) <= self.committed.get(r.partition, 0) for r in records):
-                    self.deferred.remove(group)
-                    forgotten.extend(self._forget_unheld(records))
+            forgotten = self.tracked.committed_to(commits)
         self.ledger.forget(forgotten)
 
     def _on_revoke(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
@@ -558,14 +411,7 @@ class AlertRouter:
             worker.drop(leaving, deadline)
         self._commit(force=True, partitions=leaving)
         with self.lock:
-            for partition in leaving:
-                for entry in self.entries.pop(partition, {}).values():
-                    self._release(entry, remember=False)  # uncommitted: the next owner needs their records
-                self.committed.pop(partition, None)
-                self.read_to.pop(partition, None)
-            self.deferred = [([r for r in records if r.partition not in leaving], ends)
-                             for records, ends in self.deferred]
-            self.queued = {key: entry for key, entry in self.queued.items() if entry.partition not in leaving}
+            self.tracked.leave(leaving)
         self.ledger_partitions -= leaving
 
     def _read_ledger_if_new_partitions(self) -> None:
@@ -581,24 +427,18 @@ class AlertRouter:
             ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in held}
             return self.ledger.load(), committed, ends
 
-        loaded, committed, ends = self.write(read, "reading the ledger")
-        records = {key: done for key, done in loaded.items() if done.partition in held}  # (others: their owners')
-        # Records the committed offsets passed (a tombstone lost in a crash, or the first of an alert on the topic
-        # twice whose repeat is not committed yet) stay until the offsets pass the topic's end of now: a repeat
-        # among the records read again is skipped by them
-        leftovers = stale(records.values(), committed)
+        records, committed, ends = self.write(read, "reading the ledger")
         with self.lock:
-            self.recorded.update(records)
-            self.deferred.append((leftovers, ends))
+            passed = self.tracked.loaded(records, committed, ends, held)
         self.ledger_partitions = held
         log.info("%s: %d ledger records read (%d already passed by the committed offsets)", STAGE, len(records),
-                 len(leftovers))
+                 passed)
 
     def _backpressure(self) -> None:
         """Stop reading (every route then waits: memory is bounded) while a route has ``max_pending`` alerts waiting
         or ``MAX_UNCOMMITTED`` are held; read again once all are at half."""
         with self.lock:
-            held = sum(len(entries) for entries in self.entries.values())
+            held = self.tracked.held()
         loads = [(worker.waiting(), worker.delivery.max_pending) for worker in self.workers.values()]
         loads.append((held, MAX_UNCOMMITTED))
         assigned = self.member.consumer.assignment()
@@ -659,10 +499,8 @@ class AlertRouter:
         entry = Entry(message.partition(), message.offset(), message.key(), message.value() or b"", {})
         self.send_dead_letters([(entry, None, "decode", f"not a SchemaDriftAlert: {reason}")])
         self.metrics.dead_letter(STAGE, "decode")
-        entry.settle()
         with self.lock:
-            self.entries.setdefault(entry.partition, {})[entry.offset] = entry  # done: nothing waits
-            self.read_to[entry.partition] = entry.offset + 1
+            self.tracked.track(entry, [])  # done: nothing waits
 
 
 def load_routes_checked(settings: RouterSettings) -> tuple[str, list[RouteConfig]]:
