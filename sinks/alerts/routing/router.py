@@ -2,7 +2,9 @@
 
 - One member of the router's group reads the alert topic (read_committed: alerts of aborted alert-sink transactions
   never go out). Each alert is matched against every route (``rules.py``); each route has a worker thread with its
-  own queue, pace and retries, so a destination that is down holds up only its own route.
+  own queue, pace and retries, so a destination that is down holds up only its own route (until ``max_pending``
+  alerts wait for it: then reading pauses, memory stays bounded). What was read and what may be committed is kept
+  by ``tracking.py``.
 - At least once per route: a worker retries a message with exponential backoff (honouring Retry-After) until its
   destination accepts it, however long that takes; only a refusal for good (a 4xx other than 408/409/425/429, or a
   message no template or size limit lets through) ends it, as a dead letter with the reason on the DLQ.
