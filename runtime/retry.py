@@ -21,8 +21,13 @@ class Backoff:
     def reset(self) -> None:
         self.delay = self.first
 
-    def wait(self, stop: threading.Event | None = None) -> None:
+    def advance(self) -> float:
+        """The next wait, doubled for the one after (for a caller that waits its own way)."""
         delay, self.delay = self.delay, min(self.delay * 2, self.cap)
+        return delay
+
+    def wait(self, stop: threading.Event | None = None) -> None:
+        delay = self.advance()
         if stop is None:
             time.sleep(delay)
         elif stop.wait(delay):

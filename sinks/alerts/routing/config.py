@@ -142,13 +142,15 @@ class Secrets(BaseModel):
     key: bytes | None = Field(default=None, repr=False)
     token: str | None = Field(default=None, repr=False)
 
-    def values(self) -> list[str]:
-        """What the log redactor masks: each secret, and the path and query values of a URL read from a file (a
-        Slack URL's token is its path, a Teams Workflows URL's signature a query value)."""
-        parts = urlsplit(self.url)
-        pieces = [parts.path, *(value for _name, value in parse_qsl(parts.query))]
-        return [v for v in (self.url, self.token, self.key.decode("utf-8", "replace") if self.key else None,
-                            *pieces) if v]
+    def values(self, *, url: bool = True) -> list[str]:
+        """What the log redactor masks: the token and key, and (``url``: the URL is a secret, read from a file) the
+        URL with its path and query values (a Slack URL's token is its path, a Teams Workflows URL's signature a
+        query value)."""
+        found = [self.token, self.key.decode("utf-8", "replace") if self.key else None]
+        if url:
+            parts = urlsplit(self.url)
+            found += [self.url, parts.path, *(value for _name, value in parse_qsl(parts.query))]
+        return [value for value in found if value]
 
 
 class RouteConfig(BaseModel):
@@ -162,6 +164,10 @@ class RouteConfig(BaseModel):
     @property
     def name(self) -> str:
         return self.route.name
+
+    def secret_values(self) -> list[str]:
+        """What the log redactor masks for this route (a URL given inline is no secret)."""
+        return self.secrets.values(url=self.route.destination.url_file is not None)
 
     def where(self) -> str:
         """The destination for logs and errors: its type and host, never its path or query (tokens live there)."""

@@ -214,13 +214,12 @@ class RouteWorker:
             if result.result == "refused":
                 return result.reason
             self.router.metrics.route_retried(self.name)
-            delay = max(backoff.delay, result.retry_after or 0.0)
+            delay = max(backoff.advance(), result.retry_after or 0.0)
             if attempts == 1 or attempts % 10 == 0:
                 problem(log, f"route {self.name}: {self.config.where()} did not take {len(entries)} alerts "
                         f"({result.reason}); attempt {attempts}, trying again", "check the destination; nothing "
                         "is lost while it is away", retry_in=delay, stage=STAGE)
             self._sleep(delay, entries)
-            backoff.delay = min(backoff.delay * 2, backoff.cap)
 
     def _sleep(self, seconds: float, entries: list[Entry]) -> None:
         """Wait ``seconds``, ending early when every one of ``entries`` left this member (a rebalance must not wait
@@ -456,7 +455,7 @@ class AlertRouter:
 
     def _report(self) -> None:
         waiting = {name: worker.waiting() for name, worker in self.workers.items()}
-        for name, count in waiting.items():
+        for name, count in waiting.items():  # (also after a rebalance dropped queued alerts)
             self.metrics.route_waiting(name, count)
         log.info("alert router: %d alerts read (%d matched no route); waiting per route: %s", self.read,
                  self.unrouted, waiting)
@@ -509,11 +508,7 @@ def load_routes_checked(settings: RouterSettings) -> tuple[str, list[RouteConfig
     """The routes file read and validated, its secrets added to the log redactor, and every route's template tried
     on sample alerts (one alone, and a full digest): ConfigError says what is wrong and where."""
     file_ui_url, routes = load_routes(settings.routes_file, default_templates())
-    active_redactor().add_secrets(*(secret for route in routes if route.route.destination.url_file is not None
-                                    for secret in route.secrets.values()),
-                                  *(route.secrets.token for route in routes),
-                                  *(route.secrets.key.decode("utf-8", "replace") for route in routes
-                                    if route.secrets.key))
+    active_redactor().add_secrets(*(secret for route in routes for secret in route.secret_values()))
     ui_url = settings.ui_url or file_ui_url or settings.local_ui_url
     samples = {"a schema change": [sample_alert(0)], "a sensitive exposure": [sample_alert(0, exposure=True)]}
     for route in routes:

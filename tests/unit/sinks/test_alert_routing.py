@@ -339,4 +339,8 @@ def test_header_values_and_tokens_must_be_one_line_of_printable_ascii(tmp_path: 
                                                           "token_file": _secret(tmp_path, "t", "tök")}}])
     _, (route,) = _routes(tmp_path, [{"name": "x", "destination": {
         "type": "teams", "url_file": _secret(tmp_path, "u", "https://h.example/workflows/1?api-version=1&sig=S3CRET")}}])
-    assert "S3CRET" in route.secrets.values()  # the signature in the query is masked in logs too
+    assert "S3CRET" in route.secret_values()  # the signature in the query is masked in logs too
+    _, (inline,) = _routes(tmp_path, [{"name": "am", "destination": {
+        "type": "alertmanager", "url": "http://alertmanager.example:9093",
+        "token_file": _secret(tmp_path, "t", "tok-1")}}])
+    assert inline.secret_values() == ["tok-1"]  # an inline URL is no secret; the token is
