@@ -1,5 +1,5 @@
-"""Faust's Kafka transport with four fixes that each lost records, a fifth for a crash, and the pipeline's Kafka
-security settings as Faust credentials.
+"""Faust's Kafka transport with four fixes that each lost records, a fifth for a crash, a sixth in table recovery
+that lost a held event, and the pipeline's Kafka security settings as Faust credentials.
 
 1. A partition without a committed offset restarts from its beginning. During table recovery Faust resumes the
    stream partitions early, discards what the consumer fetches for them, and afterwards seeks every partition back
@@ -31,6 +31,14 @@ security settings as Faust credentials.
    partition's records only while flow runs and the partition is active; the others stay in the fetcher for a
    later call, or are dropped by the next seek.
 5. A recovery seek below -1 starts at 0 (see ``_ConsumerThread._seek_wait``).
+6. A recovery that a new rebalance overtook does not end that rebalance. Recovery checks the group generation before
+   its last step (seeking the stream partitions) but not after it: a worker stopped during that seek (SIGSTOP in
+   the fault campaign, seed 13) came back, its session had expired, the rejoin revoked everything, and then the old
+   recovery finished -- "Worker ready", ``app.rebalancing`` false -- while the new assignment's changelogs had not
+   been read. The processor's release timer, trusting that flag, adopted the runs of its partitions from tables
+   still missing three of them, and a run's held event was never released. Here every wait of recovery ends its
+   pass (``RebalanceAgain``, as Faust does when the next assignment arrives first) once a rebalance has begun since
+   the assignment the pass serves, so only the newest assignment's recovery ends a rebalance.
 """
 
 from __future__ import annotations
@@ -52,6 +60,8 @@ if _installed != TESTED_WITH:
 import faust  # noqa: E402 (after the version check)
 from aiokafka import TopicPartition  # noqa: E402
 from aiokafka.helpers import create_ssl_context  # noqa: E402
+from faust.tables import TableManager  # noqa: E402
+from faust.tables.recovery import RebalanceAgain, Recovery  # noqa: E402
 from faust.transport.drivers import aiokafka as faust_aiokafka  # noqa: E402
 from faust.types import TP  # noqa: E402
 from mode.utils.objects import cached_property  # noqa: E402
@@ -195,12 +205,48 @@ class _FlowControl(FlowControlEvent):
             self.clear()
 
 
+class _Recovery(Recovery):
+    # app.rebalancing_count (one more at every rebalance's start, when partitions are revoked) when the assignment
+    # this recovery pass serves arrived
+    _serving: int = 0
+
+    async def on_rebalance(self, assigned: set[TP], revoked: set[TP], newly_assigned: set[TP],
+                           generation_id: int = 0) -> None:
+        self._serving = self.app.rebalancing_count
+        await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
+
+    async def _wait(self, coro: Any, timeout: Any = None) -> None:
+        """Fix 6: a pass that a newer rebalance overtook ends at its next wait, before or after it."""
+        if self.app.rebalancing_count != self._serving and asyncio.iscoroutine(coro):
+            coro.close()  # never to run
+        self._raise_if_overtaken()
+        await super()._wait(coro, timeout)
+        self._raise_if_overtaken()
+
+    def _raise_if_overtaken(self) -> None:
+        if self.app.rebalancing_count != self._serving:
+            self.log.info("Recovery of rebalance #%d overtaken by rebalance #%d", self._serving,
+                          self.app.rebalancing_count)
+            raise RebalanceAgain()
+
+
+class _TableManager(TableManager):
+    @property
+    def recovery(self) -> Recovery:
+        if self._recovery is None:
+            self._recovery = _Recovery(self.app, self, beacon=self.beacon, loop=self.loop)
+        return self._recovery
+
+
 class App(faust.App):
-    """``faust.App`` whose queued records survive a redundant flow-control resume (fix 2); give it
-    ``broker=broker_url(...)`` for the transport of fixes 1, 3 and 4, and ``librdkafka_config`` (the same Kafka's
-    librdkafka settings) for fix 3's reads of where changelogs end."""
+    """``faust.App`` whose queued records survive a redundant flow-control resume (fix 2) and whose table recovery
+    ends only the newest rebalance (fix 6); give it ``broker=broker_url(...)`` for the transport of fixes 1, 3 and 4,
+    and ``librdkafka_config`` (the same Kafka's librdkafka settings) for fix 3's reads of where changelogs end."""
 
     librdkafka_config: Mapping[str, str] = {}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, TableManager=_TableManager, **kwargs)
 
     @cached_property
     def flow_control(self) -> FlowControlEvent:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import defaultdict
 from types import SimpleNamespace
 
@@ -180,3 +181,50 @@ def test_a_recovery_seek_below_minus_one_starts_at_zero_instead_of_raising(monke
     changelog = TP("runs-changelog", 0)
     asyncio.run(thread._seek_wait(_Consumer(), {changelog: -2, EVENTS: 7}))
     assert sought == {changelog: 0, EVENTS: 7}
+
+
+class _SeekingConsumer:
+    """The consumer calls of recovery's last step; ``during_seek`` runs while the stream partitions are sought."""
+
+    def __init__(self, during_seek) -> None:
+        self.during_seek = during_seek
+        self.flow_resumed = False
+
+    def assignment(self) -> set[TP]:
+        return {EVENTS}
+
+    def resume_partitions(self, _tps) -> None:
+        pass
+
+    async def perform_seek(self) -> None:
+        self.during_seek()
+
+    def resume_flow(self) -> None:
+        self.flow_resumed = True
+
+
+@pytest.mark.parametrize("overtaken", [False, True])
+def test_a_recovery_overtaken_by_a_rebalance_during_its_last_seek_does_not_end_that_rebalance(overtaken) -> None:
+    # Fix 6, in Faust's own recovery code: a worker stopped during the seek came back to an expired session, the rejoin
+    # revoked everything (a new rebalance began), and the old pass then declared the worker ready.
+    from faust.tables.recovery import RebalanceAgain
+
+    from kafka_lineage.processors.faust_transport import App
+
+    async def recover() -> tuple[bool, bool, bool]:
+        app = App("lineage.recovery-test", broker="memory://", store="memory://")
+        app.on_rebalance_start()  # partitions revoked: rebalance #1
+        app.consumer_generation_id = 1
+        recovery = app.tables.recovery
+        await recovery.on_rebalance(set(), set(), set(), generation_id=1)  # its assignment
+        recovery.signal_recovery_start.clear()  # as the recovery loop does when it starts the pass
+        consumer = _SeekingConsumer(app.on_rebalance_start if overtaken else lambda: None)
+        app._consumer = consumer
+        app._fetcher = SimpleNamespace(maybe_start=lambda: asyncio.sleep(0))
+        # RebalanceAgain: what Faust's recovery loop takes as "another rebalance started" (it waits for that assignment)
+        with contextlib.suppress(RebalanceAgain):
+            await recovery.on_recovery_completed(generation_id=1)
+        return app.rebalancing, recovery.completed.is_set(), consumer.flow_resumed
+
+    rebalancing, completed, flow_resumed = asyncio.run(recover())
+    assert (rebalancing, completed, flow_resumed) == ((True, False, False) if overtaken else (False, True, True))
