@@ -154,11 +154,17 @@ def consume_all(bootstrap: str, topic: str, timeout: float = 30.0) -> list[Messa
                          "enable.auto.commit": False, "isolation.level": "read_committed"})
     try:
         metadata = consumer.list_topics(topic, timeout=10)
-        partitions = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in metadata.topics[topic].partitions]
-        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in partitions}
-        consumer.assign(partitions)
+        watermarks = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                      for p in metadata.topics[topic].partitions}
+        # Only partitions with records: an empty one is never fetched, and its position stays invalid (-1001), which
+        # once made every read of a topic with an empty partition wait out the whole timeout.
+        ends = {p: high for p, (low, high) in watermarks.items() if high > low}
+        partitions = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends]
         messages: list[Message] = []
-        positions = {p: 0 for p in ends}
+        if not partitions:
+            return messages
+        consumer.assign(partitions)
+        positions = dict.fromkeys(ends, 0)
         deadline = time.monotonic() + timeout
         while any(positions[p] < ends[p] for p in ends) and time.monotonic() < deadline:
             message = consumer.poll(0.5)
