@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from typing import TypeVar
 
@@ -350,10 +350,35 @@ COMMIT_WAIT_SECONDS = 30.0
 _commits_in_flight: dict[int, threading.Thread] = {}  # id(consumer) → the thread of its last commit
 
 
+_in_rebalance_callback: set[int] = set()  # id(consumer) of consumers whose rebalance callback runs now
+
+
+@contextlib.contextmanager
+def rebalance_callback(consumer: Consumer) -> Iterator[None]:
+    """Around a rebalance callback of ``consumer`` (in the thread that polls or closes it): ``commit_bounded`` then
+    commits in that thread."""
+    _in_rebalance_callback.add(id(consumer))
+    try:
+        yield
+    finally:
+        _in_rebalance_callback.discard(id(consumer))
+
+
 def commit_bounded(consumer: Consumer, timeout: float, offsets: list[TopicPartition] | None = None) -> None:
     """``consumer.commit(asynchronous=False)`` (of ``offsets``, else the positions), waited for at most ``timeout``
     seconds; TimeoutError past it, the call going on in its thread (no other commit of the consumer starts until it
-    returned)."""
+    returned).
+
+    Within the consumer's rebalance callback (``rebalance_callback``) the commit is made in the callback's own thread:
+    one from another thread waits for the callback to return, and so timed out on every rebalance and every close
+    (the router's stop took 30 s more and committed nothing). librdkafka bounds that one itself: with the broker
+    gone it failed with _WAIT_COORD after 45 s."""
+    if id(consumer) in _in_rebalance_callback:
+        if offsets is None:
+            consumer.commit(asynchronous=False)
+        else:
+            consumer.commit(offsets=offsets, asynchronous=False)
+        return
     running = _commits_in_flight.get(id(consumer))
     if running is not None and running.is_alive():
         raise TimeoutError("an earlier offset commit has not returned yet")

@@ -26,7 +26,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from kafka_lineage.runtime.config import ClientSettings
-from kafka_lineage.runtime.kafka_io import commit_offsets
+from kafka_lineage.runtime.kafka_io import commit_offsets, rebalance_callback
 from kafka_lineage.runtime.logs import problem
 from kafka_lineage.runtime.metrics import Metrics
 from kafka_lineage.runtime.stall import StallWatch
@@ -102,8 +102,13 @@ class SinkMember:
         if self._on_revoke is None:
             self.consumer.subscribe([self.topic])
         else:
-            self.consumer.subscribe([self.topic], on_revoke=self._on_revoke)
+            self.consumer.subscribe([self.topic], on_revoke=self._revoking)
         self.watch.busy()
+
+    def _revoking(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        assert self._on_revoke is not None
+        with rebalance_callback(consumer):  # its commits are made right here (``commit_bounded``)
+            self._on_revoke(consumer, partitions)
 
     def check(self, stage: str) -> None:
         """Between polls that brought nothing: rebuild the consumer if it stalled (see the module doc)."""

@@ -5,7 +5,7 @@ import time
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from kafka_lineage.runtime.kafka_io import commit_offsets
+from kafka_lineage.runtime.kafka_io import commit_bounded, commit_offsets, rebalance_callback
 
 log = logging.getLogger("test")
 
@@ -79,3 +79,22 @@ def test_a_commit_that_does_not_return_is_given_up_and_not_started_again_while_i
     time.sleep(0.2)
     commit_offsets(consumer, threading.Event(), log, "test", wait=0.2)  # type: ignore[arg-type]
     assert consumer.commits == 2
+
+
+def test_a_commit_within_the_consumer_s_rebalance_callback_is_made_in_the_callback_s_thread() -> None:
+    # librdkafka answers a commit from another thread only once the callback returned: it waited out every timeout
+    class Recording:
+        def __init__(self) -> None:
+            self.threads: list[int] = []
+
+        def commit(self, offsets: object = None, asynchronous: bool = True) -> None:
+            assert asynchronous is False
+            self.threads.append(threading.get_ident())
+
+    consumer, other = Recording(), Recording()
+    with rebalance_callback(consumer):  # type: ignore[arg-type]
+        commit_bounded(consumer, 1.0)  # type: ignore[arg-type]
+        commit_bounded(other, 1.0)  # type: ignore[arg-type]
+    commit_bounded(consumer, 1.0)  # type: ignore[arg-type]
+    here = threading.get_ident()
+    assert consumer.threads[0] == here and other.threads[0] != here and consumer.threads[1] != here
