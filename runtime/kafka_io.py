@@ -373,11 +373,14 @@ def commit_bounded(consumer: Consumer, timeout: float, offsets: list[TopicPartit
     one from another thread waits for the callback to return, and so timed out on every rebalance and every close
     (the router's stop took 30 s more and committed nothing). librdkafka bounds that one itself: with the broker
     gone it failed with _WAIT_COORD after 45 s."""
-    if id(consumer) in _in_rebalance_callback:
+    def commit_now() -> None:
         if offsets is None:
             consumer.commit(asynchronous=False)
         else:
             consumer.commit(offsets=offsets, asynchronous=False)
+
+    if id(consumer) in _in_rebalance_callback:
+        commit_now()
         return
     running = _commits_in_flight.get(id(consumer))
     if running is not None and running.is_alive():
@@ -386,10 +389,7 @@ def commit_bounded(consumer: Consumer, timeout: float, offsets: list[TopicPartit
 
     def commit() -> None:
         try:
-            if offsets is None:
-                consumer.commit(asynchronous=False)
-            else:
-                consumer.commit(offsets=offsets, asynchronous=False)
+            commit_now()
             outcome.append(None)
         except BaseException as exc:  # handed to the caller's thread
             outcome.append(exc)
